@@ -1,0 +1,78 @@
+/* Tests of the shared base: errors, rng, hashes, allocation hook. */
+#include "starling/common.h"
+#include "starling/hash.h"
+#include "starling/rng.h"
+#include "testlib.h"
+
+static void test_errors(void) {
+    CHECK_STR(sl_errname(SL_EPROTO), "SL_EPROTO");
+    CHECK_STR(sl_strerror(SL_OK), "success");
+    CHECK_STR(sl_strerror((sl_err)9999), "unknown error");
+    for (int e = 0; e < SL_ERR_COUNT; e++)
+        CHECK_MSG(sl_strerror((sl_err)e) && sl_errname((sl_err)e)[0] == 'S', "code %d", e);
+}
+
+static void test_rng_reproducible(void) {
+    sl_rng_t a, b;
+    sl_rng_seed(&a, 42);
+    sl_rng_seed(&b, 42);
+    for (int i = 0; i < 1000; i++)
+        CHECK(sl_rng_next(&a) == sl_rng_next(&b));
+    sl_rng_seed(&b, 43);
+    CHECK(sl_rng_next(&a) != sl_rng_next(&b));
+    int counts[10] = {0};
+    for (int i = 0; i < 100000; i++)
+        counts[sl_rng_below(&a, 10)]++;
+    for (int i = 0; i < 10; i++)
+        CHECK_MSG(counts[i] > 9500 && counts[i] < 10500, "bucket %d: %d", i, counts[i]);
+    double sum = 0;
+    for (int i = 0; i < 100000; i++) {
+        double d = sl_rng_double(&a);
+        CHECK(d >= 0 && d < 1);
+        sum += d;
+    }
+    CHECK_NEAR(sum / 100000, 0.5, 0.01);
+}
+
+static void test_hashes(void) {
+    CHECK(sl_hash64("abc", 3, 1) == sl_hash64("abc", 3, 1));
+    CHECK(sl_hash64("abc", 3, 1) != sl_hash64("abc", 3, 2));
+    CHECK(sl_hrw_weight("a", 1, 7) != sl_hrw_weight("b", 1, 7));
+    uint8_t h[SL_BLAKE2B_LEN];
+    char hex[2 * SL_BLAKE2B_LEN + 1];
+    sl_blake2b("", 0, h);
+    sl_hex(h, sizeof h, hex);
+    /* BLAKE2b-256 of the empty string (RFC 7693 parameters). */
+    CHECK_STR(hex, "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8");
+    CHECK_INT(sl_crc32(0, "123456789", 9), 0xcbf43926u);
+}
+
+static void test_alloc_failure_injection(void) {
+    int64_t live = sl_alloc_live();
+    sl_alloc_fail_after(2, false);
+    void *a = sl_malloc(8);
+    void *b = sl_malloc(8);
+    void *c = sl_malloc(8);
+    CHECK(a != NULL);
+    CHECK(b == NULL);
+    CHECK(c != NULL);
+    sl_free(a);
+    sl_free(c);
+    CHECK_INT(sl_alloc_live(), live);
+    sl_alloc_fail_after(1, true);
+    CHECK(sl_malloc(1) == NULL);
+    CHECK(sl_malloc(1) == NULL);
+    sl_alloc_fail_after(0, false);
+    char *s = sl_strdup("hello");
+    CHECK_STR(s, "hello");
+    sl_free(s);
+}
+
+int main(void) {
+    CHECK_OK(sl_init());
+    sl_test_run("errors", test_errors);
+    sl_test_run("rng_reproducible", test_rng_reproducible);
+    sl_test_run("hashes", test_hashes);
+    sl_test_run("alloc_failure_injection", test_alloc_failure_injection);
+    return sl_test_finish();
+}
