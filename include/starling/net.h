@@ -1,0 +1,186 @@
+/* The transport: ZeroMQ sockets between peers, and between a peer and its
+ * clients (docs/transport.md, docs/security.md).
+ *
+ * A peer binds one ROUTER for everything inbound. To send to another peer
+ * it uses an outbound DEALER per destination, connected lazily and capped
+ * (at most `max_conns` open; the least recently used is closed first). All
+ * sockets use ZMQ_IMMEDIATE, small high-water marks and zero linger, so a
+ * dead or slow destination never blocks the caller or grows memory: a
+ * message that cannot go out now is dropped and counted. A message is two
+ * frames (SL_WIRE_HEADER_LEN-byte header, body); inbound frames of another
+ * shape or over the size limit are dropped and counted.
+ *
+ * With a cluster key every socket uses CurveZMQ. All peers of a cluster
+ * share one key file holding one Curve keypair: each ROUTER is a Curve
+ * server with that keypair, each DEALER a Curve client with it, and the
+ * ZAP handler (run inside sl_net_poll) accepts only clients presenting the
+ * cluster's public key. Without the key a process can neither complete the
+ * handshake nor read or write a message.
+ *
+ * Single-threaded: one sl_net_t belongs to the thread that polls it. This
+ * is the only module that touches sockets. */
+#ifndef STARLING_NET_H
+#define STARLING_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/common.h"
+#include "starling/msg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_NET_DEFAULT_PORT 7600 /* peers listen here unless told otherwise */
+#define SL_NET_MAX_CONNS 64      /* outbound connections open at once (default cap) */
+#define SL_NET_ROUTE_MAX 32      /* bytes of a ZeroMQ routing id */
+#define SL_NET_KEY_Z85_LEN 40    /* Z85 text of a 32-byte Curve key */
+
+/* ---- Cluster keys ---- */
+
+/* A cluster key: one Curve25519 keypair shared by every member. */
+typedef struct {
+    char public_z85[SL_NET_KEY_Z85_LEN + 1]; /* public key, Z85 text */
+    char secret_z85[SL_NET_KEY_Z85_LEN + 1]; /* secret key, Z85 text */
+} sl_net_key_t;
+
+/* Makes a new random key. */
+sl_err sl_net_key_generate(sl_net_key_t *key);
+
+/* Writes the key file text (comment lines, then "public = ..." and
+ * "secret = ...") into `buf`. SL_ETOOBIG if `cap` is too small (512 is
+ * enough). */
+sl_err sl_net_key_format(const sl_net_key_t *key, char *buf, size_t cap);
+
+/* Parses key file text. Accepts '#' comments and blank lines; needs the
+ * secret; checks the public key, when present, matches it. SL_EPROTO on a
+ * malformed file, SL_EAUTH when public and secret do not belong together. */
+sl_err sl_net_key_parse(const char *text, size_t len, sl_net_key_t *key);
+
+/* Reads and parses a key file. SL_ENOTFOUND when missing. Warns in the
+ * log (never printing the key) when the file is readable by others. */
+sl_err sl_net_key_load(const char *path, sl_net_key_t *key);
+
+/* ---- Addresses ---- */
+
+/* Normalises "host:port", "tcp://host:port" or ":port" (host 127.0.0.1)
+ * into "tcp://host:port". SL_EINVAL when it is not an address. */
+sl_err sl_net_addr_normalize(const char *in, char *out, size_t cap);
+
+/* ---- The peer transport ---- */
+
+typedef struct sl_net sl_net_t;
+
+typedef struct {
+    const char *listen;       /* bind endpoint ("tcp://127.0.0.1:7600"; port 0 picks one) */
+    const sl_net_key_t *key;  /* cluster key, or NULL for an open cluster */
+    size_t max_conns;         /* outbound cap; 0 means SL_NET_MAX_CONNS */
+    int sndhwm;               /* messages queued per outbound socket; 0 means 64 */
+    int rcvhwm;               /* messages queued per inbound connection; 0 means 256 */
+    size_t max_msg_len;       /* body bytes accepted; 0 means SL_MSG_MAX_LEN */
+    int connect_grace_ms;     /* how long a message waits for a fresh connection; 0 means 1000 */
+} sl_net_config_t;
+
+/* Where an inbound message came from, to reply on the same connection
+ * (clients such as peerctl get their answers this way). */
+typedef struct {
+    uint8_t id[SL_NET_ROUTE_MAX]; /* ZeroMQ routing id */
+    size_t len;                   /* bytes of id */
+} sl_net_route_t;
+
+/* One inbound message; the pointers stay valid until the next sl_net_poll
+ * or sl_net_destroy. */
+typedef struct {
+    const uint8_t *header; /* SL_WIRE_HEADER_LEN bytes */
+    const uint8_t *body;   /* body bytes (may be NULL when body_len is 0) */
+    size_t body_len;       /* bytes of body */
+    sl_net_route_t route;  /* the connection it came in on */
+} sl_net_in_t;
+
+/* Counters, all since start. */
+typedef struct {
+    uint64_t msgs_in;          /* well-formed messages received */
+    uint64_t bytes_in;         /* their header + body bytes */
+    uint64_t msgs_out;         /* messages handed to ZeroMQ */
+    uint64_t bytes_out;        /* their header + body bytes */
+    uint64_t dropped_out;      /* sends dropped: not connected in time, queue full, bad address */
+    uint64_t bad_frames;       /* inbound messages of the wrong shape (frames, header length) */
+    uint64_t oversized;        /* inbound messages over max_msg_len */
+    uint64_t auth_denied;      /* ZAP refusals (wrong client key) */
+    uint64_t handshake_failed; /* failed handshakes: wrong key, no key, garbage bytes */
+    uint64_t conns_opened;     /* outbound connections opened */
+    uint64_t conns_evicted;    /* outbound connections closed to respect the cap */
+    uint64_t conns_open;       /* outbound connections open now */
+    uint64_t pending;          /* messages waiting for a fresh connection now */
+} sl_net_stats_t;
+
+/* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
+ * address is in use, SL_EINVAL when it is malformed, SL_EIO otherwise. */
+sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out);
+
+/* Closes every socket at once (zero linger). Idempotent; nulls *net. */
+void sl_net_destroy(sl_net_t **net);
+
+/* The endpoint actually bound ("tcp://127.0.0.1:41234"). */
+const char *sl_net_endpoint(const sl_net_t *net);
+
+/* Sends header + body to the peer whose ROUTER is at `addr` (any form
+ * sl_net_addr_normalize takes). Never blocks: a message that cannot go out
+ * is dropped and counted, and SL_EAGAIN says so. */
+sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE_HEADER_LEN],
+                   const uint8_t *body, size_t body_len);
+
+/* Replies on the inbound connection `route` (to a client). Never blocks;
+ * SL_EAGAIN when the client is gone or not reading. */
+sl_err sl_net_reply(sl_net_t *net, const sl_net_route_t *route,
+                    const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                    size_t body_len);
+
+/* Waits up to `timeout_ms` (0: do not wait; -1: forever) for one inbound
+ * message, serving authentication and retrying queued sends meanwhile.
+ * SL_OK with `*in` filled, or SL_EAGAIN when none came (or a signal
+ * interrupted the wait). */
+sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in);
+
+/* Closes the outbound connection to `addr`, if open (a member left). */
+void sl_net_disconnect(sl_net_t *net, const char *addr);
+
+/* A copy of the counters. */
+void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats);
+
+/* ---- The client side (peerctl) ---- */
+
+typedef struct sl_net_client sl_net_client_t;
+
+/* Connects a DEALER to the peer at `addr`, with Curve when `key` is not
+ * NULL. Connecting is asynchronous: this does not fail when no peer
+ * listens; sl_net_client_recv then times out. */
+sl_err sl_net_client_new(const char *addr, const sl_net_key_t *key, sl_net_client_t **out);
+void sl_net_client_destroy(sl_net_client_t **client);
+
+/* Sends one message; waits up to `timeout_ms` for the connection.
+ * SL_ETIMEDOUT when it could not be sent in time. */
+sl_err sl_net_client_send(sl_net_client_t *c, const uint8_t header[SL_WIRE_HEADER_LEN],
+                          const uint8_t *body, size_t body_len, int timeout_ms);
+
+/* Receives one message (header and body into buffers from sl_malloc that
+ * the caller frees) within `timeout_ms`. SL_ETIMEDOUT when nothing came. */
+sl_err sl_net_client_recv(sl_net_client_t *c, int timeout_ms, uint8_t **header,
+                          size_t *header_len, uint8_t **body, size_t *body_len);
+
+/* What the client saw of its connection, to explain a timeout. */
+typedef enum {
+    SL_NET_CLIENT_NEVER_CONNECTED = 0, /* no TCP connection was made */
+    SL_NET_CLIENT_HANDSHAKE_FAILED,    /* connected, but security handshake failed */
+    SL_NET_CLIENT_CONNECTED,           /* connected and handshake done */
+    SL_NET_CLIENT_TCP_ONLY             /* connected, handshake never completed */
+} sl_net_client_state;
+
+sl_net_client_state sl_net_client_state_get(sl_net_client_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

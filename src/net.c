@@ -1,0 +1,920 @@
+/* The transport over ZeroMQ: one ROUTER in, capped lazy DEALERs out,
+ * CurveZMQ + ZAP when a cluster key is set, and a DEALER for clients.
+ * See include/starling/net.h and docs/transport.md. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "starling/net.h"
+#include "starling/platform.h"
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define ZAP_DOMAIN "starling"
+#define PENDING_MAX 16          /* messages queued per connecting socket */
+#define PENDING_POLL_MS 2       /* poll interval while messages wait */
+#define OUT_RCV_MAX 1024        /* we never read DEALERs; refuse big input */
+#define HANDSHAKE_IVL_MS 5000   /* a handshake must finish within this */
+#define RECONNECT_IVL_MS 100    /* first reconnect delay */
+#define RECONNECT_MAX_MS 2000   /* reconnect back-off ceiling */
+#define HANDSHAKING_MAX 256     /* inbound connections tracked while in handshake */
+
+/* A message waiting for a fresh outbound connection to come up. */
+typedef struct {
+    zmq_msg_t header; /* header frame */
+    zmq_msg_t body;   /* body frame */
+} pending_t;
+
+/* One outbound DEALER. */
+typedef struct {
+    char addr[SL_ADDR_MAX + 16]; /* normalised endpoint; "" when the slot is free */
+    void *sock;                  /* DEALER socket, NULL when free */
+    uint64_t last_used;          /* LRU tick of the last send */
+    uint64_t opened_ns;          /* when connect was called */
+    pending_t pending[PENDING_MAX]; /* ring of waiting messages */
+    size_t pending_head;         /* index of the oldest waiting message */
+    size_t pending_count;        /* waiting messages */
+} conn_t;
+
+struct sl_net {
+    void *ctx;                 /* this transport's own ZeroMQ context */
+    void *router;              /* inbound ROUTER */
+    void *zap;                 /* ZAP handler (REP), NULL without a key */
+    void *monitor;             /* PAIR reading the ROUTER's events */
+    bool has_key;              /* Curve on every socket */
+    sl_net_key_t key;          /* the cluster key when has_key */
+    uint8_t key_public[32];    /* binary public key, for ZAP checks */
+    char endpoint[SL_ADDR_MAX + 16]; /* bound endpoint */
+    size_t max_conns;          /* outbound cap */
+    int sndhwm;                /* outbound queue per socket */
+    int rcvhwm;                /* inbound queue per connection */
+    size_t max_msg_len;        /* largest body accepted */
+    uint64_t grace_ns;         /* how long a message may wait for a connection */
+    conn_t *conns;             /* max_conns slots */
+    uint64_t tick;             /* LRU clock */
+    bool have_in;              /* in_* hold the last message */
+    zmq_msg_t in_route;        /* last message: routing id */
+    zmq_msg_t in_header;       /* last message: header */
+    zmq_msg_t in_body;         /* last message: body */
+    int handshaking[HANDSHAKING_MAX]; /* fds of accepted connections still in handshake, oldest first */
+    size_t handshaking_count;  /* entries in handshaking */
+    sl_net_stats_t stats;      /* counters */
+};
+
+/* ---- Keys ---- */
+
+sl_err sl_net_key_generate(sl_net_key_t *key) {
+    memset(key, 0, sizeof *key);
+    if (zmq_curve_keypair(key->public_z85, key->secret_z85) != 0)
+        return SL_EUNSUPPORTED;
+    return SL_OK;
+}
+
+sl_err sl_net_key_format(const sl_net_key_t *key, char *buf, size_t cap) {
+    int n = snprintf(buf, cap,
+                     "# Starling cluster key. Every peer and client of the cluster uses this\n"
+                     "# same file (peer --key FILE, peerctl --key FILE). Keep it secret:\n"
+                     "# whoever holds it can join, read and write. Made by `peerctl keygen`.\n"
+                     "starling-cluster-key 1\n"
+                     "public = %s\n"
+                     "secret = %s\n",
+                     key->public_z85, key->secret_z85);
+    if (n < 0 || (size_t)n >= cap)
+        return SL_ETOOBIG;
+    return SL_OK;
+}
+
+/* Copies the value of "name = value" into out when the line matches. */
+static bool key_field(const char *line, size_t len, const char *name, char *out) {
+    size_t nl = strlen(name);
+    if (len < nl || memcmp(line, name, nl) != 0)
+        return false;
+    size_t i = nl;
+    while (i < len && (line[i] == ' ' || line[i] == '\t'))
+        i++;
+    if (i >= len || line[i] != '=')
+        return false;
+    i++;
+    while (i < len && (line[i] == ' ' || line[i] == '\t'))
+        i++;
+    size_t end = len;
+    while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t' || line[end - 1] == '\r'))
+        end--;
+    if (end - i != SL_NET_KEY_Z85_LEN) {
+        out[0] = '?'; /* present but malformed */
+        out[1] = 0;
+        return true;
+    }
+    memcpy(out, line + i, SL_NET_KEY_Z85_LEN);
+    out[SL_NET_KEY_Z85_LEN] = 0;
+    return true;
+}
+
+sl_err sl_net_key_parse(const char *text, size_t len, sl_net_key_t *key) {
+    memset(key, 0, sizeof *key);
+    bool magic = false;
+    size_t pos = 0;
+    while (pos < len) {
+        size_t end = pos;
+        while (end < len && text[end] != '\n')
+            end++;
+        const char *line = text + pos;
+        size_t ll = end - pos;
+        while (ll > 0 && (*line == ' ' || *line == '\t')) {
+            line++;
+            ll--;
+        }
+        while (ll > 0 && (line[ll - 1] == '\r' || line[ll - 1] == ' '))
+            ll--;
+        if (ll == 0 || line[0] == '#') {
+            /* blank or comment */
+        } else if (ll == strlen("starling-cluster-key 1") &&
+                   !memcmp(line, "starling-cluster-key 1", ll)) {
+            magic = true;
+        } else if (key_field(line, ll, "public", key->public_z85) ||
+                   key_field(line, ll, "secret", key->secret_z85)) {
+            /* stored */
+        } else {
+            return SL_EPROTO;
+        }
+        pos = end + 1;
+    }
+    if (!magic || strlen(key->secret_z85) != SL_NET_KEY_Z85_LEN)
+        return SL_EPROTO;
+    uint8_t bin[32];
+    if (!zmq_z85_decode(bin, key->secret_z85))
+        return SL_EPROTO;
+    char derived[SL_NET_KEY_Z85_LEN + 1];
+    if (zmq_curve_public(derived, key->secret_z85) != 0)
+        return SL_EPROTO;
+    if (key->public_z85[0]) {
+        if (strlen(key->public_z85) != SL_NET_KEY_Z85_LEN || !zmq_z85_decode(bin, key->public_z85))
+            return SL_EPROTO;
+        if (strcmp(derived, key->public_z85) != 0)
+            return SL_EAUTH;
+    }
+    memcpy(key->public_z85, derived, sizeof derived);
+    return SL_OK;
+}
+
+sl_err sl_net_key_load(const char *path, sl_net_key_t *key) {
+    uint8_t *data = NULL;
+    size_t len = 0;
+    sl_err err = sl_plat_read_file(path, 4096, &data, &len);
+    if (err != SL_OK)
+        return err;
+    err = sl_net_key_parse((const char *)data, len, key);
+    memset(data, 0, len); /* do not leave the secret in freed memory */
+    sl_free(data);
+    if (err == SL_OK && sl_plat_file_is_shared(path))
+        sl_log(SL_LOG_WARNING, "NET-KEY-PERMS",
+               "key file %s is readable by other users; run: chmod 600 %s", path, path);
+    return err;
+}
+
+/* ---- Addresses ---- */
+
+sl_err sl_net_addr_normalize(const char *in, char *out, size_t cap) {
+    if (!in || !in[0])
+        return SL_EINVAL;
+    const char *s = in;
+    if (!strncmp(s, "tcp://", 6))
+        s += 6;
+    const char *colon = strrchr(s, ':');
+    if (!colon || !colon[1])
+        return SL_EINVAL;
+    char *endp = NULL;
+    long port = strtol(colon + 1, &endp, 10);
+    if (*endp || port < 0 || port > 65535)
+        return SL_EINVAL;
+    size_t host_len = (size_t)(colon - s);
+    int n;
+    if (host_len == 0)
+        n = snprintf(out, cap, "tcp://127.0.0.1:%ld", port);
+    else
+        n = snprintf(out, cap, "tcp://%.*s:%ld", (int)host_len, s, port);
+    if (n < 0 || (size_t)n >= cap || (size_t)n > SL_ADDR_MAX)
+        return SL_EINVAL;
+    return SL_OK;
+}
+
+/* ---- Socket set-up ---- */
+
+static void set_int(void *sock, int opt, int v) {
+    zmq_setsockopt(sock, opt, &v, sizeof v);
+}
+
+static sl_err apply_curve_client(void *sock, const sl_net_key_t *key) {
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, key->public_z85, SL_NET_KEY_Z85_LEN + 1) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, key->public_z85, SL_NET_KEY_Z85_LEN + 1) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, key->secret_z85, SL_NET_KEY_Z85_LEN + 1))
+        return SL_EUNSUPPORTED;
+    return SL_OK;
+}
+
+static void conn_clear_pending(conn_t *c) {
+    while (c->pending_count > 0) {
+        pending_t *p = &c->pending[c->pending_head];
+        zmq_msg_close(&p->header);
+        zmq_msg_close(&p->body);
+        c->pending_head = (c->pending_head + 1) % PENDING_MAX;
+        c->pending_count--;
+    }
+    c->pending_head = 0;
+}
+
+static void conn_close(sl_net_t *net, conn_t *c) {
+    if (!c->sock)
+        return;
+    net->stats.dropped_out += c->pending_count;
+    conn_clear_pending(c);
+    zmq_close(c->sock);
+    c->sock = NULL;
+    c->addr[0] = 0;
+    net->stats.conns_open--;
+}
+
+sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
+    *out = NULL;
+    sl_err err = SL_ENOMEM;
+    char endpoint[SL_ADDR_MAX + 16];
+    if (!cfg || sl_net_addr_normalize(cfg->listen, endpoint, sizeof endpoint) != SL_OK)
+        return SL_EINVAL;
+    sl_net_t *net = sl_calloc(1, sizeof *net);
+    if (!net)
+        return SL_ENOMEM;
+    net->max_conns = cfg->max_conns ? cfg->max_conns : SL_NET_MAX_CONNS;
+    net->sndhwm = cfg->sndhwm ? cfg->sndhwm : 64;
+    net->rcvhwm = cfg->rcvhwm ? cfg->rcvhwm : 256;
+    net->max_msg_len = cfg->max_msg_len ? cfg->max_msg_len : SL_MSG_MAX_LEN;
+    net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
+    net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
+    if (!net->conns)
+        goto fail;
+    zmq_msg_init(&net->in_route);
+    zmq_msg_init(&net->in_header);
+    zmq_msg_init(&net->in_body);
+    err = SL_EIO;
+    net->ctx = zmq_ctx_new();
+    if (!net->ctx)
+        goto fail;
+    if (cfg->key) {
+        net->has_key = true;
+        net->key = *cfg->key;
+        if (!zmq_z85_decode(net->key_public, net->key.public_z85)) {
+            err = SL_EINVAL;
+            goto fail;
+        }
+        /* The ZAP handler must be bound before any Curve server socket. */
+        net->zap = zmq_socket(net->ctx, ZMQ_REP);
+        if (!net->zap || zmq_bind(net->zap, ZAP_ENDPOINT) != 0)
+            goto fail;
+        set_int(net->zap, ZMQ_LINGER, 0);
+    }
+    net->router = zmq_socket(net->ctx, ZMQ_ROUTER);
+    if (!net->router)
+        goto fail;
+    set_int(net->router, ZMQ_LINGER, 0);
+    set_int(net->router, ZMQ_ROUTER_MANDATORY, 1);
+    set_int(net->router, ZMQ_SNDHWM, net->sndhwm);
+    set_int(net->router, ZMQ_RCVHWM, net->rcvhwm);
+    set_int(net->router, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
+    /* Hard cap: ZeroMQ drops the connection of a sender past twice the
+     * limit; between the limit and that, we drop and count the message. */
+    int64_t maxmsg = (int64_t)net->max_msg_len * 2 + 64;
+    zmq_setsockopt(net->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (net->has_key) {
+        set_int(net->router, ZMQ_CURVE_SERVER, 1);
+        if (zmq_setsockopt(net->router, ZMQ_CURVE_SECRETKEY, net->key.secret_z85,
+                           SL_NET_KEY_Z85_LEN + 1) != 0) {
+            err = SL_EUNSUPPORTED;
+            goto fail;
+        }
+        zmq_setsockopt(net->router, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN));
+    }
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://sl-net-monitor-%p", (void *)net);
+    if (zmq_socket_monitor(net->router, mon_ep,
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+        goto fail;
+    net->monitor = zmq_socket(net->ctx, ZMQ_PAIR);
+    if (!net->monitor || zmq_connect(net->monitor, mon_ep) != 0)
+        goto fail;
+    set_int(net->monitor, ZMQ_LINGER, 0);
+    if (zmq_bind(net->router, endpoint) != 0) {
+        err = errno == EADDRINUSE ? SL_EBUSY : (errno == EINVAL || errno == ENODEV) ? SL_EINVAL : SL_EIO;
+        sl_log(SL_LOG_ERR, "NET-BIND", "cannot listen on %s: %s", endpoint, zmq_strerror(errno));
+        goto fail;
+    }
+    size_t ep_len = sizeof net->endpoint;
+    if (zmq_getsockopt(net->router, ZMQ_LAST_ENDPOINT, net->endpoint, &ep_len) != 0)
+        goto fail;
+    *out = net;
+    return SL_OK;
+fail:
+    sl_net_destroy(&net);
+    return err;
+}
+
+void sl_net_destroy(sl_net_t **pnet) {
+    sl_net_t *net = pnet ? *pnet : NULL;
+    if (!net)
+        return;
+    if (net->conns) {
+        for (size_t i = 0; i < net->max_conns; i++)
+            conn_close(net, &net->conns[i]);
+        sl_free(net->conns);
+    }
+    zmq_msg_close(&net->in_route);
+    zmq_msg_close(&net->in_header);
+    zmq_msg_close(&net->in_body);
+    if (net->router) {
+        zmq_socket_monitor(net->router, NULL, 0);
+        zmq_close(net->router);
+    }
+    if (net->monitor)
+        zmq_close(net->monitor);
+    if (net->zap)
+        zmq_close(net->zap);
+    if (net->ctx)
+        zmq_ctx_term(net->ctx);
+    memset(&net->key, 0, sizeof net->key);
+    sl_free(net);
+    *pnet = NULL;
+}
+
+const char *sl_net_endpoint(const sl_net_t *net) {
+    return net->endpoint;
+}
+
+/* ---- Outbound ---- */
+
+static conn_t *conn_find(sl_net_t *net, const char *addr) {
+    for (size_t i = 0; i < net->max_conns; i++)
+        if (net->conns[i].sock && !strcmp(net->conns[i].addr, addr))
+            return &net->conns[i];
+    return NULL;
+}
+
+static conn_t *conn_open(sl_net_t *net, const char *addr) {
+    conn_t *slot = NULL;
+    for (size_t i = 0; i < net->max_conns && !slot; i++)
+        if (!net->conns[i].sock)
+            slot = &net->conns[i];
+    if (!slot) {
+        slot = &net->conns[0];
+        for (size_t i = 1; i < net->max_conns; i++)
+            if (net->conns[i].last_used < slot->last_used)
+                slot = &net->conns[i];
+        sl_log(SL_LOG_DEBUG, "NET-EVICT", "closing least recently used connection to %s",
+               slot->addr);
+        conn_close(net, slot);
+        net->stats.conns_evicted++;
+    }
+    void *s = zmq_socket(net->ctx, ZMQ_DEALER);
+    if (!s)
+        return NULL;
+    set_int(s, ZMQ_LINGER, 0);
+    set_int(s, ZMQ_IMMEDIATE, 1);
+    set_int(s, ZMQ_SNDHWM, net->sndhwm);
+    set_int(s, ZMQ_RCVHWM, 1);
+    set_int(s, ZMQ_RECONNECT_IVL, RECONNECT_IVL_MS);
+    set_int(s, ZMQ_RECONNECT_IVL_MAX, RECONNECT_MAX_MS);
+    set_int(s, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
+    int64_t maxmsg = OUT_RCV_MAX;
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if ((net->has_key && apply_curve_client(s, &net->key) != SL_OK) || zmq_connect(s, addr) != 0) {
+        zmq_close(s);
+        return NULL;
+    }
+    memset(slot, 0, sizeof *slot);
+    snprintf(slot->addr, sizeof slot->addr, "%s", addr);
+    slot->sock = s;
+    slot->opened_ns = sl_plat_now_ns();
+    net->stats.conns_opened++;
+    net->stats.conns_open++;
+    return slot;
+}
+
+/* Tries to hand one message to ZeroMQ without blocking. The frames are
+ * consumed on success and left intact on EAGAIN. */
+static bool try_send(void *sock, zmq_msg_t *header, zmq_msg_t *body) {
+    if (zmq_msg_send(header, sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return false;
+    /* Multipart messages are atomic: once the first frame is in, the rest
+     * goes in too. */
+    if (zmq_msg_send(body, sock, ZMQ_DONTWAIT) < 0)
+        return false;
+    return true;
+}
+
+/* Sends what waits on a fresh connection; drops it once the grace is over. */
+static void conn_flush(sl_net_t *net, conn_t *c, uint64_t now) {
+    while (c->pending_count > 0) {
+        pending_t *p = &c->pending[c->pending_head];
+        size_t len = zmq_msg_size(&p->header) + zmq_msg_size(&p->body);
+        if (!try_send(c->sock, &p->header, &p->body))
+            break;
+        net->stats.msgs_out++;
+        net->stats.bytes_out += len;
+        zmq_msg_close(&p->header);
+        zmq_msg_close(&p->body);
+        c->pending_head = (c->pending_head + 1) % PENDING_MAX;
+        c->pending_count--;
+    }
+    if (c->pending_count > 0 && now - c->opened_ns > net->grace_ns) {
+        sl_log(SL_LOG_DEBUG, "NET-DROP", "dropping %zu messages for %s: not connected",
+               c->pending_count, c->addr);
+        net->stats.dropped_out += c->pending_count;
+        conn_clear_pending(c);
+    }
+}
+
+sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE_HEADER_LEN],
+                   const uint8_t *body, size_t body_len) {
+    char ep[SL_ADDR_MAX + 16];
+    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK) {
+        net->stats.dropped_out++;
+        return SL_EINVAL;
+    }
+    conn_t *c = conn_find(net, ep);
+    if (!c)
+        c = conn_open(net, ep);
+    if (!c) {
+        net->stats.dropped_out++;
+        return SL_EIO;
+    }
+    c->last_used = ++net->tick;
+    uint64_t now = sl_plat_now_ns();
+    if (c->pending_count > 0)
+        conn_flush(net, c, now);
+    zmq_msg_t h, b;
+    if (zmq_msg_init_size(&h, SL_WIRE_HEADER_LEN) != 0)
+        return SL_ENOMEM;
+    if (zmq_msg_init_size(&b, body_len) != 0) {
+        zmq_msg_close(&h);
+        return SL_ENOMEM;
+    }
+    memcpy(zmq_msg_data(&h), header, SL_WIRE_HEADER_LEN);
+    if (body_len)
+        memcpy(zmq_msg_data(&b), body, body_len);
+    if (c->pending_count == 0 && try_send(c->sock, &h, &b)) {
+        net->stats.msgs_out++;
+        net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
+        return SL_OK;
+    }
+    /* Not connected (yet) or the queue is full. A young connection gets a
+     * short grace in a small queue; anything else is dropped. */
+    if (now - c->opened_ns <= net->grace_ns && c->pending_count < PENDING_MAX) {
+        pending_t *p = &c->pending[(c->pending_head + c->pending_count) % PENDING_MAX];
+        zmq_msg_init(&p->header);
+        zmq_msg_init(&p->body);
+        zmq_msg_move(&p->header, &h);
+        zmq_msg_move(&p->body, &b);
+        c->pending_count++;
+        zmq_msg_close(&h);
+        zmq_msg_close(&b);
+        return SL_OK;
+    }
+    zmq_msg_close(&h);
+    zmq_msg_close(&b);
+    net->stats.dropped_out++;
+    return SL_EAGAIN;
+}
+
+sl_err sl_net_reply(sl_net_t *net, const sl_net_route_t *route,
+                    const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                    size_t body_len) {
+    if (zmq_send(net->router, route->id, route->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        net->stats.dropped_out++;
+        return SL_EAGAIN;
+    }
+    zmq_send(net->router, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(net->router, body, body_len, ZMQ_DONTWAIT);
+    net->stats.msgs_out++;
+    net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
+    return SL_OK;
+}
+
+void sl_net_disconnect(sl_net_t *net, const char *addr) {
+    char ep[SL_ADDR_MAX + 16];
+    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
+        return;
+    conn_t *c = conn_find(net, ep);
+    if (c)
+        conn_close(net, c);
+}
+
+void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats) {
+    *stats = net->stats;
+    stats->pending = 0;
+    for (size_t i = 0; i < net->max_conns; i++)
+        stats->pending += net->conns[i].pending_count;
+}
+
+/* ---- Inbound ---- */
+
+/* Reads the rest of a multipart message and throws it away. */
+static void drain(void *sock) {
+    int more = 0;
+    size_t ml = sizeof more;
+    while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        zmq_msg_close(&m);
+    }
+}
+
+static bool has_more(void *sock) {
+    int more = 0;
+    size_t ml = sizeof more;
+    return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more;
+}
+
+/* One ZAP request (RFC 27): accept only the cluster's public key. */
+static void serve_zap(sl_net_t *net) {
+    zmq_msg_t f[7];
+    int n = 0;
+    for (; n < 7; n++) {
+        zmq_msg_init(&f[n]);
+        if (zmq_msg_recv(&f[n], net->zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f[n]);
+            break;
+        }
+        if (!zmq_msg_more(&f[n])) {
+            n++;
+            break;
+        }
+    }
+    if (n < 7 || has_more(net->zap)) {
+        drain(net->zap);
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&f[i]);
+        /* A malformed request from our own libzmq: nothing sensible to send. */
+        return;
+    }
+    /* frames: version, request id, domain, address, routing id, mechanism, credentials */
+    bool ok = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
+              zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), net->key_public, 32);
+    const char *code = ok ? "200" : "400";
+    const char *text = ok ? "OK" : "not a member of this cluster";
+    zmq_send(net->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(net->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+    zmq_send(net->zap, code, 3, ZMQ_SNDMORE);
+    zmq_send(net->zap, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(net->zap, ok ? "member" : "", ok ? 6 : 0, ZMQ_SNDMORE);
+    zmq_send(net->zap, "", 0, 0);
+    if (!ok) {
+        net->stats.auth_denied++;
+        sl_log(SL_LOG_NOTICE, "NET-AUTH-DENIED", "refused a connection from %.*s: wrong key",
+               (int)zmq_msg_size(&f[3]), (const char *)zmq_msg_data(&f[3]));
+    }
+    for (int i = 0; i < 7; i++)
+        zmq_msg_close(&f[i]);
+}
+
+static void serve_monitor(sl_net_t *net) {
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, net->monitor, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return;
+    }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(&event, zmq_msg_data(&ev), 2);
+        memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+    }
+    zmq_msg_close(&ev);
+    drain(net->monitor);
+    /* The events name the connection (its fd) only on accept and
+     * disconnect, not on handshake results; results pop the oldest
+     * connection still in handshake. A connection that closes while still
+     * in handshake failed it too (libzmq reports no event for bytes that
+     * are not ZeroMQ at all when security is on). Counts are exact once
+     * connections close; which connection they are pinned on may not be. */
+    int fd = (int)value;
+    size_t i;
+    switch (event) {
+    case ZMQ_EVENT_ACCEPTED:
+        if (net->handshaking_count == HANDSHAKING_MAX) {
+            memmove(net->handshaking, net->handshaking + 1,
+                    (HANDSHAKING_MAX - 1) * sizeof net->handshaking[0]);
+            net->handshaking_count--;
+        }
+        net->handshaking[net->handshaking_count++] = fd;
+        break;
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        if (net->handshaking_count > 0) {
+            memmove(net->handshaking, net->handshaking + 1,
+                    (net->handshaking_count - 1) * sizeof net->handshaking[0]);
+            net->handshaking_count--;
+        }
+        if (event != ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            net->stats.handshake_failed++;
+            sl_log(SL_LOG_INFO, "NET-HANDSHAKE-FAILED",
+                   "an inbound connection failed its handshake (wrong key, no key, or not ZeroMQ)");
+        }
+        break;
+    case ZMQ_EVENT_DISCONNECTED:
+        for (i = 0; i < net->handshaking_count && net->handshaking[i] != fd; i++) {
+        }
+        if (i < net->handshaking_count) {
+            memmove(net->handshaking + i, net->handshaking + i + 1,
+                    (net->handshaking_count - i - 1) * sizeof net->handshaking[0]);
+            net->handshaking_count--;
+            net->stats.handshake_failed++;
+            sl_log(SL_LOG_INFO, "NET-HANDSHAKE-FAILED",
+                   "an inbound connection closed before completing its handshake");
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void release_in(sl_net_t *net) {
+    if (!net->have_in)
+        return;
+    zmq_msg_close(&net->in_route);
+    zmq_msg_close(&net->in_header);
+    zmq_msg_close(&net->in_body);
+    zmq_msg_init(&net->in_route);
+    zmq_msg_init(&net->in_header);
+    zmq_msg_init(&net->in_body);
+    net->have_in = false;
+}
+
+/* Reads one message from the ROUTER. SL_OK: a good message; SL_EAGAIN:
+ * nothing (or a bad one, counted and dropped). */
+static sl_err read_router(sl_net_t *net, sl_net_in_t *in) {
+    if (zmq_msg_recv(&net->in_route, net->router, ZMQ_DONTWAIT) < 0)
+        return SL_EAGAIN;
+    net->have_in = true;
+    bool ok = zmq_msg_more(&net->in_route) && zmq_msg_size(&net->in_route) <= SL_NET_ROUTE_MAX &&
+              zmq_msg_recv(&net->in_header, net->router, ZMQ_DONTWAIT) >= 0 &&
+              zmq_msg_more(&net->in_header) &&
+              zmq_msg_size(&net->in_header) == SL_WIRE_HEADER_LEN &&
+              zmq_msg_recv(&net->in_body, net->router, ZMQ_DONTWAIT) >= 0 &&
+              !zmq_msg_more(&net->in_body);
+    if (!ok) {
+        drain(net->router);
+        net->stats.bad_frames++;
+        release_in(net);
+        return SL_EAGAIN;
+    }
+    size_t body_len = zmq_msg_size(&net->in_body);
+    if (body_len > net->max_msg_len) {
+        net->stats.oversized++;
+        release_in(net);
+        return SL_EAGAIN;
+    }
+    net->stats.msgs_in++;
+    net->stats.bytes_in += SL_WIRE_HEADER_LEN + body_len;
+    in->header = zmq_msg_data(&net->in_header);
+    in->body = body_len ? zmq_msg_data(&net->in_body) : NULL;
+    in->body_len = body_len;
+    in->route.len = zmq_msg_size(&net->in_route);
+    memcpy(in->route.id, zmq_msg_data(&net->in_route), in->route.len);
+    return SL_OK;
+}
+
+sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
+    release_in(net);
+    memset(in, 0, sizeof *in);
+    uint64_t start = sl_plat_now_ns();
+    for (;;) {
+        /* Flush what waits for fresh connections. */
+        uint64_t now = sl_plat_now_ns();
+        bool waiting = false;
+        for (size_t i = 0; i < net->max_conns; i++) {
+            conn_t *c = &net->conns[i];
+            if (c->sock && c->pending_count > 0) {
+                conn_flush(net, c, now);
+                waiting |= c->pending_count > 0;
+            }
+        }
+        if (read_router(net, in) == SL_OK)
+            return SL_OK;
+        int wait_ms;
+        if (timeout_ms < 0) {
+            wait_ms = -1;
+        } else {
+            uint64_t elapsed_ms = (now - start) / 1000000ull;
+            if (elapsed_ms >= (uint64_t)timeout_ms && now != start)
+                return SL_EAGAIN;
+            wait_ms = timeout_ms - (int)elapsed_ms;
+        }
+        if (waiting && (wait_ms < 0 || wait_ms > PENDING_POLL_MS))
+            wait_ms = PENDING_POLL_MS;
+        zmq_pollitem_t items[3] = {
+            {net->router, 0, ZMQ_POLLIN, 0},
+            {net->monitor, 0, ZMQ_POLLIN, 0},
+            {net->zap, 0, ZMQ_POLLIN, 0},
+        };
+        int rc = zmq_poll(items, net->zap ? 3 : 2, wait_ms);
+        if (rc < 0) {
+            if (errno == EINTR)
+                return SL_EAGAIN;
+            return SL_EIO;
+        }
+        if (net->zap && (items[2].revents & ZMQ_POLLIN))
+            serve_zap(net);
+        if (items[1].revents & ZMQ_POLLIN)
+            serve_monitor(net);
+        if (items[0].revents & ZMQ_POLLIN) {
+            if (read_router(net, in) == SL_OK)
+                return SL_OK;
+        }
+        if (timeout_ms == 0)
+            return SL_EAGAIN;
+        if (rc == 0 && !waiting)
+            return SL_EAGAIN;
+    }
+}
+
+/* ---- Client ---- */
+
+struct sl_net_client {
+    void *ctx;             /* private context */
+    void *sock;            /* DEALER to the peer */
+    void *monitor;         /* PAIR reading the DEALER's events */
+    bool tcp_connected;    /* a TCP connection was made */
+    bool handshake_ok;     /* the handshake completed */
+    bool handshake_failed; /* a handshake failed */
+};
+
+sl_err sl_net_client_new(const char *addr, const sl_net_key_t *key, sl_net_client_t **out) {
+    *out = NULL;
+    char ep[SL_ADDR_MAX + 16];
+    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
+        return SL_EINVAL;
+    sl_net_client_t *c = sl_calloc(1, sizeof *c);
+    if (!c)
+        return SL_ENOMEM;
+    sl_err err = SL_EIO;
+    c->ctx = zmq_ctx_new();
+    if (!c->ctx)
+        goto fail;
+    c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+    if (!c->sock)
+        goto fail;
+    set_int(c->sock, ZMQ_LINGER, 0);
+    set_int(c->sock, ZMQ_IMMEDIATE, 1);
+    set_int(c->sock, ZMQ_RECONNECT_IVL, 100);
+    set_int(c->sock, ZMQ_HANDSHAKE_IVL, 3000);
+    int64_t maxmsg = (int64_t)SL_MSG_MAX_LEN + 64;
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (key && (err = apply_curve_client(c->sock, key)) != SL_OK)
+        goto fail;
+    err = SL_EIO;
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://sl-client-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_ALL) != 0)
+        goto fail;
+    c->monitor = zmq_socket(c->ctx, ZMQ_PAIR);
+    if (!c->monitor || zmq_connect(c->monitor, mon_ep) != 0)
+        goto fail;
+    set_int(c->monitor, ZMQ_LINGER, 0);
+    if (zmq_connect(c->sock, ep) != 0) {
+        err = SL_EINVAL;
+        goto fail;
+    }
+    *out = c;
+    return SL_OK;
+fail:
+    sl_net_client_destroy(&c);
+    return err;
+}
+
+void sl_net_client_destroy(sl_net_client_t **pc) {
+    sl_net_client_t *c = pc ? *pc : NULL;
+    if (!c)
+        return;
+    if (c->sock) {
+        zmq_socket_monitor(c->sock, NULL, 0);
+        zmq_close(c->sock);
+    }
+    if (c->monitor)
+        zmq_close(c->monitor);
+    if (c->ctx)
+        zmq_ctx_term(c->ctx);
+    sl_free(c);
+    *pc = NULL;
+}
+
+static void client_events(sl_net_client_t *c) {
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        zmq_msg_close(&ev);
+        drain(c->monitor);
+        if (event == ZMQ_EVENT_CONNECTED)
+            c->tcp_connected = true;
+        else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            c->handshake_ok = true;
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                 event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                 event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            c->handshake_failed = true;
+    }
+}
+
+sl_err sl_net_client_send(sl_net_client_t *c, const uint8_t header[SL_WIRE_HEADER_LEN],
+                          const uint8_t *body, size_t body_len, int timeout_ms) {
+    uint64_t deadline = sl_plat_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        if (zmq_send(c->sock, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
+            zmq_send(c->sock, body, body_len, 0);
+            return SL_OK;
+        }
+        if (errno != EAGAIN)
+            return SL_EIO;
+        uint64_t now = sl_plat_now_ns();
+        if (now >= deadline)
+            return SL_ETIMEDOUT;
+        zmq_pollitem_t items[2] = {{c->sock, 0, ZMQ_POLLOUT, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
+        long wait = (long)((deadline - now) / 1000000ull);
+        zmq_poll(items, 2, wait > 20 ? 20 : (wait < 1 ? 1 : wait));
+        client_events(c);
+    }
+}
+
+sl_err sl_net_client_recv(sl_net_client_t *c, int timeout_ms, uint8_t **header,
+                          size_t *header_len, uint8_t **body, size_t *body_len) {
+    *header = *body = NULL;
+    *header_len = *body_len = 0;
+    uint64_t deadline = sl_plat_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        zmq_msg_t h, b;
+        zmq_msg_init(&h);
+        if (zmq_msg_recv(&h, c->sock, ZMQ_DONTWAIT) >= 0) {
+            zmq_msg_init(&b);
+            bool ok = zmq_msg_more(&h) && zmq_msg_recv(&b, c->sock, ZMQ_DONTWAIT) >= 0 &&
+                      !zmq_msg_more(&b);
+            if (!ok) {
+                drain(c->sock);
+                zmq_msg_close(&h);
+                zmq_msg_close(&b);
+                return SL_EPROTO;
+            }
+            *header = sl_malloc(zmq_msg_size(&h) + 1);
+            *body = sl_malloc(zmq_msg_size(&b) + 1);
+            if (!*header || !*body) {
+                sl_free(*header);
+                sl_free(*body);
+                *header = *body = NULL;
+                zmq_msg_close(&h);
+                zmq_msg_close(&b);
+                return SL_ENOMEM;
+            }
+            memcpy(*header, zmq_msg_data(&h), zmq_msg_size(&h));
+            memcpy(*body, zmq_msg_data(&b), zmq_msg_size(&b));
+            (*body)[zmq_msg_size(&b)] = 0;
+            *header_len = zmq_msg_size(&h);
+            *body_len = zmq_msg_size(&b);
+            zmq_msg_close(&h);
+            zmq_msg_close(&b);
+            return SL_OK;
+        }
+        zmq_msg_close(&h);
+        uint64_t now = sl_plat_now_ns();
+        if (now >= deadline)
+            return SL_ETIMEDOUT;
+        zmq_pollitem_t items[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
+        long wait = (long)((deadline - now) / 1000000ull);
+        zmq_poll(items, 2, wait > 50 ? 50 : (wait < 1 ? 1 : wait));
+        client_events(c);
+    }
+}
+
+sl_net_client_state sl_net_client_state_get(sl_net_client_t *c) {
+    client_events(c);
+    if (c->handshake_ok)
+        return SL_NET_CLIENT_CONNECTED;
+    if (c->handshake_failed)
+        return SL_NET_CLIENT_HANDSHAKE_FAILED;
+    if (c->tcp_connected)
+        return SL_NET_CLIENT_TCP_ONLY;
+    return SL_NET_CLIENT_NEVER_CONNECTED;
+}

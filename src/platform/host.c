@@ -1,0 +1,38 @@
+/* The host: its name, $HOME, and this process's resident memory. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "starling/platform.h"
+
+sl_err sl_plat_hostname(char *buf, size_t cap) {
+    if (cap == 0)
+        return SL_EINVAL;
+    if (gethostname(buf, cap) != 0)
+        return SL_EIO;
+    buf[cap - 1] = 0;
+    char *dot = strchr(buf, '.');
+    if (dot)
+        *dot = 0;
+    if (!buf[0])
+        snprintf(buf, cap, "localhost");
+    return SL_OK;
+}
+
+const char *sl_plat_home(void) {
+    const char *h = getenv("HOME");
+    return h && h[0] ? h : NULL;
+}
+
+uint64_t sl_plat_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    unsigned long size = 0, resident = 0;
+    int n = fscanf(f, "%lu %lu", &size, &resident);
+    fclose(f);
+    if (n != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}

@@ -1,0 +1,507 @@
+/* Transport tests on loopback: keys, addresses, send and receive, replies
+ * to clients, the outbound connection cap, size and shape limits, and
+ * CurveZMQ with the right, a wrong and no key. Conditions are polled with
+ * deadlines; no sleeps. */
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "starling/net.h"
+#include "starling/platform.h"
+#include "starling/rng.h"
+#include "testlib.h"
+
+#define DEADLINE_MS 5000
+
+static const uint8_t HDR[SL_WIRE_HEADER_LEN] = {0x53, 0x4C, 1, 1};
+
+static sl_net_t *open_net(const sl_net_key_t *key, size_t max_conns, size_t max_len) {
+    sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .key = key, .max_conns = max_conns,
+                           .max_msg_len = max_len};
+    sl_net_t *n = NULL;
+    CHECK_OK(sl_net_new(&cfg, &n));
+    return n;
+}
+
+static uint64_t ms_since(uint64_t t0) {
+    return (sl_plat_now_ns() - t0) / 1000000ull;
+}
+
+/* Polls `from` (so its queued sends go out) and `to` until `to` yields a
+ * message or the deadline passes; copies the body into buf. */
+static long pump_until_msg(sl_net_t *from, sl_net_t *to, int deadline_ms, uint8_t *buf,
+                           size_t cap, sl_net_in_t *in_out) {
+    uint64_t t0 = sl_plat_now_ns();
+    sl_net_in_t in;
+    while (ms_since(t0) < (uint64_t)deadline_ms) {
+        if (from)
+            sl_net_poll(from, 0, &in);
+        if (sl_net_poll(to, 2, &in) == SL_OK) {
+            size_t n = in.body_len < cap ? in.body_len : cap;
+            if (n)
+                memcpy(buf, in.body, n);
+            if (in_out)
+                *in_out = in;
+            return (long)in.body_len;
+        }
+    }
+    return -1;
+}
+
+static void test_keys(void) {
+    sl_net_key_t k, k2;
+    CHECK_OK(sl_net_key_generate(&k));
+    CHECK_INT(strlen(k.public_z85), SL_NET_KEY_Z85_LEN);
+    char text[512];
+    CHECK_OK(sl_net_key_format(&k, text, sizeof text));
+    CHECK_ERR(sl_net_key_format(&k, text, 40), SL_ETOOBIG);
+    CHECK_OK(sl_net_key_format(&k, text, sizeof text));
+    CHECK_OK(sl_net_key_parse(text, strlen(text), &k2));
+    CHECK_STR(k2.public_z85, k.public_z85);
+    CHECK_STR(k2.secret_z85, k.secret_z85);
+
+    /* Only the secret is needed: the public key is derived. */
+    char only_secret[200];
+    snprintf(only_secret, sizeof only_secret, "starling-cluster-key 1\r\nsecret = %s\r\n",
+             k.secret_z85);
+    CHECK_OK(sl_net_key_parse(only_secret, strlen(only_secret), &k2));
+    CHECK_STR(k2.public_z85, k.public_z85);
+
+    /* A public key that belongs to another secret. */
+    sl_net_key_t other;
+    CHECK_OK(sl_net_key_generate(&other));
+    char mixed[300];
+    snprintf(mixed, sizeof mixed, "starling-cluster-key 1\npublic = %s\nsecret = %s\n",
+             other.public_z85, k.secret_z85);
+    CHECK_ERR(sl_net_key_parse(mixed, strlen(mixed), &k2), SL_EAUTH);
+
+    const char *bad[] = {
+        "",
+        "secret = abc\n",
+        "starling-cluster-key 1\n",
+        "starling-cluster-key 1\nsecret = short\n",
+        "starling-cluster-key 2\nsecret = 0000000000000000000000000000000000000000\n",
+        "starling-cluster-key 1\nhello\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_ERR(sl_net_key_parse(bad[i], strlen(bad[i]), &k2), SL_EPROTO);
+}
+
+static void test_addr(void) {
+    char out[160];
+    CHECK_OK(sl_net_addr_normalize("127.0.0.1:7600", out, sizeof out));
+    CHECK_STR(out, "tcp://127.0.0.1:7600");
+    CHECK_OK(sl_net_addr_normalize("tcp://example.org:1", out, sizeof out));
+    CHECK_STR(out, "tcp://example.org:1");
+    CHECK_OK(sl_net_addr_normalize(":99", out, sizeof out));
+    CHECK_STR(out, "tcp://127.0.0.1:99");
+    CHECK_ERR(sl_net_addr_normalize("nohost", out, sizeof out), SL_EINVAL);
+    CHECK_ERR(sl_net_addr_normalize("h:", out, sizeof out), SL_EINVAL);
+    CHECK_ERR(sl_net_addr_normalize("h:70000", out, sizeof out), SL_EINVAL);
+    CHECK_ERR(sl_net_addr_normalize("h:12x", out, sizeof out), SL_EINVAL);
+    CHECK_ERR(sl_net_addr_normalize("", out, sizeof out), SL_EINVAL);
+}
+
+static void test_bind_busy(void) {
+    sl_net_t *a = open_net(NULL, 0, 0);
+    sl_net_config_t cfg = {.listen = sl_net_endpoint(a)};
+    sl_net_t *b = NULL;
+    CHECK_ERR(sl_net_new(&cfg, &b), SL_EBUSY);
+    CHECK(b == NULL);
+    cfg.listen = "not an address";
+    CHECK_ERR(sl_net_new(&cfg, &b), SL_EINVAL);
+    sl_net_destroy(&a);
+    CHECK(a == NULL);
+    sl_net_destroy(&a); /* idempotent */
+}
+
+static void test_send_receive_reply(void) {
+    sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 0);
+    CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)"hello", 5));
+    uint8_t buf[64];
+    sl_net_in_t in;
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 5);
+    CHECK(!memcmp(buf, "hello", 5));
+    CHECK(!memcmp(in.header, HDR, SL_WIRE_HEADER_LEN));
+    /* Further messages reuse the connection, in order. */
+    for (int i = 0; i < 10; i++) {
+        char m[8];
+        snprintf(m, sizeof m, "m%d", i);
+        CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)m, strlen(m)));
+    }
+    for (int i = 0; i < 10; i++) {
+        char m[8];
+        snprintf(m, sizeof m, "m%d", i);
+        long n = pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, NULL);
+        CHECK_INT(n, (long)strlen(m));
+        CHECK(n > 0 && !memcmp(buf, m, (size_t)n));
+    }
+    sl_net_stats_t st;
+    sl_net_stats(a, &st);
+    CHECK_INT(st.msgs_out, 11);
+    CHECK_INT(st.conns_open, 1);
+    CHECK_INT(st.dropped_out, 0);
+    sl_net_stats(b, &st);
+    CHECK_INT(st.msgs_in, 11);
+
+    /* A client asks, the peer replies on the same connection. */
+    sl_net_client_t *c = NULL;
+    CHECK_OK(sl_net_client_new(sl_net_endpoint(b), NULL, &c));
+    CHECK_OK(sl_net_client_send(c, HDR, (const uint8_t *)"req", 3, DEADLINE_MS));
+    CHECK_INT(pump_until_msg(NULL, b, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    sl_net_route_t route = in.route;
+    CHECK_OK(sl_net_reply(b, &route, HDR, (const uint8_t *)"rep!", 4));
+    uint8_t *h = NULL, *body = NULL;
+    size_t hl = 0, bl = 0;
+    CHECK_OK(sl_net_client_recv(c, DEADLINE_MS, &h, &hl, &body, &bl));
+    CHECK_INT(hl, SL_WIRE_HEADER_LEN);
+    CHECK_INT(bl, 4);
+    CHECK(body && !memcmp(body, "rep!", 4));
+    CHECK_INT(sl_net_client_state_get(c), SL_NET_CLIENT_CONNECTED);
+    sl_free(h);
+    sl_free(body);
+    sl_net_client_destroy(&c);
+    /* Replying to a client that is gone is refused, not blocking. */
+    uint64_t t0 = sl_plat_now_ns();
+    sl_err e = SL_OK;
+    while (ms_since(t0) < DEADLINE_MS && (e = sl_net_reply(b, &route, HDR, NULL, 0)) == SL_OK)
+        sl_net_poll(b, 5, &in);
+    CHECK_ERR(e, SL_EAGAIN);
+    sl_net_destroy(&a);
+    sl_net_destroy(&b);
+}
+
+/* Sending to a port where nobody listens neither blocks nor grows: the
+ * message waits out the grace, then is dropped and counted. */
+static void test_dead_destination(void) {
+    sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = 100};
+    sl_net_t *a = NULL;
+    CHECK_OK(sl_net_new(&cfg, &a));
+    sl_net_t *tmp = open_net(NULL, 0, 0);
+    char dead[160];
+    snprintf(dead, sizeof dead, "%s", sl_net_endpoint(tmp));
+    sl_net_destroy(&tmp); /* now nobody listens there */
+    uint64_t t0 = sl_plat_now_ns();
+    for (int i = 0; i < 1000; i++)
+        sl_net_send(a, dead, HDR, (const uint8_t *)"x", 1);
+    CHECK_MSG(ms_since(t0) < 1000, "1000 sends to a dead peer took %llu ms",
+              (unsigned long long)ms_since(t0));
+    sl_net_stats_t st;
+    sl_net_stats(a, &st);
+    CHECK(st.pending <= 16);
+    CHECK(st.dropped_out >= 1000 - 16);
+    sl_net_in_t in;
+    t0 = sl_plat_now_ns();
+    while (ms_since(t0) < DEADLINE_MS) {
+        sl_net_poll(a, 10, &in);
+        sl_net_stats(a, &st);
+        if (st.pending == 0)
+            break;
+    }
+    CHECK_INT(st.pending, 0);
+    CHECK_INT(st.dropped_out, 1000);
+    CHECK_INT(st.msgs_out, 0);
+    sl_net_destroy(&a);
+}
+
+/* 100 destinations through a cap of 64: never more than 64 open, the
+ * least recently used closed first, and every message still delivered. */
+static void test_lru_cap(void) {
+    void *ctx = zmq_ctx_new();
+    void *sink = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(sink, ZMQ_LINGER, &zero, sizeof zero);
+    char eps[100][64];
+    for (int i = 0; i < 100; i++) {
+        CHECK_INT(zmq_bind(sink, "tcp://127.0.0.1:*"), 0);
+        size_t l = sizeof eps[i];
+        zmq_getsockopt(sink, ZMQ_LAST_ENDPOINT, eps[i], &l);
+    }
+    sl_net_t *a = open_net(NULL, 64, 0);
+    sl_net_stats_t st;
+    sl_net_in_t in;
+    for (int i = 0; i < 100; i++) {
+        char body[8];
+        snprintf(body, sizeof body, "%d", i);
+        CHECK_OK(sl_net_send(a, eps[i], HDR, (const uint8_t *)body, strlen(body)));
+        uint64_t t0 = sl_plat_now_ns();
+        do {
+            sl_net_poll(a, 1, &in);
+            sl_net_stats(a, &st);
+        } while (st.pending > 0 && ms_since(t0) < DEADLINE_MS);
+        CHECK(st.conns_open <= 64);
+    }
+    sl_net_stats(a, &st);
+    CHECK_INT(st.conns_open, 64);
+    CHECK_INT(st.conns_opened, 100);
+    CHECK_INT(st.conns_evicted, 36);
+    CHECK_INT(st.msgs_out, 100);
+    CHECK_INT(st.dropped_out, 0);
+    bool seen[100] = {false};
+    int got = 0;
+    zmq_pollitem_t item = {sink, 0, ZMQ_POLLIN, 0};
+    uint64_t t0 = sl_plat_now_ns();
+    while (got < 100 && ms_since(t0) < DEADLINE_MS) {
+        if (zmq_poll(&item, 1, 10) <= 0)
+            continue;
+        char f[3][64];
+        int n[3];
+        for (int k = 0; k < 3; k++)
+            n[k] = zmq_recv(sink, f[k], sizeof f[k] - 1, 0);
+        CHECK_INT(n[1], SL_WIRE_HEADER_LEN);
+        f[2][n[2] > 0 ? n[2] : 0] = 0;
+        int idx = atoi(f[2]);
+        if (idx >= 0 && idx < 100 && !seen[idx]) {
+            seen[idx] = true;
+            got++;
+        }
+    }
+    CHECK_INT(got, 100);
+    /* The most recently used connection is still open: using it again
+     * evicts nothing; an evicted destination reopens and evicts one. */
+    CHECK_OK(sl_net_send(a, eps[99], HDR, (const uint8_t *)"again", 5));
+    sl_net_stats(a, &st);
+    CHECK_INT(st.conns_evicted, 36);
+    CHECK_OK(sl_net_send(a, eps[0], HDR, (const uint8_t *)"again", 5));
+    sl_net_stats(a, &st);
+    CHECK_INT(st.conns_evicted, 37);
+    CHECK_INT(st.conns_open, 64);
+    sl_net_destroy(&a);
+    zmq_close(sink);
+    zmq_ctx_term(ctx);
+}
+
+static void test_limits(void) {
+    sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 1024);
+    uint8_t *big = calloc(1, 3000);
+    uint8_t buf[64];
+    CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, big, 2000)); /* over b's limit */
+    CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)"ok", 2));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, NULL), 2);
+    sl_net_stats_t st;
+    sl_net_stats(b, &st);
+    CHECK_INT(st.oversized, 1);
+    CHECK_INT(st.msgs_in, 1);
+
+    /* Wrong shapes from a raw socket: one frame, three frames, a short header. */
+    void *ctx = zmq_ctx_new();
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK_INT(zmq_connect(d, sl_net_endpoint(b)), 0);
+    zmq_send(d, "only", 4, 0);
+    zmq_send(d, HDR, 4, ZMQ_SNDMORE);
+    zmq_send(d, "x", 1, ZMQ_SNDMORE);
+    zmq_send(d, "y", 1, 0);
+    zmq_send(d, HDR, 3, ZMQ_SNDMORE);
+    zmq_send(d, "z", 1, 0);
+    zmq_send(d, HDR, 4, ZMQ_SNDMORE);
+    zmq_send(d, "fine", 4, 0);
+    CHECK_INT(pump_until_msg(NULL, b, DEADLINE_MS, buf, sizeof buf, NULL), 4);
+    CHECK(!memcmp(buf, "fine", 4));
+    sl_net_stats(b, &st);
+    CHECK_INT(st.bad_frames, 3);
+
+    /* Past twice the limit ZeroMQ drops the sender's connection; the peer
+     * keeps serving everyone else. */
+    zmq_send(d, HDR, 4, ZMQ_SNDMORE);
+    zmq_send(d, big, 3000, 0);
+    CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)"still", 5));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, NULL), 5);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    free(big);
+    sl_net_destroy(&a);
+    sl_net_destroy(&b);
+}
+
+/* Polls `b` until the counter `which` of its stats is non-zero. */
+static uint64_t wait_counter(sl_net_t *from, sl_net_t *b, size_t offset) {
+    uint64_t t0 = sl_plat_now_ns();
+    sl_net_stats_t st;
+    sl_net_in_t in;
+    do {
+        if (from)
+            sl_net_poll(from, 0, &in);
+        sl_net_poll(b, 5, &in);
+        sl_net_stats(b, &st);
+    } while (*(uint64_t *)((char *)&st + offset) == 0 && ms_since(t0) < DEADLINE_MS);
+    return *(uint64_t *)((char *)&st + offset);
+}
+
+static void test_curve(void) {
+    sl_net_key_t k, wrong;
+    CHECK_OK(sl_net_key_generate(&k));
+    CHECK_OK(sl_net_key_generate(&wrong));
+    sl_net_t *a = open_net(&k, 0, 0), *b = open_net(&k, 0, 0);
+    uint8_t buf[64];
+    CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)"secret", 6));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, NULL), 6);
+
+    /* A peer with another key: its handshake fails and nothing arrives. */
+    sl_net_t *w = open_net(&wrong, 0, 0);
+    sl_net_send(w, sl_net_endpoint(b), HDR, (const uint8_t *)"intruder", 8);
+    CHECK(wait_counter(w, b, offsetof(sl_net_stats_t, handshake_failed)) > 0);
+    sl_net_stats_t st;
+    sl_net_stats(b, &st);
+    CHECK_INT(st.msgs_in, 1);
+    sl_net_stats(w, &st);
+    CHECK_INT(st.msgs_out, 0);
+    sl_net_destroy(&w);
+
+    /* A peer without a key. */
+    sl_net_t *open = open_net(NULL, 0, 0);
+    sl_net_stats(b, &st);
+    uint64_t failed_before = st.handshake_failed;
+    sl_net_send(open, sl_net_endpoint(b), HDR, (const uint8_t *)"plain", 5);
+    uint64_t t0 = sl_plat_now_ns();
+    sl_net_in_t in;
+    do {
+        sl_net_poll(open, 0, &in);
+        CHECK(sl_net_poll(b, 5, &in) != SL_OK);
+        sl_net_stats(b, &st);
+    } while (st.handshake_failed == failed_before && ms_since(t0) < DEADLINE_MS);
+    CHECK(st.handshake_failed > failed_before);
+    sl_net_destroy(&open);
+
+    /* Someone who knows the public key but not the secret passes Curve with
+     * a keypair of its own; ZAP refuses it. */
+    void *ctx = zmq_ctx_new();
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, k.public_z85, 41);
+    zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, wrong.public_z85, 41);
+    zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, wrong.secret_z85, 41);
+    CHECK_INT(zmq_connect(d, sl_net_endpoint(b)), 0);
+    zmq_send(d, HDR, 4, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(d, "x", 1, ZMQ_DONTWAIT);
+    CHECK(wait_counter(NULL, b, offsetof(sl_net_stats_t, auth_denied)) > 0);
+    sl_net_stats(b, &st);
+    CHECK_INT(st.msgs_in, 1);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+
+    /* Clients: the right key is answered; a wrong key and no key learn that
+     * the handshake failed (peerctl explains it). */
+    sl_net_client_t *c = NULL;
+    CHECK_OK(sl_net_client_new(sl_net_endpoint(b), &k, &c));
+    /* One thread plays both sides here, so b must be polled (to serve ZAP)
+     * while the client waits for its connection. */
+    t0 = sl_plat_now_ns();
+    while (sl_net_client_send(c, HDR, (const uint8_t *)"q", 1, 1) == SL_ETIMEDOUT &&
+           ms_since(t0) < DEADLINE_MS)
+        sl_net_poll(b, 1, &in);
+    CHECK_INT(pump_until_msg(NULL, b, DEADLINE_MS, buf, sizeof buf, &in), 1);
+    sl_net_route_t route = in.route;
+    CHECK_OK(sl_net_reply(b, &route, HDR, (const uint8_t *)"a", 1));
+    uint8_t *h = NULL, *body = NULL;
+    size_t hl, bl;
+    CHECK_OK(sl_net_client_recv(c, DEADLINE_MS, &h, &hl, &body, &bl));
+    sl_free(h);
+    sl_free(body);
+    sl_net_client_destroy(&c);
+
+    const sl_net_key_t *bad_keys[2] = {&wrong, NULL};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(sl_net_client_new(sl_net_endpoint(b), bad_keys[i], &c));
+        CHECK_ERR(sl_net_client_send(c, HDR, (const uint8_t *)"q", 1, 300), SL_ETIMEDOUT);
+        t0 = sl_plat_now_ns();
+        while (sl_net_client_state_get(c) != SL_NET_CLIENT_HANDSHAKE_FAILED &&
+               ms_since(t0) < DEADLINE_MS)
+            sl_net_poll(b, 5, &in);
+        CHECK_MSG(sl_net_client_state_get(c) == SL_NET_CLIENT_HANDSHAKE_FAILED,
+                  "client %d: state %d", i, (int)sl_net_client_state_get(c));
+        sl_net_client_destroy(&c);
+    }
+    sl_net_stats(b, &st);
+    CHECK_INT(st.msgs_in, 2);
+    sl_net_destroy(&a);
+    sl_net_destroy(&b);
+}
+
+static void test_client_unreachable(void) {
+    sl_net_t *tmp = open_net(NULL, 0, 0);
+    char dead[160];
+    snprintf(dead, sizeof dead, "%s", sl_net_endpoint(tmp));
+    sl_net_destroy(&tmp);
+    sl_net_client_t *c = NULL;
+    CHECK_OK(sl_net_client_new(dead, NULL, &c));
+    CHECK_ERR(sl_net_client_send(c, HDR, (const uint8_t *)"q", 1, 200), SL_ETIMEDOUT);
+    CHECK_INT(sl_net_client_state_get(c), SL_NET_CLIENT_NEVER_CONNECTED);
+    sl_net_client_destroy(&c);
+    CHECK_ERR(sl_net_client_new("garbage", NULL, &c), SL_EINVAL);
+}
+
+/* Raw bytes that are not ZeroMQ at all, on a plain TCP connection. */
+static void send_garbage(const char *endpoint, const void *bytes, size_t len) {
+    const char *colon = strrchr(endpoint, ':');
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    CHECK_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    CHECK_INT(write(fd, bytes, len), (long)len);
+    shutdown(fd, SHUT_WR);
+    char tmp[256];
+    while (read(fd, tmp, sizeof tmp) > 0) {
+    }
+    close(fd);
+}
+
+static void test_garbage(void) {
+    sl_net_key_t k;
+    CHECK_OK(sl_net_key_generate(&k));
+    for (int keyed = 0; keyed < 2; keyed++) {
+        sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(keyed ? &k : NULL, 0, 0);
+        if (keyed) {
+            sl_net_destroy(&a);
+            a = open_net(&k, 0, 0);
+        }
+        uint8_t junk[600];
+        sl_rng_t rng;
+        sl_rng_seed(&rng, 42);
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (uint8_t)sl_rng_next(&rng);
+        const char *http = "GET / HTTP/1.0\r\n\r\n";
+        uint64_t t0 = sl_plat_now_ns();
+        send_garbage(sl_net_endpoint(b), http, strlen(http));
+        send_garbage(sl_net_endpoint(b), junk, sizeof junk);
+        junk[0] = 0xff; /* looks like a ZMTP signature at first */
+        send_garbage(sl_net_endpoint(b), junk, sizeof junk);
+        sl_net_stats_t st;
+        sl_net_in_t in;
+        do {
+            sl_net_poll(b, 5, &in);
+            sl_net_stats(b, &st);
+        } while (st.handshake_failed + st.bad_frames < 3 && ms_since(t0) < DEADLINE_MS);
+        CHECK_MSG(st.handshake_failed + st.bad_frames >= 3,
+                  "keyed %d: handshake_failed %llu bad_frames %llu", keyed,
+                  (unsigned long long)st.handshake_failed, (unsigned long long)st.bad_frames);
+        uint8_t buf[16];
+        CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)"alive", 5));
+        CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, NULL), 5);
+        sl_net_destroy(&a);
+        sl_net_destroy(&b);
+    }
+}
+
+int main(void) {
+    CHECK_OK(sl_init());
+    sl_log_set_level(SL_LOG_WARNING);
+    sl_test_run("keys", test_keys);
+    sl_test_run("addr", test_addr);
+    sl_test_run("bind_busy", test_bind_busy);
+    sl_test_run("send_receive_reply", test_send_receive_reply);
+    sl_test_run("dead_destination", test_dead_destination);
+    sl_test_run("lru_cap", test_lru_cap);
+    sl_test_run("limits", test_limits);
+    sl_test_run("curve", test_curve);
+    sl_test_run("client_unreachable", test_client_unreachable);
+    sl_test_run("garbage", test_garbage);
+    return sl_test_finish();
+}
