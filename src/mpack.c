@@ -401,8 +401,13 @@ sl_err sl_mpack_read_bool(sl_mpack_reader_t *r, bool *out) {
 sl_err sl_mpack_read_uint(sl_mpack_reader_t *r, uint64_t max, uint64_t *out) {
     head_t h;
     *out = 0;
-    if (read_head(r, SL_MPACK_UINT, &h))
+    /* A signed form (0xd0..0xd3) is read in full, so one holding a
+     * non-negative value is reported as non-canonical, not as a wrong type. */
+    bool signed_form = !r->err && r->p < r->end && *r->p >= 0xd0 && *r->p <= 0xd3;
+    if (read_head(r, signed_form ? SL_MPACK_INT : SL_MPACK_UINT, &h))
         return r->err;
+    if (h.type == SL_MPACK_INT)
+        return fail_at(r, h.at, SL_EPROTO); /* negative */
     if (h.u > max)
         return fail_at(r, h.at, SL_EPROTO);
     *out = h.u;
