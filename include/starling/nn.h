@@ -1,0 +1,254 @@
+/* Starling nn: the local training engine.
+ *
+ * A model is described by a small text spec (`mlp:256,128`,
+ * `cnn:32,64/fc:128`; grammar in docs/training.md), built on a compute
+ * backend (`cpu` with OpenBLAS, or `cuda` loaded at run time; see
+ * nn_backend.h), and trained by a trainer that owns the model, the
+ * optimizer state, the data on the device and the shuffle RNG:
+ *
+ *     sl_nn_backend_t *be; sl_nn_data_t *train, *test; sl_nn_trainer_t *t;
+ *     sl_nn_backend_open("auto", 0, &be, why, sizeof why);
+ *     sl_nn_data_load("fashion-mnist", &train, &test, why, sizeof why);
+ *     sl_nn_train_cfg_t cfg; sl_nn_train_cfg_init(&cfg);
+ *     cfg.model = "mlp:256,128";
+ *     sl_nn_trainer_new(be, &cfg, train, test, &t, why, sizeof why);
+ *     sl_nn_trainer_run(t, on_epoch, ctx, why, sizeof why);
+ *
+ * Functions that can fail for a user-facing reason (a bad file, a bad
+ * spec) take `why`/`why_len`: on error they write a one-line message
+ * naming the file or input and what is wrong (may be NULL). */
+#ifndef STARLING_NN_H
+#define STARLING_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/common.h"
+#include "starling/nn_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- backend ---- */
+
+/* An opened compute backend: its ops table and instance. */
+typedef struct sl_nn_backend sl_nn_backend_t;
+
+/* Opens "cpu", "cuda" or "auto" (cuda when libstarling_cuda.so loads and
+ * a device answers, else cpu). `threads` > 0 sets the BLAS thread count,
+ * 0 leaves the environment's setting. "cuda" fails with SL_ENODEV or
+ * SL_EUNSUPPORTED and a reason when it cannot be used. */
+sl_err sl_nn_backend_open(const char *device, int threads, sl_nn_backend_t **out, char *why,
+                          size_t why_len);
+void sl_nn_backend_destroy(sl_nn_backend_t **be);
+/* "cpu" or "cuda". */
+const char *sl_nn_backend_name(const sl_nn_backend_t *be);
+/* One line naming the device and library ("cpu: OpenBLAS 0.3.21 ..."). */
+const char *sl_nn_backend_desc(const sl_nn_backend_t *be);
+/* The ops table and instance, for code that drives the backend directly
+ * (tests, the elastic all-reduce). */
+const sl_nn_backend_ops_t *sl_nn_backend_ops(const sl_nn_backend_t *be);
+void *sl_nn_backend_self(const sl_nn_backend_t *be);
+
+/* ---- model spec ---- */
+
+/* Limits of the spec grammar. */
+#define SL_NN_SPEC_MAX_LEN 256    /* characters in a spec */
+#define SL_NN_SPEC_MAX_LAYERS 32  /* conv + dense layers */
+
+/* What a spec layer is. */
+typedef enum {
+    SL_NN_SPEC_CONV = 0, /* conv2d [+bn] [+pool] + relu [+dropout] */
+    SL_NN_SPEC_DENSE = 1 /* dense [+bn] + relu [+dropout] */
+} sl_nn_spec_kind;
+
+/* One hidden layer of a parsed spec (the output layer is implicit). */
+typedef struct {
+    sl_nn_spec_kind kind; /* conv or dense */
+    int units;            /* output channels (conv) or features (dense) */
+    int kernel;           /* conv kernel size (square) */
+    int stride;           /* conv stride */
+    int pad;              /* conv zero padding per side */
+    int pool;             /* max-pool window and stride after conv (1 = none) */
+    bool batchnorm;       /* batch normalisation before the activation */
+    float dropout;        /* drop probability after the activation (0 = none) */
+} sl_nn_spec_layer_t;
+
+/* A parsed model spec. */
+typedef struct {
+    int count;                                      /* hidden layers used */
+    sl_nn_spec_layer_t layers[SL_NN_SPEC_MAX_LAYERS]; /* in order */
+    char text[SL_NN_SPEC_MAX_LEN + 1];              /* the canonical text */
+} sl_nn_spec_t;
+
+/* Parses a spec. SL_EINVAL with a message naming the offending part. */
+sl_err sl_nn_spec_parse(const char *text, sl_nn_spec_t *out, char *why, size_t why_len);
+
+/* Input geometry of a data set / model. */
+typedef struct {
+    int channels; /* C (1 for MNIST) */
+    int height;   /* H (28) */
+    int width;    /* W (28) */
+    int classes;  /* number of labels (10) */
+} sl_nn_shape_t;
+
+/* Trainable parameter count and forward FLOPs per sample (2 per
+ * multiply-add of dense and conv layers, plus one per element of the
+ * cheap layers) of the spec on that input. SL_EINVAL with a message when
+ * the spec does not fit the input (a conv window larger than its input). */
+sl_err sl_nn_spec_measure(const sl_nn_spec_t *spec, const sl_nn_shape_t *input,
+                          uint64_t *params, uint64_t *flops, char *why, size_t why_len);
+
+/* ---- data ---- */
+
+/* A data set in host memory: images as bytes (IDX) or floats (CSV), and
+ * int32 labels. Loaded once; the trainer uploads it to the device once. */
+typedef struct {
+    sl_nn_shape_t shape;   /* geometry and class count */
+    size_t count;          /* number of samples */
+    uint8_t *images_u8;    /* count x C*H*W bytes, or NULL */
+    float *images_f32;     /* count x C*H*W floats (CSV), or NULL */
+    float scale;           /* input = stored * scale + shift */
+    float shift;           /* (bytes: 1/255 and 0) */
+    int32_t *labels;       /* count labels in [0, classes) */
+    char name[128];        /* where it came from, for messages */
+} sl_nn_data_t;
+
+/* Loads a training and a test set: "fashion-mnist" and "mnist" (from
+ * /usr/share/datasets/NAME or $SL_DATASETS/NAME), a directory holding the
+ * four IDX files (gzip-compressed or not), or a CSV file (label first,
+ * then the pixel values; a header line is skipped; `test_out` then gets
+ * NULL unless a FILE_test.csv sits beside it). */
+sl_err sl_nn_data_load(const char *what, sl_nn_data_t **train_out, sl_nn_data_t **test_out,
+                       char *why, size_t why_len);
+/* Loads one IDX image file and its label file (gzip read directly). */
+sl_err sl_nn_data_load_idx(const char *images_path, const char *labels_path,
+                           sl_nn_data_t **out, char *why, size_t why_len);
+/* Loads a CSV file: label,v1,v2,... per line; values are scaled by 1/255
+ * when all are integers in [0, 255], else used as they are. Images are
+ * square (C=1) when the value count is a square, else 1 x 1 x N. */
+sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size_t why_len);
+/* Parses IDX bytes already in memory (`name` is used in messages). */
+sl_err sl_nn_data_parse_idx(const uint8_t *images, size_t images_len, const uint8_t *labels,
+                            size_t labels_len, const char *name, sl_nn_data_t **out,
+                            char *why, size_t why_len);
+/* Keeps only the first `count` samples (a quick run). */
+void sl_nn_data_truncate(sl_nn_data_t *data, size_t count);
+void sl_nn_data_destroy(sl_nn_data_t **data);
+
+/* ---- training ---- */
+
+/* Learning-rate schedules (after the linear warm-up, if any). */
+typedef enum {
+    SL_NN_SCHED_NONE = 0,  /* constant */
+    SL_NN_SCHED_STEP = 1,  /* times step_gamma every step_epochs epochs */
+    SL_NN_SCHED_COSINE = 2 /* cosine from lr to 0 over the epochs */
+} sl_nn_schedule;
+
+/* Everything a training run is a function of. */
+typedef struct {
+    const char *model;         /* spec text */
+    int epochs;                /* epochs to run in total */
+    int batch;                 /* minibatch size */
+    sl_nn_opt_kind optimizer;  /* sgd, nesterov, adam, adamw */
+    float lr;                  /* base learning rate */
+    float momentum;            /* sgd/nesterov momentum */
+    float weight_decay;        /* L2 or decoupled decay */
+    float beta1, beta2, eps;   /* Adam constants */
+    sl_nn_schedule schedule;   /* learning-rate schedule */
+    int step_epochs;           /* step schedule period in epochs */
+    float step_gamma;          /* step schedule factor */
+    int warmup_epochs;         /* linear warm-up from ~0 over these epochs */
+    uint64_t seed;             /* initialisation, split, shuffles, dropout */
+    float val_split;           /* fraction of training samples held out */
+    size_t limit;              /* use only the first N training samples (0 = all) */
+    const char *checkpoint_dir; /* write DIR/checkpoint.slck each epoch (NULL = none) */
+    bool resume;               /* start from DIR/checkpoint.slck when present */
+} sl_nn_train_cfg_t;
+
+/* Parses "sgd", "nesterov", "adam", "adamw" (SL_EINVAL otherwise). */
+sl_err sl_nn_optim_parse(const char *name, sl_nn_opt_kind *out);
+const char *sl_nn_optim_name(sl_nn_opt_kind kind);
+/* Parses "none", "step", "cosine" (SL_EINVAL otherwise). */
+sl_err sl_nn_schedule_parse(const char *name, sl_nn_schedule *out);
+
+/* Defaults: 10 epochs, batch 128, sgd, lr 0.05, momentum 0.9, Adam
+ * 0.9/0.999/1e-8, no schedule (step: every 10 epochs x 0.1), seed 1. */
+void sl_nn_train_cfg_init(sl_nn_train_cfg_t *cfg);
+
+/* Metrics of one epoch. Accuracies are fractions in [0, 1]. */
+typedef struct {
+    int epoch;            /* 1-based epoch just finished */
+    int epochs;           /* total epochs of the run */
+    double train_loss;    /* mean loss over the epoch's training samples */
+    double train_acc;     /* training accuracy seen during the epoch */
+    bool has_val;         /* a validation split exists */
+    double val_loss;      /* mean validation loss (has_val) */
+    double val_acc;       /* validation accuracy (has_val) */
+    bool has_test;        /* a test set exists */
+    double test_loss;     /* mean test loss (has_test) */
+    double test_acc;      /* test accuracy (has_test) */
+    double lr;            /* learning rate at the epoch's last step */
+    double seconds;       /* training time of the epoch (no evaluation) */
+    double eval_seconds;  /* time spent evaluating after it */
+    double samples_per_s; /* training samples per second */
+    uint64_t samples;     /* training samples in the epoch */
+} sl_nn_epoch_t;
+
+/* Called after every epoch; return false to stop training early. */
+typedef bool (*sl_nn_epoch_fn)(void *ctx, const sl_nn_epoch_t *metrics);
+/* Called during an epoch every few batches (progress bars). */
+typedef void (*sl_nn_progress_fn)(void *ctx, int epoch, size_t done, size_t total);
+
+/* A training run: model, optimizer state, device data, RNG. */
+typedef struct sl_nn_trainer sl_nn_trainer_t;
+
+/* Builds the model, splits and uploads the data, initialises the weights
+ * from the seed, and (cfg->resume) loads the checkpoint. `test` may be
+ * NULL. The data sets are borrowed and must outlive the trainer. */
+sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
+                         const sl_nn_data_t *train, const sl_nn_data_t *test,
+                         sl_nn_trainer_t **out, char *why, size_t why_len);
+void sl_nn_trainer_destroy(sl_nn_trainer_t **t);
+/* Sets the progress callback (NULL = none). */
+void sl_nn_trainer_set_progress(sl_nn_trainer_t *t, sl_nn_progress_fn fn, void *ctx);
+/* Runs one epoch (train, then evaluate), writes the checkpoint when
+ * configured. SL_ESTATE when all epochs are done. */
+sl_err sl_nn_trainer_epoch(sl_nn_trainer_t *t, sl_nn_epoch_t *metrics, char *why,
+                           size_t why_len);
+/* Runs the remaining epochs, calling on_epoch after each. */
+sl_err sl_nn_trainer_run(sl_nn_trainer_t *t, sl_nn_epoch_fn on_epoch, void *ctx, char *why,
+                         size_t why_len);
+/* Epochs completed so far (after a resume: those of the checkpoint). */
+int sl_nn_trainer_epochs_done(const sl_nn_trainer_t *t);
+/* Loss and accuracy of the current weights on a data set (eval mode). */
+sl_err sl_nn_trainer_evaluate(sl_nn_trainer_t *t, const sl_nn_data_t *data, double *loss,
+                              double *acc);
+/* Parameter count and forward FLOPs per sample of the trainer's model. */
+uint64_t sl_nn_trainer_params(const sl_nn_trainer_t *t);
+uint64_t sl_nn_trainer_flops(const sl_nn_trainer_t *t);
+/* Copies the flat parameter vector to the host (count floats). */
+sl_err sl_nn_trainer_get_params(sl_nn_trainer_t *t, float *host, size_t count);
+
+/* ---- checkpoints and export ---- */
+
+/* Writes a checkpoint (weights, optimizer state, running statistics,
+ * epoch, RNG state; versioned header and CRC) atomically to `path`. */
+sl_err sl_nn_checkpoint_save(sl_nn_trainer_t *t, const char *path, char *why, size_t why_len);
+/* Loads a checkpoint into a trainer built with the same model, optimizer
+ * and data geometry. Strict: a wrong magic, version, size, CRC or a model
+ * mismatch is an error (SL_ECORRUPT, SL_EVERSION, SL_ETRUNC, SL_EINVAL)
+ * and leaves the trainer unchanged. */
+sl_err sl_nn_checkpoint_load(sl_nn_trainer_t *t, const char *path, char *why, size_t why_len);
+
+/* Writes the trained weights as a NumPy .npz archive (an uncompressed zip
+ * of .npy arrays; `numpy.load(path)` reads it). Layout in
+ * docs/training.md. */
+sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

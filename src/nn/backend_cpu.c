@@ -1,0 +1,589 @@
+/* The cpu backend: OpenBLAS sgemm, and element-wise loops over the
+ * formulas of ops_math.h that the compiler vectorises.
+ *
+ * Threads: OpenBLAS's own pthreads are the only threads. Every loop here
+ * runs on the calling thread, between sgemm calls, so nothing spins
+ * against OpenBLAS's workers (the trap that makes PyTorch with 2 OpenMP
+ * threads 5x slower here). OPENBLAS_* environment settings are left as
+ * they are; `threads` > 0 calls openblas_set_num_threads.
+ *
+ * Hot loops are compiled twice (target_clones: AVX2 and baseline) and
+ * picked at load time, so the binary still runs on any x86-64. Reductions
+ * use fixed partial sums, never reassociation, so results are a function
+ * of the inputs alone (bit-for-bit resume). */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "nn/ops_math.h"
+#include "starling/nn_backend.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(SL_SANITIZE)
+#define SL_VEC __attribute__((target_clones("avx2", "default")))
+#else
+#define SL_VEC
+#endif
+
+typedef struct {
+    int threads; /* OpenBLAS threads in use */
+} cpu_t;
+
+static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
+    cpu_t *c = sl_calloc(1, sizeof *c);
+    if (!c)
+        return SL_ENOMEM;
+    if (threads > 0)
+        openblas_set_num_threads(threads);
+    c->threads = openblas_get_num_threads();
+    if (desc && desc_len) {
+        const char *cfg = openblas_get_config();
+        snprintf(desc, desc_len, "cpu: %s, %d thread%s", cfg ? cfg : "OpenBLAS", c->threads,
+                 c->threads == 1 ? "" : "s");
+    }
+    *self = c;
+    return SL_OK;
+}
+
+static void cpu_close(void **self) {
+    if (!self || !*self)
+        return;
+    sl_free(*self);
+    *self = NULL;
+}
+
+static sl_err cpu_sync(void *self) { return SL_OK; }
+
+/* Device buffers are host memory, 64-byte aligned (not through the
+ * allocation hook: aligned_alloc has no realloc counterpart). */
+static sl_err cpu_alloc(void *self, size_t len, void **out) {
+    size_t rounded = (len + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        return SL_ENOMEM;
+    *out = p;
+    return SL_OK;
+}
+
+static void cpu_free(void *self, void *dev) { free(dev); }
+
+static sl_err cpu_upload(void *self, void *dev, const void *host, size_t len) {
+    if (len)
+        memcpy(dev, host, len);
+    return SL_OK;
+}
+
+static sl_err cpu_download(void *self, void *host, const void *dev, size_t len) {
+    if (len)
+        memcpy(host, dev, len);
+    return SL_OK;
+}
+
+static sl_err cpu_copy(void *self, float *dst, const float *src, size_t count) {
+    if (count && dst != src)
+        memmove(dst, src, count * sizeof *dst);
+    return SL_OK;
+}
+
+SL_VEC static sl_err cpu_fill(void *self, float *restrict dst, float value, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        dst[i] = value;
+    return SL_OK;
+}
+
+static sl_err cpu_sgemm(void *self, bool ta, bool tb, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                        int ldc) {
+    if (m <= 0 || n <= 0)
+        return SL_OK;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return SL_OK;
+}
+
+SL_VEC static sl_err cpu_axpby(void *self, size_t count, float alpha, const float *restrict x,
+                               float beta, float *restrict y) {
+    for (size_t i = 0; i < count; i++)
+        y[i] = alpha * x[i] + beta * y[i];
+    return SL_OK;
+}
+
+SL_VEC static sl_err cpu_gather_u8(void *self, float *restrict dst, const uint8_t *restrict src,
+                                   const int32_t *idx, size_t first, int rows, int cols,
+                                   float scale, float shift) {
+    for (int r = 0; r < rows; r++) {
+        size_t row = idx ? (size_t)idx[first + r] : first + r;
+        const uint8_t *s = src + row * cols;
+        float *d = dst + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            d[c] = sl_op_convert((float)s[c], scale, shift);
+    }
+    return SL_OK;
+}
+
+SL_VEC static sl_err cpu_gather_f32(void *self, float *restrict dst, const float *restrict src,
+                                    const int32_t *idx, size_t first, int rows, int cols,
+                                    float scale, float shift) {
+    for (int r = 0; r < rows; r++) {
+        size_t row = idx ? (size_t)idx[first + r] : first + r;
+        const float *s = src + row * cols;
+        float *d = dst + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            d[c] = sl_op_convert(s[c], scale, shift);
+    }
+    return SL_OK;
+}
+
+static sl_err cpu_gather_i32(void *self, int32_t *dst, const int32_t *src, const int32_t *idx,
+                             size_t first, int rows) {
+    for (int r = 0; r < rows; r++)
+        dst[r] = src[idx ? (size_t)idx[first + r] : first + r];
+    return SL_OK;
+}
+
+static sl_err cpu_swap_axes(void *self, float *restrict dst, const float *restrict src, int a,
+                            int b, int inner) {
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < b; j++)
+            memcpy(dst + ((size_t)j * a + i) * inner, src + ((size_t)i * b + j) * inner,
+                   (size_t)inner * sizeof *dst);
+    return SL_OK;
+}
+
+/* ---- fused bias + activation ---- */
+
+static inline void bias_act_run(float *restrict y, float bias, size_t n, const int act) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = sl_op_act(y[i] + bias, act);
+}
+
+static inline void bias_act_rows(float *restrict y, const float *restrict bias, int cols,
+                                 const int act) {
+    if (bias)
+        for (int c = 0; c < cols; c++)
+            y[c] = sl_op_act(y[c] + bias[c], act);
+    else
+        for (int c = 0; c < cols; c++)
+            y[c] = sl_op_act(y[c], act);
+}
+
+SL_VEC static sl_err cpu_bias_act_fwd(void *self, float *y, const float *bias, int outer,
+                                      int channels, int inner, sl_nn_act act) {
+    for (int o = 0; o < outer; o++) {
+        float *yo = y + (size_t)o * channels * inner;
+        if (inner == 1) {
+            if (act == SL_NN_ACT_RELU)
+                bias_act_rows(yo, bias, channels, SL_NN_ACT_RELU);
+            else
+                bias_act_rows(yo, bias, channels, SL_NN_ACT_NONE);
+            continue;
+        }
+        for (int c = 0; c < channels; c++) {
+            float b = bias ? bias[c] : 0.0f;
+            float *p = yo + (size_t)c * inner;
+            if (act == SL_NN_ACT_RELU)
+                bias_act_run(p, b, (size_t)inner, SL_NN_ACT_RELU);
+            else if (bias)
+                bias_act_run(p, b, (size_t)inner, SL_NN_ACT_NONE);
+        }
+    }
+    return SL_OK;
+}
+
+/* Sum of n floats with 16 fixed partial sums (vectorisable, deterministic). */
+static inline float sum16(const float *restrict p, size_t n) {
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++)
+            acc[k] += p[i + k];
+    float s = 0.0f;
+    for (; i < n; i++)
+        s += p[i];
+    for (int k = 0; k < 16; k++)
+        s += acc[k];
+    return s;
+}
+
+static inline void act_grad_run(float *restrict dy, const float *restrict y, size_t n,
+                                const int act) {
+    for (size_t i = 0; i < n; i++)
+        dy[i] = sl_op_act_grad(y[i], dy[i], act);
+}
+
+SL_VEC static sl_err cpu_bias_act_bwd(void *self, float *dy, const float *y, float *dbias,
+                                      int outer, int channels, int inner, sl_nn_act act) {
+    if (dbias)
+        memset(dbias, 0, (size_t)channels * sizeof *dbias);
+    for (int o = 0; o < outer; o++) {
+        size_t base = (size_t)o * channels * inner;
+        if (inner == 1) {
+            float *restrict d = dy + base;
+            const float *restrict yy = y + base;
+            if (act == SL_NN_ACT_RELU)
+                act_grad_run(d, yy, (size_t)channels, SL_NN_ACT_RELU);
+            if (dbias)
+                for (int c = 0; c < channels; c++)
+                    dbias[c] += d[c];
+            continue;
+        }
+        for (int c = 0; c < channels; c++) {
+            float *d = dy + base + (size_t)c * inner;
+            if (act == SL_NN_ACT_RELU)
+                act_grad_run(d, y + base + (size_t)c * inner, (size_t)inner, SL_NN_ACT_RELU);
+            if (dbias)
+                dbias[c] += sum16(d, (size_t)inner);
+        }
+    }
+    return SL_OK;
+}
+
+/* ---- im2col / col2im ---- */
+
+/* The valid output-column range [lo, hi) for kernel column j (x = ox *
+ * stride - pad + j must lie in [0, w)). */
+static inline void valid_range(const sl_nn_window_t *win, int j, int *lo, int *hi) {
+    int s = win->stride;
+    int l = win->pad - j > 0 ? (win->pad - j + s - 1) / s : 0;
+    int h = (win->w + win->pad - j + s - 1) / s;
+    if (h > win->out_w)
+        h = win->out_w;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
+                                const sl_nn_window_t *win) {
+    const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
+    const long ncols = ohw * win->batch;
+    for (int c = 0; c < win->channels; c++)
+        for (int i = 0; i < win->kh; i++)
+            for (int j = 0; j < win->kw; j++) {
+                float *dst = col + ((long)(c * win->kh + i) * win->kw + j) * ncols;
+                int lo, hi;
+                valid_range(win, j, &lo, &hi);
+                for (int n = 0; n < win->batch; n++) {
+                    const float *plane = x + sl_op_plane(win, c, n, hw);
+                    float *dn = dst + n * ohw;
+                    for (int oy = 0; oy < win->out_h; oy++) {
+                        float *restrict d = dn + (long)oy * win->out_w;
+                        int y = oy * win->stride - win->pad + i;
+                        if (y < 0 || y >= win->h) {
+                            memset(d, 0, (size_t)win->out_w * sizeof *d);
+                            continue;
+                        }
+                        const float *restrict src = plane + (long)y * win->w - win->pad + j;
+                        for (int ox = 0; ox < lo; ox++)
+                            d[ox] = 0.0f;
+                        if (win->stride == 1)
+                            memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof *d);
+                        else
+                            for (int ox = lo; ox < hi; ox++)
+                                d[ox] = src[(long)ox * win->stride];
+                        for (int ox = hi; ox < win->out_w; ox++)
+                            d[ox] = 0.0f;
+                    }
+                }
+            }
+    return SL_OK;
+}
+
+SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
+                                const sl_nn_window_t *win) {
+    const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
+    const long ncols = ohw * win->batch;
+    for (int c = 0; c < win->channels; c++)
+        for (int n = 0; n < win->batch; n++)
+            memset(dx + sl_op_plane(win, c, n, hw), 0, (size_t)hw * sizeof *dx);
+    for (int c = 0; c < win->channels; c++)
+        for (int i = 0; i < win->kh; i++)
+            for (int j = 0; j < win->kw; j++) {
+                const float *srcrow = col + ((long)(c * win->kh + i) * win->kw + j) * ncols;
+                int lo, hi;
+                valid_range(win, j, &lo, &hi);
+                for (int n = 0; n < win->batch; n++) {
+                    float *plane = dx + sl_op_plane(win, c, n, hw);
+                    const float *sn = srcrow + n * ohw;
+                    for (int oy = 0; oy < win->out_h; oy++) {
+                        int y = oy * win->stride - win->pad + i;
+                        if (y < 0 || y >= win->h)
+                            continue;
+                        const float *restrict s = sn + (long)oy * win->out_w;
+                        float *restrict d = plane + (long)y * win->w - win->pad + j;
+                        if (win->stride == 1)
+                            for (int ox = lo; ox < hi; ox++)
+                                d[ox] += s[ox];
+                        else
+                            for (int ox = lo; ox < hi; ox++)
+                                d[(long)ox * win->stride] += s[ox];
+                    }
+                }
+            }
+    return SL_OK;
+}
+
+/* ---- max-pool ---- */
+
+SL_VEC static sl_err cpu_maxpool_fwd(void *self, const float *x, float *y, int32_t *argmax,
+                                     const sl_nn_window_t *win) {
+    const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
+    const bool fast = win->kh == 2 && win->kw == 2 && win->stride == 2 && win->pad == 0;
+    for (int c = 0; c < win->channels; c++)
+        for (int n = 0; n < win->batch; n++) {
+            const float *plane = x + sl_op_plane(win, c, n, hw);
+            long ob = sl_op_plane(win, c, n, ohw);
+            float *yo = y + ob;
+            int32_t *ao = argmax + ob;
+            if (fast) {
+                for (int oy = 0; oy < win->out_h; oy++) {
+                    const float *r0 = plane + (long)(2 * oy) * win->w;
+                    const float *r1 = r0 + win->w;
+                    for (int ox = 0; ox < win->out_w; ox++) {
+                        int x0 = 2 * ox;
+                        float b = r0[x0];
+                        int32_t at = 2 * oy * win->w + x0;
+                        if (r0[x0 + 1] > b) {
+                            b = r0[x0 + 1];
+                            at = 2 * oy * win->w + x0 + 1;
+                        }
+                        if (r1[x0] > b) {
+                            b = r1[x0];
+                            at = (2 * oy + 1) * win->w + x0;
+                        }
+                        if (r1[x0 + 1] > b) {
+                            b = r1[x0 + 1];
+                            at = (2 * oy + 1) * win->w + x0 + 1;
+                        }
+                        yo[oy * win->out_w + ox] = b;
+                        ao[oy * win->out_w + ox] = at;
+                    }
+                }
+                continue;
+            }
+            for (int oy = 0; oy < win->out_h; oy++)
+                for (int ox = 0; ox < win->out_w; ox++) {
+                    int k = oy * win->out_w + ox;
+                    yo[k] = sl_op_maxpool_at(plane, win, oy, ox, &ao[k]);
+                }
+        }
+    return SL_OK;
+}
+
+static sl_err cpu_maxpool_bwd(void *self, const float *dy, const int32_t *argmax, float *dx,
+                              const sl_nn_window_t *win) {
+    const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
+    for (int c = 0; c < win->channels; c++)
+        for (int n = 0; n < win->batch; n++) {
+            float *plane = dx + sl_op_plane(win, c, n, hw);
+            long ob = sl_op_plane(win, c, n, ohw);
+            memset(plane, 0, (size_t)hw * sizeof *plane);
+            for (long k = 0; k < ohw; k++)
+                plane[argmax[ob + k]] += dy[ob + k];
+        }
+    return SL_OK;
+}
+
+/* ---- batch norm ---- */
+
+SL_VEC static sl_err cpu_batchnorm_fwd(void *self, const float *x, float *y, const float *gamma,
+                                       const float *beta, float *running_mean,
+                                       float *running_var, float *save_mean, float *save_invstd,
+                                       int outer, int channels, int inner, float momentum,
+                                       float eps, bool training) {
+    const size_t stride = (size_t)channels * inner;
+    const double m = (double)outer * inner;
+    for (int c = 0; c < channels; c++) {
+        float mean, invstd;
+        if (training) {
+            double s = 0.0;
+            for (int o = 0; o < outer; o++)
+                s += sum16(x + o * stride + (size_t)c * inner, (size_t)inner);
+            mean = (float)(s / m);
+            double v = 0.0;
+            for (int o = 0; o < outer; o++) {
+                const float *p = x + o * stride + (size_t)c * inner;
+                float acc[16] = {0};
+                int i = 0;
+                for (; i + 16 <= inner; i += 16)
+                    for (int k = 0; k < 16; k++) {
+                        float d = p[i + k] - mean;
+                        acc[k] += d * d;
+                    }
+                for (; i < inner; i++) {
+                    float d = p[i] - mean;
+                    v += (double)d * d;
+                }
+                for (int k = 0; k < 16; k++)
+                    v += acc[k];
+            }
+            float var = (float)(v / m);
+            invstd = sl_op_bn_invstd(var, eps);
+            save_mean[c] = mean;
+            save_invstd[c] = invstd;
+            float unbiased = m > 1 ? (float)(v / (m - 1)) : var;
+            running_mean[c] = sl_op_ema(running_mean[c], mean, momentum);
+            running_var[c] = sl_op_ema(running_var[c], unbiased, momentum);
+        } else {
+            mean = running_mean[c];
+            invstd = sl_op_bn_invstd(running_var[c], eps);
+        }
+        float g = gamma[c], b = beta[c];
+        for (int o = 0; o < outer; o++) {
+            const float *restrict p = x + o * stride + (size_t)c * inner;
+            float *restrict q = y + o * stride + (size_t)c * inner;
+            for (int i = 0; i < inner; i++)
+                q[i] = sl_op_bn_fwd(p[i], mean, invstd, g, b);
+        }
+    }
+    return SL_OK;
+}
+
+SL_VEC static sl_err cpu_batchnorm_bwd(void *self, const float *dy, const float *x,
+                                       const float *gamma, const float *save_mean,
+                                       const float *save_invstd, float *dx, float *dgamma,
+                                       float *dbeta, int outer, int channels, int inner) {
+    const size_t stride = (size_t)channels * inner;
+    const double m = (double)outer * inner;
+    for (int c = 0; c < channels; c++) {
+        float mean = save_mean[c], invstd = save_invstd[c];
+        double sdy = 0.0, sdyx = 0.0;
+        for (int o = 0; o < outer; o++) {
+            const float *pd = dy + o * stride + (size_t)c * inner;
+            const float *px = x + o * stride + (size_t)c * inner;
+            float a1[16] = {0}, a2[16] = {0};
+            int i = 0;
+            for (; i + 16 <= inner; i += 16)
+                for (int k = 0; k < 16; k++) {
+                    a1[k] += pd[i + k];
+                    a2[k] += pd[i + k] * ((px[i + k] - mean) * invstd);
+                }
+            for (; i < inner; i++) {
+                sdy += pd[i];
+                sdyx += (double)pd[i] * ((px[i] - mean) * invstd);
+            }
+            for (int k = 0; k < 16; k++) {
+                sdy += a1[k];
+                sdyx += a2[k];
+            }
+        }
+        dgamma[c] = (float)sdyx;
+        dbeta[c] = (float)sdy;
+        float mdy = (float)(sdy / m), mdyx = (float)(sdyx / m), g = gamma[c];
+        for (int o = 0; o < outer; o++) {
+            const float *pd = dy + o * stride + (size_t)c * inner;
+            const float *px = x + o * stride + (size_t)c * inner;
+            float *q = dx + o * stride + (size_t)c * inner;
+            for (int i = 0; i < inner; i++)
+                q[i] = sl_op_bn_bwd(pd[i], px[i], mean, invstd, g, mdy, mdyx);
+        }
+    }
+    return SL_OK;
+}
+
+/* ---- dropout, loss, optimizer, reductions ---- */
+
+SL_VEC static sl_err cpu_dropout(void *self, const float *x, float *y, size_t count, float p,
+                                 uint64_t seed) {
+    for (size_t i = 0; i < count; i++)
+        y[i] = sl_op_dropout(x[i], seed, i, p);
+    return SL_OK;
+}
+
+static sl_err cpu_softmax_xent(void *self, const float *logits, const int32_t *labels, int rows,
+                               int classes, float *dlogits, float grad_scale, double *acc) {
+    double loss = 0.0;
+    long correct = 0;
+    for (int r = 0; r < rows; r++) {
+        int ok;
+        loss += sl_op_xent_row(logits + (size_t)r * classes, classes, labels[r],
+                               dlogits ? dlogits + (size_t)r * classes : NULL, grad_scale, &ok);
+        correct += ok;
+    }
+    acc[0] += loss;
+    acc[1] += (double)correct;
+    return SL_OK;
+}
+
+static sl_err cpu_zero_acc(void *self, double *acc, int count) {
+    for (int i = 0; i < count; i++)
+        acc[i] = 0.0;
+    return SL_OK;
+}
+
+/* One loop per rule, so each is a straight vectorisable loop. */
+#define OPT_LOOP(KIND)                                                                   \
+    do {                                                                                 \
+        sl_nn_opt_step_t s = *step;                                                      \
+        s.kind = KIND;                                                                   \
+        for (size_t i = 0; i < count; i++)                                               \
+            sl_op_opt(&w[i], g[i], &s1[i], s2 ? &s2[i] : &s1[i], &s);                    \
+    } while (0)
+
+SL_VEC static sl_err cpu_opt_step(void *self, float *restrict w, const float *restrict g,
+                                  float *restrict s1, float *restrict s2, size_t count,
+                                  const sl_nn_opt_step_t *step) {
+    switch (step->kind) {
+    case SL_NN_OPT_SGD:
+        OPT_LOOP(SL_NN_OPT_SGD);
+        break;
+    case SL_NN_OPT_NESTEROV:
+        OPT_LOOP(SL_NN_OPT_NESTEROV);
+        break;
+    case SL_NN_OPT_ADAM:
+        if (!s2)
+            return SL_EINVAL;
+        OPT_LOOP(SL_NN_OPT_ADAM);
+        break;
+    case SL_NN_OPT_ADAMW:
+        if (!s2)
+            return SL_EINVAL;
+        OPT_LOOP(SL_NN_OPT_ADAMW);
+        break;
+    default:
+        return SL_EINVAL;
+    }
+    return SL_OK;
+}
+
+static sl_err cpu_sum_squares(void *self, const float *x, size_t count, double *out) {
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += (double)x[i] * x[i];
+    out[0] = s;
+    return SL_OK;
+}
+
+const sl_nn_backend_ops_t sl_nn_backend_cpu = {
+    .name = "cpu",
+    .host_visible = true,
+    .open = cpu_open,
+    .close = cpu_close,
+    .sync = cpu_sync,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .copy = cpu_copy,
+    .fill = cpu_fill,
+    .sgemm = cpu_sgemm,
+    .axpby = cpu_axpby,
+    .gather_u8 = cpu_gather_u8,
+    .gather_f32 = cpu_gather_f32,
+    .gather_i32 = cpu_gather_i32,
+    .swap_axes = cpu_swap_axes,
+    .bias_act_fwd = cpu_bias_act_fwd,
+    .bias_act_bwd = cpu_bias_act_bwd,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .batchnorm_fwd = cpu_batchnorm_fwd,
+    .batchnorm_bwd = cpu_batchnorm_bwd,
+    .dropout = cpu_dropout,
+    .softmax_xent = cpu_softmax_xent,
+    .zero_acc = cpu_zero_acc,
+    .opt_step = cpu_opt_step,
+    .sum_squares = cpu_sum_squares,
+};
