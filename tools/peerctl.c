@@ -1,22 +1,77 @@
-/* peerctl: the command-line client. This file holds main() and the
- * dispatch table; each sub-command lives in tools/peerctl_*.c. */
+/* peerctl: the command-line client. This file holds main(), the global
+ * flags and the dispatch table; each sub-command lives in
+ * tools/peerctl_*.c. See docs/cli.md. */
 #include <stdio.h>
 #include <string.h>
 
 #include "peerctl.h"
+#include "peerctl_client.h"
 #include "starling/common.h"
+#include "starling/net.h"
+
+/* One sub-command. */
+typedef struct {
+    const char *name;                /* as typed */
+    int (*fn)(int argc, char **argv); /* runs it; argv[0] is the name */
+    const char *help;                /* one line for --help */
+} command_t;
+
+static const command_t commands[] = {
+    {"members", sl_cmd_members, "list the cluster's members as this peer sees them [--json]"},
+    {"stats", sl_cmd_stats, "this peer's counters: messages, drops, bad input, memory [--json]"},
+    {"keygen", sl_cmd_keygen, "print a new cluster key file (peerctl keygen > cluster.key)"},
+    {"train", sl_cmd_train, "train a model locally"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: peerctl [--peer HOST:PORT] [--key FILE] [--timeout MS] COMMAND [ARGS]\n"
+            "\n"
+            "Talks to a running `peer` (see docs/cli.md).\n"
+            "\n"
+            "global options:\n"
+            "  --peer HOST:PORT  the peer to ask (default: $STARLING_PEER, else 127.0.0.1:%d)\n"
+            "  --key FILE        the cluster key file, for a closed cluster (default: $STARLING_KEY)\n"
+            "  --timeout MS      how long to wait for each reply (default %d)\n"
+            "\n"
+            "commands:\n",
+            SL_NET_DEFAULT_PORT, SL_PEERCTL_TIMEOUT_MS);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nRun `peerctl COMMAND --help` for a command's own options.\n");
+}
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: peerctl COMMAND [ARGS]\n\ncommands:\n  train   train a model locally\n");
-        return argc < 2 ? 2 : 0;
+    sl_peerctl_opts_defaults(&sl_peerctl_opts);
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("peerctl %s\n", SL_VERSION);
+            return 0;
+        }
+        int r = sl_peerctl_opts_take(&sl_peerctl_opts, argc, argv, &i);
+        if (r < 0)
+            return 2;
+        if (r == 0) {
+            fprintf(stderr, "peerctl: unknown option '%s'; see peerctl --help\n", argv[i]);
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return 2;
     }
     if (sl_init() != SL_OK) {
         fprintf(stderr, "peerctl: cannot start the crypto library\n");
         return 1;
     }
-    if (!strcmp(argv[1], "train"))
-        return sl_cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "peerctl: unknown command '%s'; see peerctl --help\n", argv[1]);
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (!strcmp(argv[i], commands[k].name))
+            return commands[k].fn(argc - i, argv + i);
+    fprintf(stderr, "peerctl: unknown command '%s'; see peerctl --help\n", argv[i]);
     return 2;
 }

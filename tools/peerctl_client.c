@@ -1,0 +1,271 @@
+/* The client side of the control protocol (see peerctl_client.h and
+ * proto/control.md): one DEALER to one peer, CTL_REQ out, CTL_REP parts
+ * back until one says no more follow. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "peerctl_client.h"
+#include "starling/msg.h"
+#include "starling/platform.h"
+#include "starling/rng.h"
+
+sl_peerctl_opts_t sl_peerctl_opts;
+
+void sl_peerctl_opts_defaults(sl_peerctl_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    const char *env = getenv("STARLING_PEER");
+    if (env && env[0])
+        snprintf(o->peer, sizeof o->peer, "%s", env);
+    else
+        snprintf(o->peer, sizeof o->peer, "127.0.0.1:%d", SL_NET_DEFAULT_PORT);
+    const char *key = getenv("STARLING_KEY");
+    o->key_file = key && key[0] ? key : NULL;
+    o->timeout_ms = SL_PEERCTL_TIMEOUT_MS;
+}
+
+/* The value of --name X or --name=X at argv[*i]; NULL when not that flag. */
+static const char *flag_value(const char *name, int argc, char **argv, int *i, bool *missing) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    *missing = false;
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] != 0)
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    (*i)++;
+    return argv[*i];
+}
+
+int sl_peerctl_opts_take(sl_peerctl_opts_t *o, int argc, char **argv, int *i) {
+    bool missing = false;
+    const char *v;
+    if ((v = flag_value("--peer", argc, argv, i, &missing)) || missing) {
+        char norm[SL_ADDR_MAX + 16];
+        if (!v || sl_net_addr_normalize(v, norm, sizeof norm) != SL_OK) {
+            fprintf(stderr, "peerctl: --peer needs HOST:PORT (for example 127.0.0.1:%d)\n",
+                    SL_NET_DEFAULT_PORT);
+            return -1;
+        }
+        snprintf(o->peer, sizeof o->peer, "%s", v);
+        (*i)++;
+        return 1;
+    }
+    if ((v = flag_value("--key", argc, argv, i, &missing)) || missing) {
+        if (!v || !v[0]) {
+            fprintf(stderr, "peerctl: --key needs a key file (make one with `peerctl keygen > cluster.key`)\n");
+            return -1;
+        }
+        o->key_file = v;
+        (*i)++;
+        return 1;
+    }
+    if ((v = flag_value("--timeout", argc, argv, i, &missing)) || missing) {
+        char *end = NULL;
+        long ms = v ? strtol(v, &end, 10) : 0;
+        if (!v || *end || ms <= 0 || ms > 3600000) {
+            fprintf(stderr, "peerctl: --timeout needs milliseconds between 1 and 3600000\n");
+            return -1;
+        }
+        o->timeout_ms = (int)ms;
+        (*i)++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Explains why nothing came back, from what the connection saw. */
+static void explain_silence(const sl_peerctl_opts_t *o, sl_net_client_t *c) {
+    switch (sl_net_client_state_get(c)) {
+    case SL_NET_CLIENT_NEVER_CONNECTED:
+        fprintf(stderr,
+                "peerctl: cannot reach peer at %s: is `peer` running? "
+                "set --peer HOST:PORT or STARLING_PEER\n",
+                o->peer);
+        break;
+    case SL_NET_CLIENT_HANDSHAKE_FAILED:
+    case SL_NET_CLIENT_TCP_ONLY:
+        if (o->key_file)
+            fprintf(stderr,
+                    "peerctl: peer at %s refused the connection: the key in %s is not this "
+                    "cluster's key (or the cluster is open: then leave out --key)\n",
+                    o->peer, o->key_file);
+        else
+            fprintf(stderr,
+                    "peerctl: peer at %s refused the connection: the cluster is closed; "
+                    "pass its key file with --key FILE (or set STARLING_KEY)\n",
+                    o->peer);
+        break;
+    case SL_NET_CLIENT_CONNECTED:
+        fprintf(stderr,
+                "peerctl: peer at %s did not answer within %d ms: it may be busy or stopping; "
+                "try again, or raise --timeout\n",
+                o->peer, o->timeout_ms);
+        break;
+    }
+}
+
+int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *const *args,
+                    size_t arg_count, sl_peerctl_part_fn fn, void *ctx) {
+    int rc = 1;
+    sl_net_client_t *c = NULL;
+    uint8_t *body = NULL;
+    sl_net_key_t key;
+    bool has_key = false;
+    if (arg_count > SL_CTL_MAX_ARGS) {
+        fprintf(stderr, "peerctl: too many arguments (at most %d)\n", SL_CTL_MAX_ARGS);
+        return 2;
+    }
+    if (o->key_file) {
+        sl_err err = sl_net_key_load(o->key_file, &key);
+        if (err == SL_ENOTFOUND) {
+            fprintf(stderr, "peerctl: key file %s does not exist; make one with "
+                            "`peerctl keygen > cluster.key` or fix --key\n", o->key_file);
+            return 1;
+        }
+        if (err != SL_OK) {
+            fprintf(stderr, "peerctl: cannot use key file %s: %s; it should be the output of "
+                            "`peerctl keygen`\n", o->key_file, sl_strerror(err));
+            return 1;
+        }
+        has_key = true;
+    }
+    sl_err err = sl_net_client_new(o->peer, has_key ? &key : NULL, &c);
+    memset(&key, 0, sizeof key);
+    if (err != SL_OK) {
+        fprintf(stderr, "peerctl: cannot connect to %s: %s; set --peer HOST:PORT\n", o->peer,
+                sl_strerror(err));
+        return 1;
+    }
+    sl_rng_t rng;
+    sl_rng_seed(&rng, sl_plat_now_ns() ^ ((uint64_t)getpid() << 32));
+    uint32_t id = (uint32_t)sl_rng_next(&rng);
+
+    sl_msg_t req;
+    memset(&req, 0, sizeof req);
+    req.type = SL_MSG_CTL_REQ;
+    req.u.ctl_req.id = id;
+    req.u.ctl_req.cmd = sl_bytes_str(cmd);
+    for (size_t i = 0; i < arg_count; i++)
+        req.u.ctl_req.args[i] = sl_bytes_str(args[i]);
+    req.u.ctl_req.arg_count = arg_count;
+    uint8_t header[SL_WIRE_HEADER_LEN];
+    size_t body_len = 0;
+    err = sl_msg_encode(&req, header, &body, &body_len);
+    if (err != SL_OK) {
+        fprintf(stderr, "peerctl: cannot encode the request: %s (an argument is too long?)\n",
+                sl_strerror(err));
+        goto done;
+    }
+    /* A peer that is up accepts within milliseconds; do not make a user
+     * wait the whole reply timeout to learn that nothing listens. */
+    int connect_ms = o->timeout_ms < 3000 ? o->timeout_ms : 3000;
+    if (sl_net_client_send(c, header, body, body_len, connect_ms) != SL_OK) {
+        explain_silence(o, c);
+        goto done;
+    }
+    for (;;) {
+        uint8_t *rh = NULL, *rb = NULL;
+        size_t rhl = 0, rbl = 0;
+        err = sl_net_client_recv(c, o->timeout_ms, &rh, &rhl, &rb, &rbl);
+        if (err == SL_ETIMEDOUT) {
+            explain_silence(o, c);
+            goto done;
+        }
+        if (err != SL_OK) {
+            fprintf(stderr, "peerctl: bad reply from %s: %s\n", o->peer, sl_strerror(err));
+            goto done;
+        }
+        sl_msg_t rep;
+        err = sl_msg_decode(rh, rhl, rb, rbl, &rep);
+        if (err != SL_OK || rep.type != SL_MSG_CTL_REP) {
+            fprintf(stderr, "peerctl: cannot read the reply from %s (%s): are peer and peerctl "
+                            "the same version?\n",
+                    o->peer, err != SL_OK ? sl_strerror(err) : "not a reply");
+            if (err == SL_OK)
+                sl_msg_fini(&rep);
+            sl_free(rh);
+            sl_free(rb);
+            goto done;
+        }
+        if (rep.u.ctl_rep.id != id) { /* a stale reply: ignore it */
+            sl_msg_fini(&rep);
+            sl_free(rh);
+            sl_free(rb);
+            continue;
+        }
+        bool more = rep.u.ctl_rep.more;
+        int stop = 0;
+        if (rep.u.ctl_rep.status != SL_OK) {
+            const sl_bytes_t *b = &rep.u.ctl_rep.body;
+            fprintf(stderr, "peerctl: %s: %.*s\n", cmd, (int)b->len, b->ptr ? (const char *)b->ptr : "");
+            stop = 1;
+        } else if (fn) {
+            stop = fn(ctx, rep.u.ctl_rep.body.ptr, rep.u.ctl_rep.body.len);
+        }
+        sl_msg_fini(&rep);
+        sl_free(rh);
+        sl_free(rb);
+        if (stop) {
+            rc = 1;
+            goto done;
+        }
+        if (!more)
+            break;
+    }
+    rc = 0;
+done:
+    sl_free(body);
+    sl_net_client_destroy(&c);
+    return rc;
+}
+
+/* Appends each part to a growing buffer. */
+typedef struct {
+    char *buf;  /* gathered bytes, NUL-terminated */
+    size_t len; /* bytes gathered */
+} collect_t;
+
+static int collect_part(void *ctx, const uint8_t *body, size_t len) {
+    collect_t *c = ctx;
+    char *nb = sl_realloc(c->buf, c->len + len + 1);
+    if (!nb) {
+        fprintf(stderr, "peerctl: out of memory\n");
+        return 1;
+    }
+    if (len)
+        memcpy(nb + c->len, body, len);
+    c->len += len;
+    nb[c->len] = 0;
+    c->buf = nb;
+    return 0;
+}
+
+int sl_peerctl_call_collect(const sl_peerctl_opts_t *o, const char *cmd,
+                            const char *const *args, size_t arg_count, char **out, size_t *len) {
+    collect_t c = {NULL, 0};
+    int rc = sl_peerctl_call(o, cmd, args, arg_count, collect_part, &c);
+    if (rc != 0) {
+        sl_free(c.buf);
+        *out = NULL;
+        *len = 0;
+        return rc;
+    }
+    if (!c.buf) {
+        c.buf = sl_malloc(1);
+        if (!c.buf)
+            return 1;
+        c.buf[0] = 0;
+    }
+    *out = c.buf;
+    *len = c.len;
+    return 0;
+}
