@@ -8,6 +8,7 @@
 #include "starling/msg.h"
 #include "starling/rng.h"
 #include "testlib.h"
+#include "fuzz/msg_eq.h"
 
 /* ---- Vector files (format: proto/vectors/README.md) ---- */
 
@@ -67,60 +68,8 @@ static sl_err err_by_name(const char *name) {
     return SL_ERR_COUNT;
 }
 
-static bool bytes_eq(sl_bytes_t a, sl_bytes_t b) {
-    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
-static bool member_eq(const sl_member_msg_t *a, const sl_member_msg_t *b) {
-    return bytes_eq(a->name, b->name) && bytes_eq(a->addr, b->addr) &&
-           a->incarnation == b->incarnation && a->state == b->state &&
-           bytes_eq(a->meta, b->meta) && bytes_eq(a->from, b->from);
-}
-
-/* Field-by-field equality of two decoded messages. */
-static bool msg_eq(const sl_msg_t *a, const sl_msg_t *b) {
-    if (a->type != b->type || !bytes_eq(a->from, b->from) ||
-        !bytes_eq(a->from_addr, b->from_addr) || a->gossip_count != b->gossip_count)
-        return false;
-    for (size_t i = 0; i < a->gossip_count; i++)
-        if (!member_eq(&a->gossip[i], &b->gossip[i]))
-            return false;
-    switch (a->type) {
-    case SL_MSG_PING:
-        return a->u.ping.seq == b->u.ping.seq && bytes_eq(a->u.ping.target, b->u.ping.target);
-    case SL_MSG_PING_REQ:
-        return a->u.ping_req.seq == b->u.ping_req.seq &&
-               bytes_eq(a->u.ping_req.target, b->u.ping_req.target) &&
-               bytes_eq(a->u.ping_req.target_addr, b->u.ping_req.target_addr) &&
-               a->u.ping_req.want_nack == b->u.ping_req.want_nack;
-    case SL_MSG_ACK:
-        return a->u.ack.seq == b->u.ack.seq && bytes_eq(a->u.ack.target, b->u.ack.target);
-    case SL_MSG_NACK:
-        return a->u.nack.seq == b->u.nack.seq;
-    case SL_MSG_SYNC:
-        if (a->u.sync.join != b->u.sync.join || a->u.sync.reply != b->u.sync.reply ||
-            a->u.sync.member_count != b->u.sync.member_count)
-            return false;
-        for (size_t i = 0; i < a->u.sync.member_count; i++)
-            if (!member_eq(&a->u.sync.members[i], &b->u.sync.members[i]))
-                return false;
-        return true;
-    case SL_MSG_CTL_REQ:
-        if (a->u.ctl_req.id != b->u.ctl_req.id || !bytes_eq(a->u.ctl_req.cmd, b->u.ctl_req.cmd) ||
-            a->u.ctl_req.arg_count != b->u.ctl_req.arg_count)
-            return false;
-        for (size_t i = 0; i < a->u.ctl_req.arg_count; i++)
-            if (!bytes_eq(a->u.ctl_req.args[i], b->u.ctl_req.args[i]))
-                return false;
-        return true;
-    case SL_MSG_CTL_REP:
-        return a->u.ctl_rep.id == b->u.ctl_rep.id && a->u.ctl_rep.status == b->u.ctl_rep.status &&
-               a->u.ctl_rep.more == b->u.ctl_rep.more &&
-               bytes_eq(a->u.ctl_rep.body, b->u.ctl_rep.body);
-    default:
-        return false;
-    }
-}
+#define bytes_eq sl_test_bytes_eq
+#define msg_eq sl_test_msg_eq
 
 /* Decodes, checks re-encoding gives `want` (header + body) and that the
  * re-encoded bytes decode to an equal message. */

@@ -436,5 +436,26 @@ def main():
                     out.write("invalid %s %s %s %s\n" % (name, err, seg(header), b))
 
 
+def write_corpus():
+    """Seeds for tests/fuzz (input layout in tests/fuzz/fuzz_msg.c): every
+    vector but the 4 MiB one, plus metadata maps for sl_meta_validate."""
+    d = os.path.join(HERE, "..", "..", "tests", "fuzz", "corpus", "msg")
+    if not os.path.isdir(d):
+        return
+    for f in os.listdir(d):
+        if f.startswith("v-"):
+            os.remove(os.path.join(d, f))
+    for fname, rows in FILES.items():
+        for kind, name, err, header, body, re in rows:
+            if isinstance(body, str) or len(header) > 7:
+                continue
+            with open(os.path.join(d, "v-%s-%s" % (fname, name)), "wb") as out:
+                out.write(bytes([len(header)]) + header + body)
+    for i, meta in enumerate([{}, {"gpus": "2", "ver": "0.1.0"}, META_FULL]):
+        with open(os.path.join(d, "v-meta-%d" % i), "wb") as out:
+            out.write(b"\xc0" + enc(meta))
+
+
 if __name__ == "__main__":
     main()
+    write_corpus()
