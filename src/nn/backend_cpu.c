@@ -278,7 +278,8 @@ SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
                         for (int ox = 0; ox < lo; ox++)
                             d[ox] = 0.0f;
                         if (win->stride == 1)
-                            memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof *d);
+                            for (int ox = lo; ox < hi; ox++)
+                                d[ox] = src[ox];
                         else
                             for (int ox = lo; ox < hi; ox++)
                                 d[ox] = src[(long)ox * win->stride];
@@ -326,6 +327,26 @@ SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
 
 /* ---- max-pool ---- */
 
+/* One output row of a 2x2 stride-2 pool, branch-free (first max wins). */
+static inline void pool2_row(const float *restrict r0, int w, int32_t base, float *restrict y,
+                             int32_t *restrict arg, int out_w) {
+    const float *restrict r1 = r0 + w;
+    for (int ox = 0; ox < out_w; ox++) {
+        float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+        int32_t at = base + 2 * ox;
+        float m = a;
+        int32_t i = at;
+        i = b > m ? at + 1 : i;
+        m = b > m ? b : m;
+        i = c > m ? at + w : i;
+        m = c > m ? c : m;
+        i = d > m ? at + w + 1 : i;
+        m = d > m ? d : m;
+        y[ox] = m;
+        arg[ox] = i;
+    }
+}
+
 SL_VEC static sl_err cpu_maxpool_fwd(void *self, const float *x, float *y, int32_t *argmax,
                                      const sl_nn_window_t *win) {
     const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
@@ -337,29 +358,10 @@ SL_VEC static sl_err cpu_maxpool_fwd(void *self, const float *x, float *y, int32
             float *yo = y + ob;
             int32_t *ao = argmax + ob;
             if (fast) {
-                for (int oy = 0; oy < win->out_h; oy++) {
-                    const float *r0 = plane + (long)(2 * oy) * win->w;
-                    const float *r1 = r0 + win->w;
-                    for (int ox = 0; ox < win->out_w; ox++) {
-                        int x0 = 2 * ox;
-                        float b = r0[x0];
-                        int32_t at = 2 * oy * win->w + x0;
-                        if (r0[x0 + 1] > b) {
-                            b = r0[x0 + 1];
-                            at = 2 * oy * win->w + x0 + 1;
-                        }
-                        if (r1[x0] > b) {
-                            b = r1[x0];
-                            at = (2 * oy + 1) * win->w + x0;
-                        }
-                        if (r1[x0 + 1] > b) {
-                            b = r1[x0 + 1];
-                            at = (2 * oy + 1) * win->w + x0 + 1;
-                        }
-                        yo[oy * win->out_w + ox] = b;
-                        ao[oy * win->out_w + ox] = at;
-                    }
-                }
+                for (int oy = 0; oy < win->out_h; oy++)
+                    pool2_row(plane + (long)(2 * oy) * win->w, win->w, 2 * oy * win->w,
+                              yo + (long)oy * win->out_w, ao + (long)oy * win->out_w,
+                              win->out_w);
                 continue;
             }
             for (int oy = 0; oy < win->out_h; oy++)

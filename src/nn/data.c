@@ -262,12 +262,21 @@ sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size
                             line);
             goto fail;
         }
-        /* A first line with letters is a header. */
+        /* A first line whose first field is not a number is a header. */
         if (rows == 0 && cols < 0) {
-            bool header = false;
-            for (char *c = p; c < le; c++)
-                if (isalpha((unsigned char)*c) && *c != 'e' && *c != 'E')
-                    header = true;
+            char first[64];
+            const char *fe = memchr(p, ',', (size_t)(le - p));
+            size_t fl = (size_t)((fe ? fe : le) - p);
+            bool header = fl == 0 || fl >= sizeof first;
+            if (!header) {
+                memcpy(first, p, fl);
+                first[fl] = '\0';
+                char *e;
+                (void)strtod(first, &e);
+                while (*e && isspace((unsigned char)*e))
+                    e++;
+                header = e == first || *e;
+            }
             if (header) {
                 p = next;
                 continue;

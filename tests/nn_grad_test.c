@@ -1,0 +1,280 @@
+/* Finite-difference gradient checks for every layer of the training
+ * engine, on the cpu backend: dense, conv2d (padding, stride, several
+ * input channels in both layouts), max-pool (2x2 fast path and general),
+ * ReLU, batch norm (conv and dense), dropout (a fixed seeded mask), flatten
+ * and softmax cross-entropy; gradients of every parameter and of the
+ * input. Plus the optimizer rules against a straight re-derivation. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nn/nn_internal.h"
+#include "nn/ops_math.h"
+#include "testlib.h"
+
+#define ROWS 4
+
+/* A model on the cpu backend with a random input batch and labels. */
+typedef struct {
+    sl_nn_backend_t *be;  /* cpu backend */
+    sl_nn_model_t *m;     /* the model under test */
+    float *x;             /* input [ROWS][C*H*W] */
+    int32_t labels[ROWS]; /* labels */
+    size_t in_count;      /* floats in x */
+    sl_rng_t rng;         /* parameter randomisation */
+    uint8_t *real;        /* 1 where a flat parameter is a real one (not a gap) */
+} fixture_t;
+
+static sl_err randomize(void *ctx, const char *name, bool is_stat, size_t offset,
+                        const int *shape, int ndim) {
+    fixture_t *f = ctx;
+    if (is_stat)
+        return SL_OK;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= (size_t)shape[i];
+    for (size_t i = 0; i < n; i++) {
+        f->m->params[offset + i] = (float)(sl_rng_double(&f->rng) - 0.5) * 1.2f;
+        f->real[offset + i] = 1;
+    }
+    return SL_OK;
+}
+
+static bool setup(fixture_t *f, const char *spec_text, int c, int h, int w, int classes,
+                  uint64_t seed) {
+    memset(f, 0, sizeof *f);
+    char why[256] = "";
+    sl_nn_spec_t spec;
+    CHECK_OK(sl_nn_spec_parse(spec_text, &spec, why, sizeof why));
+    CHECK_OK(sl_nn_backend_open("cpu", 0, &f->be, why, sizeof why));
+    sl_nn_shape_t shape = {.channels = c, .height = h, .width = w, .classes = classes};
+    sl_err err = sl_nn_model_new(f->be, &spec, &shape, ROWS, &f->m, why, sizeof why);
+    CHECK_MSG(err == SL_OK, "%s: %s", spec_text, why);
+    if (err != SL_OK)
+        return false;
+    CHECK_OK(sl_nn_model_init_params(f->m, 7));
+    /* Random (not He-sized) parameters so BN gammas, biases and every
+     * weight matter and no ReLU sits exactly at its kink. */
+    sl_rng_seed(&f->rng, seed);
+    f->real = calloc(f->m->param_count, 1);
+    CHECK_OK(sl_nn_model_tensors(f->m, randomize, f));
+    sl_rng_t rng = f->rng;
+    f->in_count = (size_t)c * h * w * ROWS;
+    f->x = malloc(f->in_count * sizeof(float));
+    for (size_t i = 0; i < f->in_count; i++)
+        f->x[i] = (float)(sl_rng_double(&rng) * 2.0 - 1.0);
+    for (int r = 0; r < ROWS; r++)
+        f->labels[r] = (int32_t)(r % classes);
+    f->m->want_input_grad = true;
+    return true;
+}
+
+static void teardown(fixture_t *f) {
+    sl_nn_model_destroy(&f->m);
+    sl_nn_backend_destroy(&f->be);
+    free(f->x);
+    free(f->real);
+}
+
+/* Mean loss of a training-mode forward pass with the fixed dropout seed. */
+static double loss_of(fixture_t *f) {
+    float *logits;
+    double acc[2] = {0, 0};
+    CHECK_OK(sl_nn_model_forward(f->m, f->x, ROWS, true, 1234, &logits));
+    CHECK_OK(sl_nn_backend_cpu.softmax_xent(f->be->self, logits, f->labels, ROWS,
+                                            f->m->input.classes, NULL, 1.0f, acc));
+    return acc[0] / ROWS;
+}
+
+static bool close_enough(double num, double ana) {
+    double scale = fabs(num) > fabs(ana) ? fabs(num) : fabs(ana);
+    return fabs(num - ana) <= 2e-3 + 3e-2 * scale;
+}
+
+/* A point where the one-sided slopes disagree sits on a kink of ReLU or
+ * max-pool (the loss is not differentiable there): it is skipped. */
+static bool at_kink(double lp, double l0, double lm, double h) {
+    double right = (lp - l0) / h, left = (l0 - lm) / h;
+    return !close_enough(right, left);
+}
+
+/* Analytic gradients by backward, then central differences for every
+ * parameter (alignment gaps excluded) and every input value. */
+static void check_model_seed(const char *spec, int c, int h, int w, int classes, uint64_t seed) {
+    fixture_t f;
+    if (!setup(&f, spec, c, h, w, classes, seed)) {
+        teardown(&f);
+        return;
+    }
+    sl_nn_model_t *m = f.m;
+    float *logits;
+    double acc[2] = {0, 0};
+    CHECK_OK(sl_nn_model_forward(m, f.x, ROWS, true, 1234, &logits));
+    CHECK_OK(sl_nn_backend_cpu.softmax_xent(f.be->self, logits, f.labels, ROWS, classes,
+                                            m->gbuf[0], 1.0f / ROWS, acc));
+    CHECK_OK(sl_nn_model_backward(m, f.x, m->gbuf[0], ROWS, 1234));
+    float *grads = malloc(m->param_count * sizeof(float));
+    memcpy(grads, m->grads, m->param_count * sizeof(float));
+    float *dx = malloc(f.in_count * sizeof(float));
+    CHECK(m->input_grad != NULL);
+    if (m->input_grad)
+        memcpy(dx, m->input_grad, f.in_count * sizeof(float));
+    const float hstep = 1e-3f;
+    const double l0 = loss_of(&f);
+    int bad = 0, checked = 0, kinks = 0;
+    for (size_t i = 0; i < m->param_count; i++) {
+        float keep = m->params[i];
+        if (!f.real[i]) {
+            CHECK(keep == 0.0f && grads[i] == 0.0f);
+            continue; /* alignment gap */
+        }
+        m->params[i] = keep + hstep;
+        double lp = loss_of(&f);
+        m->params[i] = keep - hstep;
+        double lm = loss_of(&f);
+        m->params[i] = keep;
+        double num = (lp - lm) / (2.0 * hstep);
+        checked++;
+        if (at_kink(lp, l0, lm, hstep)) {
+            kinks++;
+            continue;
+        }
+        if (!close_enough(num, grads[i]) && bad++ < 5)
+            sl_test_fail(__FILE__, __LINE__, "%s: d/dparam[%zu]: numeric %g, backward %g", spec,
+                         i, num, (double)grads[i]);
+    }
+    CHECK_MSG(checked > 0, "%s: no parameter checked", spec);
+    for (size_t i = 0; i < f.in_count; i++) {
+        float keep = f.x[i];
+        f.x[i] = keep + hstep;
+        double lp = loss_of(&f);
+        f.x[i] = keep - hstep;
+        double lm = loss_of(&f);
+        f.x[i] = keep;
+        double num = (lp - lm) / (2.0 * hstep);
+        checked++;
+        if (at_kink(lp, l0, lm, hstep)) {
+            kinks++;
+            continue;
+        }
+        if (!close_enough(num, dx[i]) && bad++ < 10)
+            sl_test_fail(__FILE__, __LINE__, "%s: d/dx[%zu]: numeric %g, backward %g", spec, i,
+                         num, (double)dx[i]);
+    }
+    CHECK_MSG(kinks * 10 <= checked, "%s: %d of %d points sit on a ReLU/max kink", spec, kinks,
+              checked);
+    free(grads);
+    free(dx);
+    teardown(&f);
+}
+
+static void check_model(const char *spec, int c, int h, int w, int classes) {
+    check_model_seed(spec, c, h, w, classes, 99);
+}
+
+static void test_dense(void) { check_model("mlp:5", 1, 3, 3, 3); }
+static void test_dense_two_layers(void) { check_model("mlp:6,4", 2, 2, 2, 3); }
+/* Seed 99 puts a BN output on the ReLU kink for one unit; seed 1 does not. */
+static void test_dense_batchnorm(void) { check_model_seed("mlp:6,bn", 1, 3, 3, 3, 1); }
+static void test_dense_dropout(void) { check_model("mlp:8,dropout=0.3", 1, 3, 3, 3); }
+static void test_logistic(void) { check_model("linear", 1, 2, 3, 4); }
+static void test_conv_nchw_channels(void) { check_model("cnn:3,k=3,pool=1", 2, 5, 5, 3); }
+static void test_conv_pad_pool(void) { check_model("cnn:3,k=3,pad=same,pool=2", 1, 6, 6, 3); }
+static void test_conv_stride_cnhw(void) {
+    check_model("cnn:2,3,k=3,pad=1,stride=2,pool=1", 2, 7, 7, 3);
+}
+static void test_conv_general_pool(void) { check_model("cnn:2,k=2,pool=3", 1, 7, 7, 3); }
+static void test_conv_odd_pool(void) { check_model("cnn:2,k=2,pool=2", 1, 6, 6, 3); }
+static void test_conv_bn_flatten_dense(void) {
+    check_model("cnn:3,k=3,bn,pool=2/fc:5,bn,dropout=0.2", 2, 6, 6, 3);
+}
+static void test_conv_dropout(void) { check_model("cnn:2,4,k=3,pool=1,dropout=0.25", 1, 6, 6, 2); }
+
+/* The optimizer rules, re-derived step by step. */
+static void test_optimizers(void) {
+    sl_nn_train_cfg_t cfg;
+    sl_nn_train_cfg_init(&cfg);
+    cfg.lr = 0.1f;
+    cfg.momentum = 0.9f;
+    cfg.weight_decay = 0.01f;
+    for (int kind = 0; kind < 4; kind++) {
+        cfg.optimizer = (sl_nn_opt_kind)kind;
+        float w = 1.0f, s1 = 0.0f, s2 = 0.0f;
+        double rw = 1.0, rm = 0.0, rv = 0.0;
+        for (int t = 1; t <= 5; t++) {
+            float g = 0.5f - 0.1f * t;
+            sl_nn_opt_step_t st;
+            sl_nn_optim_step_params(&cfg, cfg.lr, (uint64_t)t, &st);
+            sl_op_opt(&w, g, &s1, &s2, &st);
+            double gp = g + (kind == SL_NN_OPT_ADAMW ? 0.0 : 0.01 * rw);
+            if (kind <= SL_NN_OPT_NESTEROV) {
+                rm = 0.9 * rm + gp;
+                rw -= 0.1 * (kind == SL_NN_OPT_NESTEROV ? gp + 0.9 * rm : rm);
+            } else {
+                if (kind == SL_NN_OPT_ADAMW)
+                    rw -= 0.1 * 0.01 * rw;
+                rm = 0.9 * rm + 0.1 * gp;
+                rv = 0.999 * rv + 0.001 * gp * gp;
+                double mh = rm / (1 - pow(0.9, t)), vh = rv / (1 - pow(0.999, t));
+                rw -= 0.1 * mh / (sqrt(vh) + 1e-8);
+            }
+            CHECK_MSG(fabs(w - rw) < 1e-5, "%s step %d: %g vs %g",
+                      sl_nn_optim_name((sl_nn_opt_kind)kind), t, (double)w, rw);
+        }
+    }
+}
+
+/* Schedules: warm-up ramps, step decays, cosine ends at 0. */
+static void test_schedules(void) {
+    sl_nn_train_cfg_t cfg;
+    sl_nn_train_cfg_init(&cfg);
+    cfg.lr = 1.0f;
+    cfg.epochs = 10;
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 3, 5, 10), 1.0, 1e-12);
+    cfg.schedule = SL_NN_SCHED_STEP;
+    cfg.step_epochs = 3;
+    cfg.step_gamma = 0.5f;
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 2, 9, 10), 1.0, 1e-12);
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 3, 0, 10), 0.5, 1e-12);
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 9, 0, 10), 0.125, 1e-12);
+    cfg.schedule = SL_NN_SCHED_COSINE;
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 0, 0, 10), 1.0, 1e-12);
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 5, 0, 10), 0.5, 1e-9);
+    CHECK(sl_nn_optim_lr(&cfg, 9, 9, 10) < 0.01);
+    cfg.warmup_epochs = 2;
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 0, 0, 10), 1.0 / 20, 1e-12);
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 1, 9, 10), 1.0, 1e-12);
+    CHECK_NEAR(sl_nn_optim_lr(&cfg, 2, 0, 10), 1.0, 1e-9);
+}
+
+/* The dropout mask is a pure function of (seed, index): the rate is right
+ * and the same seed gives the same mask. */
+static void test_dropout_mask(void) {
+    int kept = 0;
+    for (uint64_t i = 0; i < 100000; i++) {
+        int k = sl_op_dropout_keep(42, i, 0.3f);
+        kept += k;
+        CHECK(k == sl_op_dropout_keep(42, i, 0.3f));
+    }
+    CHECK_MSG(kept > 69000 && kept < 71000, "kept %d of 100000 at p=0.3", kept);
+    CHECK(sl_op_dropout_keep(1, 5, 0.0f));
+}
+
+int main(void) {
+    CHECK_OK(sl_init());
+    sl_test_run("dense", test_dense);
+    sl_test_run("dense_two_layers", test_dense_two_layers);
+    sl_test_run("dense_batchnorm", test_dense_batchnorm);
+    sl_test_run("dense_dropout", test_dense_dropout);
+    sl_test_run("logistic", test_logistic);
+    sl_test_run("conv_nchw_channels", test_conv_nchw_channels);
+    sl_test_run("conv_pad_pool", test_conv_pad_pool);
+    sl_test_run("conv_stride_cnhw", test_conv_stride_cnhw);
+    sl_test_run("conv_general_pool", test_conv_general_pool);
+    sl_test_run("conv_odd_pool", test_conv_odd_pool);
+    sl_test_run("conv_bn_flatten_dense", test_conv_bn_flatten_dense);
+    sl_test_run("conv_dropout", test_conv_dropout);
+    sl_test_run("optimizers", test_optimizers);
+    sl_test_run("schedules", test_schedules);
+    sl_test_run("dropout_mask", test_dropout_mask);
+    return sl_test_finish();
+}
