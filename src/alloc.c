@@ -67,7 +67,7 @@ void *sl_calloc(size_t count, size_t len) {
         return NULL;
     void *p = sl_malloc(count * len);
     if (p)
-        memset(p, 0, count * len ? count * len : 1);
+        memset(p, 0, count * len > 0 ? count * len : 1);
     return p;
 }
 
