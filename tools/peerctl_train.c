@@ -124,6 +124,16 @@ static int parse_args(int argc, char **argv, opts_t *o) {
             }
             continue;
         }
+        static const char *const known[] = {
+            "--dataset", "--model", "--epochs", "--batch", "--optimizer", "--schedule",
+            "--lr", "--momentum", "--weight-decay", "--step-epochs", "--step-gamma",
+            "--warmup", "--device", "--threads", "--seed", "--val-split", "--limit",
+            "--checkpoint", "--export"};
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            is_known = is_known || !strcmp(name, known[k]);
+        if (!is_known)
+            return bad("unknown option '%s'%s", name, "");
         if (!val) {
             if (i + 1 >= argc)
                 return bad("%s needs a value%s", name, "");
