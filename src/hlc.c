@@ -1,0 +1,42 @@
+/* Hybrid logical clock: see include/starling/hlc.h. */
+#include "starling/hlc.h"
+
+#include <inttypes.h>
+
+void sl_hlc_init(sl_hlc_t *c, uint64_t max_offset_ms) {
+    c->last = 0;
+    c->max_offset_ms = max_offset_ms ? max_offset_ms : 500;
+    c->rejected = 0;
+    c->last_offender = 0;
+}
+
+/* Next stamp after max(last, wall): the physical part follows the wall
+ * clock when it is ahead, else the logical counter grows (and carries into
+ * the millisecond part if it ever overflows, so stamps stay monotonic). */
+static uint64_t advance(uint64_t last, uint64_t wall_ms) {
+    uint64_t phys = sl_hlc_make(wall_ms, 0);
+    return phys > last ? phys : last + 1;
+}
+
+uint64_t sl_hlc_now(sl_hlc_t *c, uint64_t wall_ms) {
+    c->last = advance(c->last, wall_ms);
+    return c->last;
+}
+
+sl_err sl_hlc_update(sl_hlc_t *c, uint64_t wall_ms, uint64_t remote, uint64_t sender,
+                     uint64_t *out) {
+    if (sl_hlc_ms(remote) > wall_ms + c->max_offset_ms) {
+        c->rejected++;
+        c->last_offender = sender;
+        sl_log(SL_LOG_WARNING, "HLC-REJECT",
+               "timestamp from %016" PRIx64 " is %" PRIu64 " ms ahead of local time"
+               " (limit %" PRIu64 " ms): check that peer's clock",
+               sender, sl_hlc_ms(remote) - wall_ms, c->max_offset_ms);
+        return SL_ERANGE;
+    }
+    uint64_t base = remote > c->last ? remote : c->last;
+    c->last = advance(base, wall_ms);
+    if (out)
+        *out = c->last;
+    return SL_OK;
+}
