@@ -113,6 +113,10 @@ void sl_swim_config_defaults(sl_swim_config_t *cfg);
 sl_err sl_swim_new(const sl_swim_config_t *cfg, sl_swim_t **out);
 void sl_swim_destroy(sl_swim_t **swim);
 
+/* Sizes the member table for `count` records up front (a hint: the table
+ * still grows past it). */
+sl_err sl_swim_reserve(sl_swim_t *swim, size_t count);
+
 /* Starts joining through `seed_addrs` (addresses; names unknown): a SYNC
  * with join=1 goes to each, and they are re-dialled forever at a low rate.
  * count 0: the first member of a new cluster. May be called again to add
@@ -140,6 +144,11 @@ sl_err sl_swim_tick(sl_swim_t *swim, int64_t now_ms);
 
 /* Absolute time of the next timer (INT64_MAX if none). */
 int64_t sl_swim_next_deadline_ms(const sl_swim_t *swim);
+
+/* Applies one member record as if learned from a SYNC, without gossiping
+ * it on and without events: for restoring a saved view and for simulations
+ * that start from a formed cluster. */
+sl_err sl_swim_add_member(sl_swim_t *swim, int64_t now_ms, const sl_member_msg_t *rec);
 
 /* Replaces this member's metadata and re-gossips it with a higher
  * incarnation. SL_EINVAL if the map is invalid. */
@@ -177,6 +186,7 @@ typedef struct {
     sl_bytes_t meta;      /* its metadata */
     uint8_t old_state;    /* sl_member_state, or SL_SWIM_STATE_NONE */
     uint8_t new_state;    /* sl_member_state */
+    uint64_t old_incarnation; /* before the change (JOIN: the same) */
     uint64_t incarnation; /* its incarnation after the change */
     int64_t at_ms;        /* when this core made the change */
 } sl_swim_event_t;
