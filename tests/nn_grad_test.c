@@ -99,13 +99,19 @@ static bool at_kink(double lp, double l0, double lm, double h) {
 
 /* Analytic gradients by backward, then central differences for every
  * parameter (alignment gaps excluded) and every input value. */
-static void check_model_seed(const char *spec, int c, int h, int w, int classes, uint64_t seed) {
+static void check_model_full(const char *spec, int c, int h, int w, int classes, uint64_t seed,
+                             int chunk) {
     fixture_t f;
     if (!setup(&f, spec, c, h, w, classes, seed)) {
         teardown(&f);
         return;
     }
     sl_nn_model_t *m = f.m;
+    /* Conv layers in chunks of `chunk` samples (im2col recomputed in
+     * backward, dW accumulated over chunks); 0 keeps the built size. */
+    for (int i = 0; chunk && i < m->count; i++)
+        if (m->layers[i].kind == SL_NN_L_CONV && m->layers[i].chunk > chunk)
+            m->layers[i].chunk = chunk;
     float *logits;
     double acc[2] = {0, 0};
     CHECK_OK(sl_nn_model_forward(m, f.x, ROWS, true, 1234, &logits));
@@ -167,6 +173,10 @@ static void check_model_seed(const char *spec, int c, int h, int w, int classes,
     teardown(&f);
 }
 
+static void check_model_seed(const char *spec, int c, int h, int w, int classes, uint64_t seed) {
+    check_model_full(spec, c, h, w, classes, seed, 0);
+}
+
 static void check_model(const char *spec, int c, int h, int w, int classes) {
     check_model_seed(spec, c, h, w, classes, 99);
 }
@@ -186,6 +196,10 @@ static void test_conv_general_pool(void) { check_model("cnn:2,k=2,pool=3", 1, 7,
 static void test_conv_odd_pool(void) { check_model("cnn:2,k=2,pool=2", 1, 6, 6, 3); }
 static void test_conv_bn_flatten_dense(void) {
     check_model("cnn:3,k=3,bn,pool=2/fc:5,bn,dropout=0.2", 2, 6, 6, 3);
+}
+static void test_conv_chunked(void) {
+    check_model_full("cnn:2,3,k=3,pad=1,stride=2,pool=1", 2, 7, 7, 3, 99, 1);
+    check_model_full("cnn:3,k=3,bn,pool=2/fc:5", 2, 6, 6, 3, 99, 3);
 }
 static void test_conv_dropout(void) { check_model("cnn:2,4,k=3,pool=1,dropout=0.25", 1, 6, 6, 2); }
 
@@ -273,6 +287,7 @@ int main(void) {
     sl_test_run("conv_odd_pool", test_conv_odd_pool);
     sl_test_run("conv_bn_flatten_dense", test_conv_bn_flatten_dense);
     sl_test_run("conv_dropout", test_conv_dropout);
+    sl_test_run("conv_chunked", test_conv_chunked);
     sl_test_run("optimizers", test_optimizers);
     sl_test_run("schedules", test_schedules);
     sl_test_run("dropout_mask", test_dropout_mask);

@@ -233,6 +233,13 @@ typedef struct sl_nn_backend_ops {
     /* out[0] = sum of x[i]^2 as a double on the device (gradient norm,
      * divergence checks). */
     sl_err (*sum_squares)(void *self, const float *x, size_t count, double *out);
+
+    /* ---- hints (optional; 0 = none) ---- */
+    /* Preferred size in bytes of one im2col column buffer: when set, conv
+     * layers run their sgemms over chunks of the minibatch whose columns
+     * fit it (cache-resident on a CPU), recomputing im2col in backward.
+     * 0 (a GPU) = one im2col and one sgemm per layer for the whole batch. */
+    size_t im2col_chunk_len;
 } sl_nn_backend_ops_t;
 
 /* The built-in cpu backend (always present). */

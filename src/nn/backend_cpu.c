@@ -588,4 +588,5 @@ const sl_nn_backend_ops_t sl_nn_backend_cpu = {
     .zero_acc = cpu_zero_acc,
     .opt_step = cpu_opt_step,
     .sum_squares = cpu_sum_squares,
+    .im2col_chunk_len = 4u << 20,
 };

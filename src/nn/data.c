@@ -36,6 +36,20 @@ static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *
         return sl_nn_why(why, why_len, SL_EIO, "%s: cannot open: %s", path, strerror(errno));
     gzbuffer(f, 1 << 17);
     size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, len = 0;
+    /* A gzip file ends with its uncompressed size mod 2^32: size the
+     * buffer from it, so reading never doubles it (one copy in memory). */
+    FILE *raw = fopen(path, "rb");
+    if (raw) {
+        uint8_t head[2], tail[4];
+        if (fread(head, 1, 2, raw) == 2 && head[0] == 0x1f && head[1] == 0x8b &&
+            fseek(raw, -4, SEEK_END) == 0 && fread(tail, 1, 4, raw) == 4) {
+            size_t isize = (size_t)tail[0] | (size_t)tail[1] << 8 | (size_t)tail[2] << 16 |
+                           (size_t)tail[3] << 24;
+            if (isize + 1 > cap && isize < MAX_FILE_LEN)
+                cap = isize + 1;
+        }
+        fclose(raw);
+    }
     uint8_t *buf = sl_malloc(cap);
     sl_err err = SL_ENOMEM;
     if (!buf)

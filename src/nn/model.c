@@ -12,6 +12,7 @@
  * dense -> [bn] -> bias+relu -> [dropout]; the output layer is dense ->
  * bias. Bias+activation and dropout work in place. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -228,7 +229,16 @@ sl_err sl_nn_model_new(sl_nn_backend_t *be, const sl_nn_spec_t *spec,
         }
         if (l->kind == SL_NN_L_CONV) {
             size_t rows = (size_t)l->in.c * l->kernel * l->kernel;
-            size_t cols = (size_t)l->out.h * l->out.w * max_batch;
+            size_t per = rows * l->out.h * l->out.w * sizeof(float);
+            size_t hint = ops->im2col_chunk_len;
+            if (getenv("SL_NN_IM2COL_KB"))
+                hint = (size_t)atol(getenv("SL_NN_IM2COL_KB")) << 10;
+            l->chunk = hint ? (int)(hint / per) : max_batch;
+            if (l->chunk < 1)
+                l->chunk = 1;
+            if (l->chunk > max_batch)
+                l->chunk = max_batch;
+            size_t cols = (size_t)l->out.h * l->out.w * l->chunk;
             err = dev_alloc(m, rows * cols * sizeof(float), (void **)&l->col);
         } else if (l->kind == SL_NN_L_POOL) {
             err = dev_alloc(m, out_n * sizeof(int32_t), (void **)&l->argmax);
@@ -359,6 +369,12 @@ static sl_nn_window_t window(const sl_nn_layer_t *l, int rows) {
     return w;
 }
 
+/* Element offset of sample n0 in a conv layer's input batch of `rows`. */
+static size_t chunk_offset(const sl_nn_layer_t *l, int rows, int n0) {
+    size_t hw = (size_t)l->in.h * l->in.w;
+    return l->in.cnhw ? (size_t)n0 * hw : (size_t)n0 * l->in.c * hw;
+}
+
 static uint64_t dropout_seed(uint64_t seed, int layer) {
     return sl_mix64(seed + 0x44524F504F555400ull + (uint64_t)layer);
 }
@@ -382,12 +398,15 @@ sl_err sl_nn_model_forward(sl_nn_model_t *m, const float *x, int rows, bool trai
             break;
         case SL_NN_L_CONV: {
             sl_nn_window_t win = window(l, rows);
-            int ckk = l->in.c * l->kernel * l->kernel;
-            int n = rows * l->out.h * l->out.w;
-            err = ops->im2col(self, in, l->col, &win);
-            if (err == SL_OK)
-                err = ops->sgemm(self, false, false, l->out.c, n, ckk, 1.0f, W, ckk, l->col, n,
-                                 0.0f, l->y, n);
+            int ckk = l->in.c * l->kernel * l->kernel, ohw = l->out.h * l->out.w;
+            for (int n0 = 0; n0 < rows && err == SL_OK; n0 += l->chunk) {
+                win.batch = rows - n0 < l->chunk ? rows - n0 : l->chunk;
+                err = ops->im2col(self, in + chunk_offset(l, rows, n0), l->col, &win);
+                if (err == SL_OK)
+                    err = ops->sgemm(self, false, false, l->out.c, win.batch * ohw, ckk, 1.0f, W,
+                                     ckk, l->col, win.batch * ohw, 0.0f, l->y + (size_t)n0 * ohw,
+                                     rows * ohw);
+            }
             break;
         }
         case SL_NN_L_POOL: {
@@ -451,16 +470,25 @@ sl_err sl_nn_model_backward(sl_nn_model_t *m, const float *x, float *dlogits, in
             break;
         case SL_NN_L_CONV: {
             sl_nn_window_t win = window(l, rows);
-            int ckk = l->in.c * l->kernel * l->kernel;
-            int n = rows * l->out.h * l->out.w;
-            err = ops->sgemm(self, false, true, l->out.c, ckk, n, 1.0f, dy, n, l->col, n, 0.0f,
-                             dW, ckk);
-            if (err == SL_OK && need_dx) {
+            int ckk = l->in.c * l->kernel * l->kernel, ohw = l->out.h * l->out.w;
+            if (need_dx)
                 dx = other;
-                err = ops->sgemm(self, true, false, ckk, n, l->out.c, 1.0f, W, ckk, dy, n, 0.0f,
-                                 l->col, n);
+            for (int n0 = 0; n0 < rows && err == SL_OK; n0 += l->chunk) {
+                win.batch = rows - n0 < l->chunk ? rows - n0 : l->chunk;
+                int n = win.batch * ohw;
+                const float *dyc = dy + (size_t)n0 * ohw;
+                size_t off = chunk_offset(l, rows, n0);
+                /* One chunk: col still holds the forward's columns. */
+                if (l->chunk < rows)
+                    err = ops->im2col(self, in + off, l->col, &win);
                 if (err == SL_OK)
-                    err = ops->col2im(self, l->col, dx, &win);
+                    err = ops->sgemm(self, false, true, l->out.c, ckk, n, 1.0f, dyc, rows * ohw,
+                                     l->col, n, n0 ? 1.0f : 0.0f, dW, ckk);
+                if (err == SL_OK && need_dx)
+                    err = ops->sgemm(self, true, false, ckk, n, l->out.c, 1.0f, W, ckk, dyc,
+                                     rows * ohw, 0.0f, l->col, n);
+                if (err == SL_OK && need_dx)
+                    err = ops->col2im(self, l->col, dx + off, &win);
             }
             break;
         }

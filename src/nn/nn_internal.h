@@ -55,7 +55,8 @@ typedef struct {
     int kernel, stride, pad; /* conv and pool window */
     float p;                /* dropout probability */
     float *y;               /* output activations (device), max_batch rows */
-    float *col;             /* CONV: im2col buffer (reused for dcol) */
+    float *col;             /* CONV: im2col buffer of `chunk` samples (reused for dcol) */
+    int chunk;              /* CONV: samples per im2col/sgemm chunk */
     int32_t *argmax;        /* POOL: winners */
     float *save_mean;       /* BN: batch mean */
     float *save_invstd;     /* BN: batch inverse std */
