@@ -158,7 +158,12 @@ sl_err sl_msg_decode(const uint8_t *header, size_t header_len,
 
 /* Encodes `msg` canonically: `header` gets SL_WIRE_HEADER_LEN bytes and
  * `*body` a buffer from sl_malloc (caller frees with sl_free). Returns
- * SL_ETOOBIG if the body would exceed SL_MSG_MAX_LEN or a field its limit. */
+ * SL_ETOOBIG if the body would exceed SL_MSG_MAX_LEN or a field its limit;
+ * SL_EINVAL for a field the decoder would refuse (an empty name, control
+ * characters or invalid UTF-8 in a name or address, invalid metadata, a
+ * state above 3, a flag above 1, gossip on a SYNC, sender fields on a
+ * control message); SL_ETYPE for an unknown type; SL_ENOMEM. Whatever it
+ * encodes decodes back to an equal message. */
 sl_err sl_msg_encode(const sl_msg_t *msg, uint8_t header[SL_WIRE_HEADER_LEN],
                      uint8_t **body, size_t *body_len);
 
