@@ -120,8 +120,10 @@ static void run_vector_line(const char *file, int lineno, char *line, counts_t *
         CHECK_MSG(h && b, "%s: bad hex", where);
         if (h && b)
             check_roundtrip(where, h, hl, b, bl, b, bl);
-        /* Every strict prefix of a valid body is truncated. */
-        for (size_t cut = 0; h && b && cut < bl; cut++) {
+        /* Every strict prefix of a valid body is truncated (for a large
+         * body, 512 cuts spread over it). */
+        size_t step = bl > 4096 ? bl / 512 : 1;
+        for (size_t cut = 0; h && b && cut < bl; cut += step) {
             sl_msg_t m;
             sl_err err = sl_msg_decode(h, hl, b, cut, &m);
             CHECK_MSG(err == SL_ETRUNC, "%s: prefix %zu/%zu: %s", where, cut, bl,

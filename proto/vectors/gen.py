@@ -184,6 +184,10 @@ G1 = member("gamma", "tcp://10.0.0.3:7946", 7, 1, {}, "alpha")
 G2 = member("delta", "tcp://[::1]:7946", 2**40, 2, {"gpus": "2", "ver": "0.1.0"}, "beta")
 G3 = member("épsilon", "tcp://host.example:1", 0, 3)
 META_FULL = {"k%02d" % i: "v" * 7 for i in range(16)}
+# Exactly SL_META_MAX_LEN (512) octets encoded: 4 x (4 + 2 + 120) + 1 + 7.
+META_512 = {"k%02d" % i: "v" * 120 for i in range(4)}
+META_512["k04"] = "v" * 2
+META_513 = dict(META_512, k04="v" * 3)
 
 
 def gen_envelope():
@@ -225,6 +229,8 @@ def gen_ping():
           ping(seq=70000, gossip=[member("m%02d" % i, "tcp://h:%d" % i, i) for i in range(32)]))
     valid(f, "name-64", PING, ping(seq=1, target="t" * 64, name="n" * 64, addr="a" * 128))
     valid(f, "meta-full", PING, ping(gossip=[member("m", "tcp://h:1", 1, 0, META_FULL)]))
+    valid(f, "meta-512-bytes", PING, ping(gossip=[member("m", "tcp://h:1", 1, 0, META_512)]))
+    assert len(enc(META_512)) == 512
     compat(f, "unknown-key-skipped", PING, {**ping(seq=5), 9: {1: [1, 2], 2: "x"}}, ping(seq=5))
     compat(f, "unknown-member-key-skipped", PING,
            ping(gossip=[{**G1, 7: 42}]), ping(gossip=[G1]))
@@ -287,6 +293,10 @@ def gen_ping():
     invalid(f, "meta-over-512-bytes", "SL_ETOOBIG", PING,
             ping(gossip=[member("m", "a", 1, 0,
                                 {"k%02d" % i: "v" * 40 for i in range(13)})]))
+    invalid(f, "meta-513-bytes", "SL_ETOOBIG", PING,
+            ping(gossip=[member("m", "a", 1, 0, META_513)]))
+    invalid(f, "meta-513-bytes-at-end", "SL_ETOOBIG", SYNC,
+            sync([member("m", "a", 1, 0, META_513)]))
     invalid(f, "meta-not-map", "SL_EPROTO", PING,
             ping(gossip=[member("m", "a", 1, 0, Raw(enc(["x"])))]))
     invalid(f, "unknown-key-float", "SL_EPROTO", PING,
@@ -350,6 +360,11 @@ def gen_sync():
     valid(f, "push-forty", SYNC,
           sync([member("node-%03d" % i, "tcp://10.1.0.%d:7946" % i, i * 1000, i % 4,
                        {"gpus": str(i % 3)} if i % 2 else {}) for i in range(40)]))
+    # The largest SYNC: 16,384 records (the codec does not check names are
+    # distinct; membership.md, receiver rules). Written with a repeat.
+    rec = enc(member("m", "tcp://h:1"))
+    head = enc(sync())[:-1] + b"\xdc\x40\x00"
+    add(f, "valid", "members-16384", None, hdr(SYNC), "%s+%s*16384" % (head.hex(), rec.hex()))
     invalid(f, "members-16385", "SL_ETOOBIG", SYNC,
             pairs([(0, "a"), (1, "x"), (3, False), (4, False),
                    (5, Raw(b"\xdc" + struct.pack(">H", 16385)))]))
