@@ -617,3 +617,15 @@ sl_err sl_mpack_skip(sl_mpack_reader_t *r, int max_depth) {
         max_depth = SL_MPACK_MAX_DEPTH;
     return skip_value(r, max_depth);
 }
+
+sl_err sl_mpack_read_raw(sl_mpack_reader_t *r, int max_depth, const uint8_t **ptr,
+                         size_t *len) {
+    const uint8_t *start = r->p;
+    *ptr = NULL;
+    *len = 0;
+    if (sl_mpack_skip(r, max_depth))
+        return r->err;
+    *ptr = start;
+    *len = (size_t)(r->p - start);
+    return SL_OK;
+}

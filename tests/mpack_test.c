@@ -410,6 +410,23 @@ static void test_skip(void) {
     CHECK_ERR(rd_skip("dfffffffff", 1), SL_ETRUNC);
 }
 
+static void test_read_raw(void) {
+    size_t n, len;
+    const uint8_t *b = hx("01" "8201a00292c3c2" "05", &n), *p;
+    sl_mpack_reader_t r;
+    uint64_t v;
+    sl_mpack_reader_init(&r, b, n);
+    sl_mpack_read_uint(&r, 10, &v);
+    CHECK_OK(sl_mpack_read_raw(&r, 2, &p, &len));
+    CHECK(p == b + 1 && len == 7);
+    sl_mpack_read_uint(&r, 10, &v);
+    CHECK_INT(v, 5);
+    CHECK_OK(sl_mpack_reader_end(&r));
+    sl_mpack_reader_init(&r, b + 1, 7);
+    CHECK_ERR(sl_mpack_read_raw(&r, 1, &p, &len), SL_ETOOBIG);
+    CHECK(p == NULL && len == 0);
+}
+
 static void test_sticky_and_offsets(void) {
     size_t n;
     const uint8_t *b = hx("01a3616263cc05", &n);
@@ -545,6 +562,7 @@ int main(void) {
     sl_test_run("floats", test_floats);
     sl_test_run("maps", test_maps);
     sl_test_run("skip", test_skip);
+    sl_test_run("read_raw", test_read_raw);
     sl_test_run("sticky_and_offsets", test_sticky_and_offsets);
     sl_test_run("random_roundtrip", test_random_roundtrip);
     return sl_test_finish();

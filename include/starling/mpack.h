@@ -196,6 +196,12 @@ sl_err sl_mpack_read_map(sl_mpack_reader_t *r, uint32_t max, uint32_t *count);
  * have strictly ascending uint keys or strictly ascending str keys. */
 sl_err sl_mpack_skip(sl_mpack_reader_t *r, int max_depth);
 
+/* As sl_mpack_skip, and returns the skipped value's bytes (a view into the
+ * input): for carrying an embedded canonical value unchanged, or hashing
+ * it. */
+sl_err sl_mpack_read_raw(sl_mpack_reader_t *r, int max_depth, const uint8_t **ptr,
+                         size_t *len);
+
 /* Iterating a canonical map. */
 typedef struct {
     uint32_t left;          /* entries not read yet */
