@@ -23,6 +23,7 @@ typedef struct {
     uint64_t left_inc;     /* incarnation it left at */
     bool crashed;          /* down after a crash or after leaving */
     int64_t crash_ms;      /* last crash, -1 never */
+    int64_t life_start_ms; /* when this life started */
     int64_t start_at_ms;   /* pending first start, -1 started */
     int64_t exit_at_ms;    /* a leaving node exits at this time, -1 none */
     uint64_t mark_bytes;   /* sl_sim_bytes_sent at the mark */
@@ -124,7 +125,8 @@ static void on_event(sl_simswim_t *c, uint32_t obs, const sl_swim_event_t *ev) {
                       mid, (unsigned long long)ev->incarnation);
     }
     if (ev->kind == SL_SWIM_EV_STATE && ev->old_state == SL_STATE_LEFT) {
-        if (ev->new_state != SL_STATE_ALIVE || ev->incarnation <= ev->old_incarnation)
+        /* back only as a new life: a higher incarnation from a restart */
+        if (ev->incarnation <= ev->old_incarnation || m->life_inc <= ev->old_incarnation)
             violation(c, 4, "n%u moved n%u from left to %u at incarnation %llu", obs, mid,
                       ev->new_state, (unsigned long long)ev->incarnation);
     }
@@ -213,6 +215,7 @@ static sl_err op_start(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t restarts,
         return err;
     sl_swim_set_bug(nd->core, c->bug);
     nd->life_inc = cfg.incarnation;
+    nd->life_start_ms = now;
     nd->disk_inc = cfg.incarnation;
     nd->crashed = false;
     nd->exit_at_ms = -1;
@@ -435,6 +438,9 @@ void sl_simswim_crash(sl_simswim_t *c, uint32_t id) {
     nd->crashed = true;
     nd->crash_ms = sl_sim_now(c->sim);
     nd->exit_at_ms = -1;
+    if (c->dead_seen) /* detection is timed from this crash */
+        for (uint32_t o = 0; o < c->cfg.nodes; o++)
+            c->dead_seen[(size_t)o * c->cfg.nodes + id] = -1;
     sl_sim_crash(c->sim, id);
 }
 
@@ -536,7 +542,7 @@ static const char *sname(uint8_t s) {
     return s <= 3 ? n[s] : "?";
 }
 
-void sl_simswim_check_quiet(sl_simswim_t *c, double rest_cap_bps) {
+void sl_simswim_check_quiet(sl_simswim_t *c, int64_t detect_bound_ms, double rest_cap_bps) {
     uint32_t n = c->cfg.nodes;
     uint32_t ref = UINT32_MAX;
     for (uint32_t o = 0; o < n; o++) {
@@ -559,6 +565,12 @@ void sl_simswim_check_quiet(sl_simswim_t *c, double rest_cap_bps) {
                 /* one that never heard of it has nothing to declare */
                 if (have && m.state != SL_STATE_DEAD && m.state != SL_STATE_LEFT)
                     violation(c, 1, "n%u holds crashed n%u as %s", o, x, sname(m.state));
+                int64_t seen = sl_simswim_dead_seen(c, o, x);
+                if (detect_bound_ms && xn->crash_ms >= 0 &&
+                    c->nodes[o].life_start_ms <= xn->crash_ms && seen >= 0 &&
+                    seen - xn->crash_ms > detect_bound_ms)
+                    violation(c, 1, "n%u declared crashed n%u dead after %lld ms (bound %lld)", o,
+                              x, (long long)(seen - xn->crash_ms), (long long)detect_bound_ms);
             } else if (!xn->left) {
                 uint64_t inc = sl_swim_incarnation(xn->core);
                 if (!have)

@@ -50,7 +50,7 @@ static bool run(scenario sc, sl_swim_bug bug, int m, uint64_t seed) {
     CHECK_OK(sl_simswim_run_until(c, 70000));
     sl_simswim_mark(c);
     CHECK_OK(sl_simswim_run_until(c, 80000));
-    sl_simswim_check_quiet(c, 2500.0);
+    sl_simswim_check_quiet(c, 20000, 2500.0);
     bool caught = sl_simswim_violated(c, m);
     if (bug == SL_SWIM_BUG_NONE && sl_simswim_violations(c))
         for (size_t i = 0; i < sl_simswim_violations(c) && i < 5; i++)

@@ -168,11 +168,13 @@ void sl_simswim_mark(sl_simswim_t *c);
 uint64_t sl_simswim_bytes_since_mark(const sl_simswim_t *c, uint32_t id);
 
 /* Checks the end-of-run properties once the network has been quiet for
- * long enough: M1 (crashed nodes dead everywhere), M3/M5 (identical views,
- * every running node ALIVE at its incarnation everywhere), M4 (left nodes
- * LEFT everywhere), M6 (bytes per running node per second since the mark
- * under `rest_cap_bps`; 0 skips). Violations are recorded. */
-void sl_simswim_check_quiet(sl_simswim_t *c, double rest_cap_bps);
+ * long enough: M1 (crashed nodes dead everywhere, and declared so by every
+ * node up since the crash within `detect_bound_ms` of it; 0 skips the
+ * bound), M3/M5 (identical views, every running node ALIVE at its
+ * incarnation everywhere), M4 (left nodes LEFT everywhere), M6 (bytes per
+ * running node per second since the mark under `rest_cap_bps`; 0 skips).
+ * Violations are recorded. */
+void sl_simswim_check_quiet(sl_simswim_t *c, int64_t detect_bound_ms, double rest_cap_bps);
 
 /* Violations found so far (each line names the property: "M3: ..."), and
  * whether property `m` (1..6) was violated. */
