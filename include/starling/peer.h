@@ -1,0 +1,123 @@
+/* The peer daemon's event loop: one thread that polls the transport,
+ * decodes what arrives, feeds the protocol cores, sends what they output,
+ * runs their timers at their next deadline, and answers control requests
+ * from clients (peerctl). peers/peer.c is its command line.
+ *
+ * Extension points for the modules built on membership (the store, the
+ * studies):
+ *   - control commands are a table: sl_node_ctl_register("put", fn, ctx);
+ *   - message types are routed by range: membership is 1..15, control is
+ *     64..65, and sl_node_route_register(lo, hi, fn, ctx) claims a range
+ *     inside 16..63 for a module that decodes its own bodies;
+ *   - sl_node_tick_register(fn, ctx) runs a module's timers;
+ *   - sl_node_send sends a raw message to a member's address. */
+#ifndef STARLING_PEER_H
+#define STARLING_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/common.h"
+#include "starling/msg.h"
+#include "starling/net.h"
+#include "starling/swim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_NODE_MAX_SEEDS 64    /* --join addresses and peers-file lines */
+#define SL_NODE_MAX_CTL 64      /* registered control commands */
+#define SL_NODE_MAX_ROUTES 16   /* registered message-type ranges */
+#define SL_NODE_MAX_TICKS 16    /* registered timer callbacks */
+
+typedef struct sl_node sl_node_t;
+
+typedef struct {
+    const char *name;             /* member name, 1..SL_NAME_MAX bytes */
+    const char *listen;           /* where the ROUTER binds ("tcp://0.0.0.0:7600") */
+    const char *advertise;        /* where others reach us; NULL: the listen address */
+    const char *data_dir;         /* state directory (created); NULL keeps nothing */
+    const sl_net_key_t *key;      /* cluster key, or NULL for an open cluster */
+    const char *const *seeds;     /* addresses to join through */
+    size_t seed_count;            /* 0..SL_NODE_MAX_SEEDS */
+    const uint8_t *meta;          /* encoded metadata map (sl_meta_validate) */
+    size_t meta_len;              /* bytes of meta */
+    sl_swim_config_t swim;        /* membership timers and limits */
+    int leave_wait_ms;            /* after announcing a leave, keep serving this long */
+} sl_node_config_t;
+
+/* Binds, loads and bumps the incarnation under data_dir, and starts
+ * joining. SL_EBUSY when the listen address is in use. */
+sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out);
+
+/* Closes everything. Idempotent; nulls *node. */
+void sl_node_destroy(sl_node_t **node);
+
+/* Runs until SIGTERM/SIGINT (sl_plat_stop_requested), then leaves the
+ * cluster gracefully: announce, keep serving for leave_wait_ms so the
+ * announcement goes out, return SL_OK. */
+sl_err sl_node_run(sl_node_t *node);
+
+/* One turn of the loop: waits at most `max_wait_ms` for input, handles
+ * it, runs due timers and sends what the cores output. */
+sl_err sl_node_step(sl_node_t *node, int max_wait_ms);
+
+/* Announces a graceful leave and serves for `wait_ms` more. */
+sl_err sl_node_leave(sl_node_t *node, int wait_ms);
+
+/* The membership core (read-only use by other modules). */
+const sl_swim_t *sl_node_swim(const sl_node_t *node);
+
+/* The transport (for counters). */
+const sl_net_t *sl_node_net(const sl_node_t *node);
+
+/* This peer's advertised address ("tcp://host:port"). */
+const char *sl_node_addr(const sl_node_t *node);
+
+/* ---- Control commands ---- */
+
+/* A request being answered. Valid only during the handler call. */
+typedef struct sl_ctl_call sl_ctl_call_t;
+
+/* Answers `req`. Call sl_ctl_reply once (or several times with more=true
+ * then once with more=false). Returning an error without replying sends
+ * that error with a generic message. */
+typedef sl_err (*sl_ctl_fn)(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
+                            sl_ctl_call_t *call);
+
+/* Adds a command (name up to 32 bytes). SL_EEXIST if taken, SL_EBUSY when
+ * the table is full. `members` and `stats` are built in. */
+sl_err sl_node_ctl_register(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *ctx);
+
+/* Sends one reply part: `status` SL_OK with a JSON (or byte) body, or an
+ * error with a message for people as the body. */
+sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t len, bool more);
+
+/* ---- Other message types ---- */
+
+/* A message of a claimed type: `header` is SL_WIRE_HEADER_LEN bytes,
+ * checked for magic and version; the body is undecoded. */
+typedef void (*sl_node_msg_fn)(void *ctx, sl_node_t *node, uint8_t type,
+                               const uint8_t *body, size_t body_len, uint64_t now_ns);
+
+/* Claims types lo..hi (within 16..63). SL_EEXIST on overlap. */
+sl_err sl_node_route_register(sl_node_t *node, uint8_t lo, uint8_t hi, sl_node_msg_fn fn,
+                              void *ctx);
+
+/* Called every turn of the loop; returns the time (monotonic ns) it next
+ * wants to run, or 0 for no particular time. */
+typedef uint64_t (*sl_node_tick_fn)(void *ctx, sl_node_t *node, uint64_t now_ns);
+
+sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx);
+
+/* Sends a message of any type to the peer at `addr` (never blocks;
+ * SL_EAGAIN when dropped). */
+sl_err sl_node_send(sl_node_t *node, const char *addr, uint8_t type, const uint8_t *body,
+                    size_t body_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

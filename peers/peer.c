@@ -1,0 +1,440 @@
+/* peer: the Starling daemon. Parses the command line, sets up logging,
+ * signals and the data directory, then runs the event loop
+ * (src/peer_node.c) until SIGTERM or SIGINT, when it leaves the cluster
+ * gracefully and exits 0. See docs/cli.md. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "starling/common.h"
+#include "starling/mpack.h"
+#include "starling/net.h"
+#include "starling/peer.h"
+#include "starling/platform.h"
+
+#define MAX_META 16
+
+/* Everything the command line says. */
+typedef struct {
+    char listen[SL_ADDR_MAX + 16];    /* normalised --listen */
+    char advertise[SL_ADDR_MAX + 16]; /* normalised --advertise, or "" */
+    char name[SL_NAME_MAX + 1];       /* --name or host-port */
+    char data_dir[4096];              /* --data or the default */
+    const char *key_file;             /* --key */
+    char *seeds[SL_NODE_MAX_SEEDS];   /* --join and --peers-file addresses (heap) */
+    size_t seed_count;                /* entries in seeds */
+    const char *meta_k[MAX_META];     /* --meta keys */
+    size_t meta_kl[MAX_META];         /* key lengths */
+    const char *meta_v[MAX_META];     /* --meta values */
+    size_t meta_count;                /* entries */
+    int log_level;                    /* --log-level */
+    sl_swim_config_t swim;            /* timers (defaults + fast-timer flags) */
+    int leave_wait_ms;                /* --leave-wait MS */
+} opts_t;
+
+static void usage(FILE *f) {
+    sl_swim_config_t d;
+    sl_swim_config_defaults(&d);
+    fprintf(f,
+        "usage: peer [OPTIONS]\n"
+        "\n"
+        "Runs a Starling peer: joins the cluster, keeps the membership, answers peerctl.\n"
+        "SIGTERM or SIGINT (Ctrl-C) leaves the cluster gracefully and exits 0.\n"
+        "\n"
+        "options:\n"
+        "  --listen HOST:PORT     where to accept connections (default 127.0.0.1:%d;\n"
+        "                         use 0.0.0.0:%d to accept from other machines)\n"
+        "  --advertise HOST:PORT  the address other peers use to reach this one (default:\n"
+        "                         the listen address; set it behind NAT, in containers, or\n"
+        "                         when listening on 0.0.0.0)\n"
+        "  --join HOST:PORT[,...] peers to join through; repeatable. Unreachable ones are\n"
+        "                         retried; with none, this peer starts a new cluster\n"
+        "  --peers-file FILE      more join addresses, one a line ('#' starts a comment)\n"
+        "  --name NAME            member name, unique in the cluster (default HOST-PORT)\n"
+        "  --data DIR             state directory (default $HOME/.local/share/starling/NAME,\n"
+        "                         else ./starling-data/NAME). A restart with the same name\n"
+        "                         and directory is the same member with a higher incarnation\n"
+        "  --key FILE             cluster key (from `peerctl keygen`): CurveZMQ on every\n"
+        "                         connection, only key holders can join or ask. Without it\n"
+        "                         the cluster is open to anyone who can reach the port\n"
+        "  --meta KEY=VALUE       metadata shown to other members (repeatable; up to %d)\n"
+        "  --log-level LEVEL      err, warning, notice, info (default) or debug\n"
+        "  --help, --version\n"
+        "\n"
+        "timers (defaults suit a LAN; tests use smaller ones):\n"
+        "  --probe-interval MS    time between probes of a random member (default %u)\n"
+        "  --probe-timeout MS     time to wait for a direct ack (default %u)\n"
+        "  --suspicion-mult N     suspicion timeout >= N * log10(members) * interval (default %u)\n"
+        "  --sync-interval MS     push-pull of the member table with a random member (default %u,\n"
+        "                         scaled up with log N past 32 members)\n"
+        "  --leave-wait MS        after announcing a leave, keep serving this long (default 500)\n",
+        SL_NET_DEFAULT_PORT, SL_NET_DEFAULT_PORT, MAX_META,
+        (unsigned)d.timing.probe_interval_ms, (unsigned)d.timing.probe_timeout_ms,
+        (unsigned)d.timing.suspicion_mult, (unsigned)d.timing.push_pull_interval_ms);
+}
+
+static int bad(const char *fmt, const char *arg) {
+    fprintf(stderr, "peer: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "; see peer --help\n");
+    return 2;
+}
+
+static int add_seed(opts_t *o, const char *addr, size_t len) {
+    char tmp[SL_ADDR_MAX + 16], norm[SL_ADDR_MAX + 16];
+    if (len == 0)
+        return 0;
+    if (len >= sizeof tmp)
+        return bad("join address too long: '%s'", addr);
+    memcpy(tmp, addr, len);
+    tmp[len] = 0;
+    if (sl_net_addr_normalize(tmp, norm, sizeof norm) != SL_OK)
+        return bad("'%s' is not a HOST:PORT join address", tmp);
+    if (o->seed_count >= SL_NODE_MAX_SEEDS)
+        return bad("too many join addresses (at most 64): '%s'", tmp);
+    o->seeds[o->seed_count] = sl_strdup(norm);
+    if (!o->seeds[o->seed_count])
+        return 1;
+    o->seed_count++;
+    return 0;
+}
+
+static int add_join_list(opts_t *o, const char *list) {
+    const char *p = list;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len > 0 && (*p == ' ')) {
+            p++;
+            len--;
+        }
+        int rc = add_seed(o, p, len);
+        if (rc)
+            return rc;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int read_peers_file(opts_t *o, const char *path) {
+    uint8_t *data = NULL;
+    size_t len = 0;
+    sl_err err = sl_plat_read_file(path, 1 << 20, &data, &len);
+    if (err != SL_OK) {
+        fprintf(stderr, "peer: cannot read peers file %s: %s; fix --peers-file\n", path,
+                sl_strerror(err));
+        return 1;
+    }
+    int rc = 0;
+    char *s = (char *)data;
+    char *save = NULL;
+    for (char *line = strtok_r(s, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        while (*line == ' ' || *line == '\t')
+            line++;
+        size_t l = strlen(line);
+        while (l > 0 && (line[l - 1] == ' ' || line[l - 1] == '\t' || line[l - 1] == '\r'))
+            l--;
+        rc = add_seed(o, line, l);
+    }
+    sl_free(data);
+    return rc;
+}
+
+static int parse_ms(const char *flag, const char *v, uint32_t lo, uint32_t hi, uint32_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || !*v || *end || n < (long)lo || n > (long)hi) {
+        fprintf(stderr, "peer: %s needs a number from %u to %u, not '%s'\n", flag, lo, hi, v);
+        return 2;
+    }
+    *out = (uint32_t)n;
+    return 0;
+}
+
+static int parse_level(const char *v, int *out) {
+    static const struct { const char *name; int level; } levels[] = {
+        {"err", SL_LOG_ERR}, {"error", SL_LOG_ERR}, {"warning", SL_LOG_WARNING},
+        {"warn", SL_LOG_WARNING}, {"notice", SL_LOG_NOTICE}, {"info", SL_LOG_INFO},
+        {"debug", SL_LOG_DEBUG},
+    };
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (!strcmp(v, levels[i].name)) {
+            *out = levels[i].level;
+            return 0;
+        }
+    return bad("--log-level must be err, warning, notice, info or debug, not '%s'", v);
+}
+
+static int parse(opts_t *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    snprintf(o->listen, sizeof o->listen, "tcp://127.0.0.1:%d", SL_NET_DEFAULT_PORT);
+    o->log_level = SL_LOG_INFO;
+    o->leave_wait_ms = 500;
+    sl_swim_config_defaults(&o->swim);
+    const char *data = NULL, *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("peer %s\n", SL_VERSION);
+            return -1;
+        }
+        /* Every other option takes a value: --flag VALUE or --flag=VALUE. */
+        const char *eq = strchr(a, '=');
+        char flag[64];
+        const char *v;
+        if (strncmp(a, "--", 2) != 0)
+            return bad("unexpected argument '%s'", a);
+        snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
+        static const char *const known[] = {
+            "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
+            "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
+            "--sync-interval", "--leave-wait"};
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            is_known |= !strcmp(flag, known[k]);
+        if (!is_known)
+            return bad("unknown option '%s'", flag);
+        if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return bad("%s needs a value", flag);
+            v = argv[++i];
+        }
+        int rc = 0;
+        uint32_t n;
+        if (!strcmp(flag, "--listen")) {
+            if (sl_net_addr_normalize(v, o->listen, sizeof o->listen) != SL_OK)
+                return bad("--listen needs HOST:PORT, not '%s'", v);
+        } else if (!strcmp(flag, "--advertise")) {
+            if (sl_net_addr_normalize(v, o->advertise, sizeof o->advertise) != SL_OK)
+                return bad("--advertise needs HOST:PORT, not '%s'", v);
+        } else if (!strcmp(flag, "--join")) {
+            rc = add_join_list(o, v);
+        } else if (!strcmp(flag, "--peers-file")) {
+            rc = read_peers_file(o, v);
+        } else if (!strcmp(flag, "--name")) {
+            if (!v[0] || strlen(v) > SL_NAME_MAX || strchr(v, '/'))
+                return bad("--name must be 1 to 64 bytes without '/', not '%s'", v);
+            name = v;
+        } else if (!strcmp(flag, "--data")) {
+            if (!v[0] || strlen(v) > 3000)
+                return bad("--data needs a directory, not '%s'", v);
+            data = v;
+        } else if (!strcmp(flag, "--key")) {
+            o->key_file = v;
+        } else if (!strcmp(flag, "--meta")) {
+            const char *e = strchr(v, '=');
+            if (!e || e == v || (size_t)(e - v) > SL_META_KEY_MAX || strlen(e + 1) > SL_META_VALUE_MAX)
+                return bad("--meta needs KEY=VALUE (key up to 32 bytes, value up to 128), not '%s'", v);
+            if (o->meta_count >= MAX_META - 1)
+                return bad("too many --meta entries: '%s'", v);
+            o->meta_k[o->meta_count] = v;
+            o->meta_kl[o->meta_count] = (size_t)(e - v);
+            o->meta_v[o->meta_count] = e + 1;
+            o->meta_count++;
+        } else if (!strcmp(flag, "--log-level")) {
+            rc = parse_level(v, &o->log_level);
+        } else if (!strcmp(flag, "--probe-interval")) {
+            rc = parse_ms(flag, v, 10, 60000, &n);
+            o->swim.timing.probe_interval_ms = n;
+        } else if (!strcmp(flag, "--probe-timeout")) {
+            rc = parse_ms(flag, v, 5, 60000, &n);
+            o->swim.timing.probe_timeout_ms = n;
+        } else if (!strcmp(flag, "--suspicion-mult")) {
+            rc = parse_ms(flag, v, 1, 100, &n);
+            o->swim.timing.suspicion_mult = n;
+        } else if (!strcmp(flag, "--sync-interval")) {
+            rc = parse_ms(flag, v, 100, 3600000, &n);
+            o->swim.timing.push_pull_interval_ms = n;
+        } else if (!strcmp(flag, "--leave-wait")) {
+            rc = parse_ms(flag, v, 0, 60000, &n);
+            o->leave_wait_ms = (int)n;
+        } else {
+            return bad("unknown option '%s'", flag);
+        }
+        if (rc)
+            return rc;
+    }
+    if (o->swim.timing.probe_timeout_ms >= o->swim.timing.probe_interval_ms) {
+        fprintf(stderr, "peer: --probe-timeout (%u) must be below --probe-interval (%u)\n",
+                (unsigned)o->swim.timing.probe_timeout_ms, (unsigned)o->swim.timing.probe_interval_ms);
+        return 2;
+    }
+    const char *port = strrchr(o->listen, ':') + 1;
+    if (!o->advertise[0]) {
+        /* Listening on every interface: others reach us by host name. */
+        if (!strncmp(o->listen, "tcp://0.0.0.0:", 14) || !strncmp(o->listen, "tcp://*:", 8)) {
+            char host[256];
+            if (sl_plat_hostname(host, sizeof host) != SL_OK)
+                snprintf(host, sizeof host, "localhost");
+            snprintf(o->advertise, sizeof o->advertise, "tcp://%.100s:%s", host, port);
+            sl_log(SL_LOG_NOTICE, "PEER-ADVERTISE",
+                   "listening on all interfaces; advertising %s (set --advertise to change)",
+                   o->advertise);
+        } else {
+            snprintf(o->advertise, sizeof o->advertise, "%s", o->listen);
+        }
+    }
+    if (name) {
+        snprintf(o->name, sizeof o->name, "%s", name);
+    } else {
+        char host[256];
+        if (sl_plat_hostname(host, sizeof host) != SL_OK)
+            snprintf(host, sizeof host, "peer");
+        const char *aport = strrchr(o->advertise, ':') + 1;
+        snprintf(o->name, sizeof o->name, "%.*s-%s", (int)(SL_NAME_MAX - 7), host, aport);
+    }
+    if (data) {
+        snprintf(o->data_dir, sizeof o->data_dir, "%s", data);
+    } else if (sl_plat_home()) {
+        snprintf(o->data_dir, sizeof o->data_dir, "%s/.local/share/starling/%s", sl_plat_home(),
+                 o->name);
+    } else {
+        snprintf(o->data_dir, sizeof o->data_dir, "./starling-data/%s", o->name);
+    }
+    return 0;
+}
+
+/* Key comparison for sorting metadata entries bytewise. */
+static int meta_cmp(const opts_t *o, size_t a, size_t b) {
+    size_t la = o->meta_kl[a], lb = o->meta_kl[b];
+    int c = memcmp(o->meta_k[a], o->meta_k[b], la < lb ? la : lb);
+    return c ? c : (la < lb ? -1 : la > lb);
+}
+
+/* Encodes --meta entries plus version=... as a canonical map. */
+static sl_err encode_meta(opts_t *o, uint8_t **out, size_t *len) {
+    bool has_version = false;
+    for (size_t i = 0; i < o->meta_count; i++)
+        has_version |= o->meta_kl[i] == 7 && !memcmp(o->meta_k[i], "version", 7);
+    if (!has_version) {
+        o->meta_k[o->meta_count] = "version";
+        o->meta_kl[o->meta_count] = 7;
+        o->meta_v[o->meta_count] = SL_VERSION;
+        o->meta_count++;
+    }
+    size_t idx[MAX_META];
+    for (size_t i = 0; i < o->meta_count; i++)
+        idx[i] = i;
+    for (size_t i = 1; i < o->meta_count; i++) /* insertion sort: a handful of entries */
+        for (size_t j = i; j > 0 && meta_cmp(o, idx[j - 1], idx[j]) > 0; j--) {
+            size_t t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    for (size_t i = 1; i < o->meta_count; i++)
+        if (meta_cmp(o, idx[i - 1], idx[i]) == 0) {
+            fprintf(stderr, "peer: --meta key '%.*s' given twice\n", (int)o->meta_kl[idx[i]],
+                    o->meta_k[idx[i]]);
+            return SL_EINVAL;
+        }
+    sl_mpack_writer_t w;
+    sl_mpack_writer_init(&w, SL_META_MAX_LEN);
+    sl_mpack_write_map(&w, (uint32_t)o->meta_count);
+    for (size_t i = 0; i < o->meta_count; i++) {
+        sl_mpack_write_str(&w, o->meta_k[idx[i]], o->meta_kl[idx[i]]);
+        sl_mpack_write_str(&w, o->meta_v[idx[i]], strlen(o->meta_v[idx[i]]));
+    }
+    sl_err err = sl_mpack_writer_finish(&w, out, len);
+    if (err == SL_OK)
+        err = sl_meta_validate(*out, *len);
+    if (err != SL_OK) {
+        fprintf(stderr, "peer: metadata is too large or not valid UTF-8 (%s): shorten --meta\n",
+                sl_strerror(err));
+        sl_free(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
+int main(int argc, char **argv) {
+    opts_t o;
+    int rc = parse(&o, argc, argv);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    sl_log_set_level(o.log_level);
+    if (sl_init() != SL_OK) {
+        fprintf(stderr, "peer: cannot start the crypto library (libsodium)\n");
+        return 1;
+    }
+    sl_net_key_t key;
+    bool has_key = false;
+    uint8_t *meta = NULL;
+    size_t meta_len = 0;
+    sl_node_t *node = NULL;
+    rc = 1;
+    if (o.key_file) {
+        sl_err err = sl_net_key_load(o.key_file, &key);
+        if (err == SL_ENOTFOUND) {
+            fprintf(stderr, "peer: key file %s does not exist; make one with "
+                            "`peerctl keygen > %s` and give every peer the same file\n",
+                    o.key_file, o.key_file);
+            goto done;
+        }
+        if (err != SL_OK) {
+            fprintf(stderr, "peer: cannot use key file %s: %s; it should be the output of "
+                            "`peerctl keygen`\n", o.key_file, sl_strerror(err));
+            goto done;
+        }
+        has_key = true;
+    }
+    if (encode_meta(&o, &meta, &meta_len) != SL_OK) {
+        rc = 2;
+        goto done;
+    }
+    if (sl_plat_signals_install() != SL_OK) {
+        fprintf(stderr, "peer: cannot install signal handlers\n");
+        goto done;
+    }
+    sl_node_config_t cfg = {
+        .name = o.name,
+        .listen = o.listen,
+        .advertise = o.advertise,
+        .data_dir = o.data_dir,
+        .key = has_key ? &key : NULL,
+        .seeds = (const char *const *)o.seeds,
+        .seed_count = o.seed_count,
+        .meta = meta,
+        .meta_len = meta_len,
+        .swim = o.swim,
+        .leave_wait_ms = o.leave_wait_ms,
+    };
+    sl_err err = sl_node_new(&cfg, &node);
+    if (err == SL_EBUSY) {
+        fprintf(stderr, "peer: %s is in use (another peer there?); choose another --listen port\n",
+                o.listen);
+        goto done;
+    }
+    if (err != SL_OK) {
+        fprintf(stderr, "peer: cannot start: %s (listen %s, data %s)\n", sl_strerror(err),
+                o.listen, o.data_dir);
+        goto done;
+    }
+    if (!has_key)
+        sl_log(SL_LOG_WARNING, "PEER-OPEN",
+               "no --key: this cluster is open; anyone who can reach %s can join and read it "
+               "(make a key with `peerctl keygen > cluster.key`, then start every peer with "
+               "--key cluster.key)",
+               o.listen);
+    err = sl_node_run(node);
+    rc = err == SL_OK ? 0 : 1;
+done:
+    sl_node_destroy(&node);
+    memset(&key, 0, sizeof key);
+    sl_free(meta);
+    for (size_t i = 0; i < o.seed_count; i++)
+        sl_free(o.seeds[i]);
+    return rc;
+}

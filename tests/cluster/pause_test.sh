@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A peer stopped with SIGSTOP for 1 s while the machine is fully loaded
+# (stress-ng on every core) is not declared dead by anyone: it may be
+# suspected, then it refutes and stays alive.
+. "$(dirname "$0")/lib.sh"
+command -v stress-ng >/dev/null || skip "stress-ng is not installed (tools/setup installs it)"
+cluster_init
+# Default timers (a LAN's): the pause is judged against what users run.
+FAST_TIMERS="--leave-wait 300"
+names=(p0 p1 p2 p3 p4)
+start_peer p0
+for n in "${names[@]:1}"; do start_peer "$n" --join "$(addr_of p0)"; done
+wait_until 60 "5 peers converge" converged "${names[@]}"
+
+stress-ng --cpu "$(nproc)" --timeout 60s >/dev/null 2>&1 &
+EXTRA_PIDS+=($!)
+STRESS=$!
+# Let the load start before the pause.
+wait_until 10 "stress-ng is running" pgrep -P "$STRESS"
+
+# Watch every other peer's view of p2 from now until well after the pause.
+watch_views() {
+    local end=$((SECONDS + 12))
+    while [ $SECONDS -lt $end ]; do
+        for o in p0 p1 p3 p4; do
+            local s
+            s=$(state_of "$o" p2)
+            echo "$o $s"
+        done
+    done
+}
+watch_views >"$CLUSTER_DIR/views.txt" &
+WATCH=$!
+kill -STOP "${PID[p2]}"
+sleep 1 # the fault itself: a 1 s pause
+kill -CONT "${PID[p2]}"
+wait $WATCH
+kill "$STRESS" 2>/dev/null
+if grep -q " dead" "$CLUSTER_DIR/views.txt"; then
+    grep " dead" "$CLUSTER_DIR/views.txt" | head -3 >&2
+    fail "p2 was declared dead after a 1 s pause"
+fi
+log "views of p2 during and after the pause: $(sort "$CLUSTER_DIR/views.txt" | awk '{print $2}' | sort | uniq -c | tr '\n' ' ')"
+wait_until 30 "everyone sees p2 alive again" all_see alive p2 p0 p1 p3 p4
+log "PASS"
