@@ -346,6 +346,22 @@ size_t sl_crdt_val_gc(sl_crdt_val_t *v, bool (*stable)(void *ctx, sl_dot_t dot),
     return dropped;
 }
 
+size_t sl_crdt_val_drop(sl_crdt_val_t *v, bool (*pred)(void *ctx, const sl_crdt_item_t *atom),
+                        void *ctx) {
+    size_t dropped = 0;
+    for (uint32_t i = 0; i < v->count;) {
+        if (pred(ctx, &v->atoms[i])) {
+            remove_at(v, i);
+            dropped++;
+        } else {
+            i++;
+        }
+    }
+    if (!v->count)
+        v->type = SL_CRDT_NONE;
+    return dropped;
+}
+
 size_t sl_crdt_val_ctx(const sl_crdt_val_t *v, const uint8_t *elem, uint32_t elem_len,
                        bool all, sl_dot_t *out, size_t cap) {
     size_t n = 0;

@@ -136,6 +136,12 @@ bool sl_crdt_val_live(const sl_crdt_val_t *v);
  * true. Returns the number dropped. */
 size_t sl_crdt_val_gc(sl_crdt_val_t *v, bool (*stable)(void *ctx, sl_dot_t dot), void *ctx);
 
+/* Drops every atom (live or not) for which `pred(ctx, atom)` is true:
+ * for a snapshot that replaces what its sender knows. Returns the number
+ * dropped. */
+size_t sl_crdt_val_drop(sl_crdt_val_t *v, bool (*pred)(void *ctx, const sl_crdt_item_t *atom),
+                        void *ctx);
+
 /* The context a local removal needs: per replica the largest seq of the
  * live atoms (of element `elem` when elem_len > 0 or elem != NULL, else
  * all), rid ascending, into `out` (cap entries). Returns the count, or

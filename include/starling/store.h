@@ -1,0 +1,256 @@
+/* The replicated store: a map from string keys to CRDT values
+ * (include/starling/crdt.h) that every peer holds whole, with Scuttlebutt
+ * anti-entropy over version vectors. Sans-I/O: local operations and
+ * received messages go in with the current time; messages to send and
+ * records to persist come out. src/disk.c persists, src/net.c sends.
+ *
+ * Dots and version vectors. Every update is one atom tagged with a dot
+ * (replica id, sequence). A replica id is one incarnation of a peer (a new
+ * one at every start, so a dot is never issued twice). The store applies
+ * one replica's dots in sequence order only, so what it has seen of each
+ * replica is a single number: the version vector (vv) holds, per replica,
+ * the largest sequence seen, and every smaller one was seen too.
+ *
+ * Messages (proto/store.md has the exact bodies; types 16..18):
+ *   DIGEST   the sender's vv (and retired replicas). On receipt the store
+ *            answers with the deltas the sender lacks and, if the sender
+ *            has something it lacks, its own DIGEST (push-pull).
+ *   DELTA    ranges (replica, from, to] and the live atoms with dots in
+ *            them: the receiver applies it only where its vv equals a
+ *            range's `from` or more, then its vv moves to `to`. Atoms that
+ *            were overwritten or removed are not sent: their range still
+ *            covers them. A sync is cut into messages of at most
+ *            max_msg_len bytes; each is self-contained.
+ *   SNAPSHOT the whole state in chunks, with a reset flag: for a peer that
+ *            was away longer than garbage collection waits (its vv is
+ *            below the last collection's cut), or that lacks a retired
+ *            replica's atoms. Also the on-disk snapshot format.
+ * Atoms are never sent back to the replica that made them.
+ *
+ * Local writes return the DELTA to persist (write-ahead) and then send:
+ *
+ *     sl_store_msg_t d;
+ *     err = sl_store_put(s, "k", 1, "v", 1, now_ms, &d);
+ *     wal append d, sync, then acknowledge the client and send d to peers
+ *     sl_store_msg_fini(&d);
+ *
+ * Garbage: removals leave DEAD atoms and LWW tombstones. sl_store_gc()
+ * runs a two-step stability barrier over the live replicas' version
+ * vectors (learnt from their digests): it records the element-wise minimum
+ * (cut) and maximum (target) of the vvs, and once every live vv reaches the
+ * target, drops every DEAD atom and tombstone whose dot is under the cut
+ * (all replicas have it, and nothing concurrent with it can still arrive).
+ * Retired replicas (old incarnations) leave the version vectors once every
+ * live peer has all their dots.
+ *
+ * Memory: keys and LWW values live in an arena of 1 MiB blocks, records are
+ * 32 bytes in one array, the index is open addressing over 32-bit record
+ * numbers: no allocation per key for registers. Sets, counters and maps
+ * hold an sl_crdt_val_t each. */
+#ifndef STARLING_STORE_H
+#define STARLING_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/common.h"
+#include "starling/crdt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_STORE_MAX_KEY_LEN 512       /* bytes of a key (UTF-8) */
+#define SL_STORE_MAX_VALUE_LEN 65536   /* bytes of a value; larger: blobs */
+#define SL_STORE_MAX_RANGES 4096       /* ranges or vv entries per message */
+#define SL_STORE_MAX_REPLICAS 65535    /* replica ids one store can know */
+
+/* Wire message types (proto/store.md). */
+#define SL_STORE_MSG_DIGEST 16
+#define SL_STORE_MSG_DELTA 17
+#define SL_STORE_MSG_SNAPSHOT 18
+
+#define SL_STORE_SNAP_RESET 0x01 /* SNAPSHOT flag: replace what the sender knows */
+
+typedef struct sl_store sl_store_t;
+
+typedef struct {
+    uint64_t max_clock_offset_ms; /* remote stamps further ahead are refused (0: 500) */
+    size_t max_msg_len;           /* bytes per message built (0: 1 MiB) */
+    size_t max_sync_len;          /* bytes one sync answer may total (0: 8 MiB) */
+} sl_store_config_t;
+
+/* An encoded message (or WAL record): type and body. */
+typedef struct {
+    uint8_t type;  /* SL_STORE_MSG_* */
+    uint8_t *body; /* canonical msgpack body (sl_free'd by _fini) */
+    size_t len;    /* bytes in body */
+} sl_store_msg_t;
+
+/* A list of messages to send (to the peer whose message was handled). */
+typedef struct {
+    sl_store_msg_t *msgs; /* messages */
+    size_t count;         /* messages in msgs */
+    size_t cap;           /* allocated */
+} sl_store_out_t;
+
+void sl_store_msg_fini(sl_store_msg_t *m);
+void sl_store_out_init(sl_store_out_t *o);
+void sl_store_out_fini(sl_store_out_t *o);
+
+/* ---- Decoded messages (src/store_codec.c) ---- */
+
+typedef struct {
+    uint64_t rid;  /* replica */
+    uint64_t from; /* DELTA: receiver must have seen up to here; else 0 */
+    uint64_t to;   /* DELTA: covers (from, to]; DIGEST/SNAPSHOT: vv entry */
+} sl_store_range_t;
+
+typedef struct {
+    const uint8_t *key;  /* key bytes (into the message) */
+    uint32_t key_len;    /* 1..SL_STORE_MAX_KEY_LEN */
+    sl_crdt_item_t it;   /* the atom (bytes into the message) */
+} sl_store_item_t;
+
+typedef struct {
+    uint8_t type;               /* SL_STORE_MSG_* */
+    uint64_t sender;            /* sender's replica id */
+    bool reply;                 /* DIGEST: answers a DIGEST (no digest back) */
+    uint64_t snap_id;           /* SNAPSHOT: identifies one snapshot */
+    uint32_t chunk;             /* SNAPSHOT: this chunk's index */
+    uint32_t chunks;            /* SNAPSHOT: number of chunks */
+    uint8_t flags;              /* SNAPSHOT: SL_STORE_SNAP_RESET */
+    sl_store_range_t *ranges;   /* DELTA ranges; DIGEST and SNAPSHOT: vv */
+    uint32_t range_count;       /* entries in ranges */
+    sl_store_range_t *retired;  /* DIGEST, SNAPSHOT: retired replicas, final seq in `to` */
+    uint32_t retired_count;     /* entries in retired */
+    sl_store_item_t *items;     /* DELTA, SNAPSHOT atoms */
+    uint32_t item_count;        /* entries in items */
+    sl_dot_t *dots;             /* storage for DEAD contexts */
+    uint32_t dot_count;         /* entries used in dots */
+    void *alloc;                /* decoder-owned memory (sl_store_dmsg_fini) */
+} sl_store_dmsg_t;
+
+/* Decodes a body of type `type`, strictly (canonical msgpack, every field
+ * required, bounds on every length and count, atoms valid, dots inside
+ * their ranges). Pointers point into `body`. Errors as in mpack.h, plus
+ * SL_ETYPE for a type outside 16..18. */
+sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_store_dmsg_t *out);
+void sl_store_dmsg_fini(sl_store_dmsg_t *m);
+
+/* Encodes `m` (canonical; ranges, vv and retired sorted by rid; each atom's
+ * rid must be in them). SL_ETOOBIG past `max_len` bytes. */
+sl_err sl_store_msg_encode(const sl_store_dmsg_t *m, size_t max_len, sl_store_msg_t *out);
+
+/* Encoded size of one atom inside a DELTA/SNAPSHOT (for chunking). */
+size_t sl_store_item_encoded_len(const sl_store_item_t *item, uint32_t ridx);
+
+/* ---- Lifecycle ---- */
+
+sl_err sl_store_new(uint64_t rid, const sl_store_config_t *cfg, sl_store_t **out);
+void sl_store_destroy(sl_store_t **s);
+uint64_t sl_store_rid(const sl_store_t *s);
+
+/* ---- Local operations: apply, and return the DELTA to persist and send ---- */
+
+sl_err sl_store_put(sl_store_t *s, const void *key, size_t key_len, const void *val,
+                    size_t val_len, uint64_t now_ms, sl_store_msg_t *delta);
+/* Deletes a key of any type (SL_ENOTFOUND if absent). */
+sl_err sl_store_del(sl_store_t *s, const void *key, size_t key_len, uint64_t now_ms,
+                    sl_store_msg_t *delta);
+sl_err sl_store_set_add(sl_store_t *s, const void *key, size_t key_len, const void *elem,
+                        size_t elem_len, uint64_t now_ms, sl_store_msg_t *delta);
+sl_err sl_store_set_remove(sl_store_t *s, const void *key, size_t key_len, const void *elem,
+                           size_t elem_len, uint64_t now_ms, sl_store_msg_t *delta);
+sl_err sl_store_counter_add(sl_store_t *s, const void *key, size_t key_len, int64_t by,
+                            uint64_t now_ms, sl_store_msg_t *delta);
+sl_err sl_store_gmap_put(sl_store_t *s, const void *key, size_t key_len, const void *field,
+                         size_t field_len, const void *val, size_t val_len, uint64_t now_ms,
+                         sl_store_msg_t *delta);
+
+/* ---- Reads ---- */
+
+typedef struct {
+    uint8_t type;              /* sl_crdt_type */
+    const uint8_t *val;        /* LWW: value bytes (valid until the next write) */
+    size_t val_len;            /* LWW: bytes */
+    uint64_t hlc;              /* LWW: timestamp */
+    sl_dot_t dot;              /* LWW: the write's dot */
+    const sl_crdt_val_t *crdt; /* other types: the value (borrowed) */
+} sl_store_entry_t;
+
+/* Looks a key up: SL_ENOTFOUND if absent, deleted or empty. */
+sl_err sl_store_lookup(const sl_store_t *s, const void *key, size_t key_len,
+                       sl_store_entry_t *out);
+/* LWW shorthand: SL_EINVAL if the key holds another type. */
+sl_err sl_store_get(const sl_store_t *s, const void *key, size_t key_len, const uint8_t **val,
+                    size_t *val_len);
+/* Calls fn for every live key starting with `prefix` (any order); fn
+ * returning false stops. */
+void sl_store_scan(const sl_store_t *s, const void *prefix, size_t prefix_len,
+                   bool (*fn)(void *ctx, const uint8_t *key, size_t key_len,
+                              const sl_store_entry_t *e),
+                   void *ctx);
+
+/* ---- Anti-entropy ---- */
+
+/* This replica's DIGEST (`reply` marks an answer to one). */
+sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out);
+
+/* Handles a message from a peer. `replies` gets what to send back to that
+ * peer; `*persist` is set when the message changed the state and should be
+ * appended to the WAL as is. Malformed or hostile input is refused with its
+ * error, counted, and changes nothing. */
+sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
+                        uint64_t now_ms, sl_store_out_t *replies, bool *persist);
+
+/* Applies a WAL or snapshot record during recovery (no clock check, no
+ * replies). */
+sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len);
+
+/* The whole state as one SNAPSHOT body (the disk snapshot; no size cap). */
+sl_err sl_store_snapshot(sl_store_t *s, sl_store_msg_t *out);
+
+/* The replicas (other than this one) that are alive now, from membership:
+ * garbage collection waits for all of them. */
+sl_err sl_store_set_live(sl_store_t *s, const uint64_t *rids, size_t count);
+/* Marks an old incarnation as gone for good: it leaves the version vectors
+ * once every live peer has seen all its dots. */
+sl_err sl_store_retire(sl_store_t *s, uint64_t rid);
+/* One step of garbage collection (see above); returns atoms dropped. */
+size_t sl_store_gc(sl_store_t *s);
+
+/* ---- Introspection ---- */
+
+typedef struct {
+    uint64_t keys;            /* live keys */
+    uint64_t records;         /* records in use (live keys, tombstones, removed-but-kept) */
+    uint64_t replicas;        /* entries in the version vector */
+    uint64_t retired;         /* replicas retired */
+    uint64_t arena_bytes;     /* arena bytes in use (keys, register values) */
+    uint64_t arena_garbage;   /* arena bytes no longer referenced */
+    uint64_t mem_bytes;       /* bytes allocated by the store's tables and arena */
+    uint64_t applied;         /* atoms applied that changed the state */
+    uint64_t dup;             /* atoms received that were already seen */
+    uint64_t gaps;            /* delta ranges skipped for a gap */
+    uint64_t rejected;        /* messages refused (malformed, clock, limits) */
+    uint64_t clock_rejected;  /* of which for a timestamp too far ahead */
+    uint64_t gc_dropped;      /* DEAD atoms and tombstones collected */
+    uint64_t snapshots_sent;  /* SNAPSHOT chunks built for peers */
+    uint64_t deltas_sent;     /* DELTA messages built for peers */
+} sl_store_stats_t;
+
+void sl_store_stats(const sl_store_t *s, sl_store_stats_t *out);
+/* Order-independent hash of what readers see (keys and live values). */
+uint64_t sl_store_state_hash(const sl_store_t *s);
+/* This replica's vv entry for `rid` (0 if unknown or retired). */
+uint64_t sl_store_vv_get(const sl_store_t *s, uint64_t rid);
+/* Invariant checker (index consistent with records, vv covers every atom);
+ * SL_EINTERNAL with a log line if broken. */
+sl_err sl_store_check(const sl_store_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,400 @@
+/* The store: local operations, anti-entropy between replicas (digests,
+ * chunked deltas, never echoing), garbage collection, retiring, reset
+ * snapshots, disk snapshots and hostile input. */
+#include <stdlib.h>
+
+#include "starling/mpack.h"
+#include "starling/store.h"
+#include "testlib.h"
+
+static sl_store_t *mk(uint64_t rid, size_t max_msg) {
+    sl_store_t *s;
+    sl_store_config_t cfg = {.max_msg_len = max_msg};
+    CHECK_OK(sl_store_new(rid, &cfg, &s));
+    return s;
+}
+
+/* Delivers `out` to `to`, collecting what `to` answers into `back`. */
+static size_t deliver(sl_store_t *to, sl_store_out_t *out, sl_store_out_t *back, size_t *bytes) {
+    size_t n = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        bool persist;
+        if (bytes)
+            *bytes += out->msgs[i].len + 4;
+        CHECK_OK(sl_store_receive(to, out->msgs[i].type, out->msgs[i].body, out->msgs[i].len,
+                                  1000, back, &persist));
+        n++;
+    }
+    return n;
+}
+
+/* Push-pull from a to b until neither has anything to say. */
+static size_t sync_pair(sl_store_t *a, sl_store_t *b) {
+    size_t bytes = 0;
+    sl_store_out_t o1, o2;
+    sl_store_out_init(&o1);
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_digest(a, false, &d));
+    CHECK_OK(sl_store_receive(b, d.type, d.body, d.len, 1000, &o1, &(bool){0}));
+    bytes += d.len + 4;
+    sl_store_msg_fini(&d);
+    for (int round = 0; round < 20 && o1.count; round++) {
+        sl_store_out_init(&o2);
+        deliver(round % 2 ? b : a, &o1, &o2, &bytes);
+        sl_store_out_fini(&o1);
+        o1 = o2;
+    }
+    CHECK_INT(o1.count, 0);
+    sl_store_out_fini(&o1);
+    return bytes;
+}
+
+static void put(sl_store_t *s, const char *k, const char *v) {
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_put(s, k, strlen(k), v, strlen(v), 1000, &d));
+    sl_store_msg_fini(&d);
+}
+
+static void check_get(sl_store_t *s, const char *k, const char *want) {
+    const uint8_t *v;
+    size_t n;
+    sl_err err = sl_store_get(s, k, strlen(k), &v, &n);
+    if (!want) {
+        CHECK_ERR(err, SL_ENOTFOUND);
+        return;
+    }
+    CHECK_OK(err);
+    CHECK_MSG(err == SL_OK && n == strlen(want) && memcmp(v, want, n) == 0, "key %s", k);
+}
+
+static void test_local_ops(void) {
+    sl_store_t *s = mk(1, 0);
+    put(s, "a", "1");
+    put(s, "a", "22");
+    put(s, "b", "");
+    check_get(s, "a", "22");
+    check_get(s, "b", "");
+    check_get(s, "c", NULL);
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_del(s, "a", 1, 1000, &d));
+    sl_store_msg_fini(&d);
+    check_get(s, "a", NULL);
+    CHECK_ERR(sl_store_del(s, "a", 1, 1000, &d), SL_ENOTFOUND);
+    CHECK_OK(sl_store_counter_add(s, "n", 1, 5, 1000, &d));
+    sl_store_msg_fini(&d);
+    CHECK_OK(sl_store_counter_add(s, "n", 1, -2, 1000, &d));
+    sl_store_msg_fini(&d);
+    sl_store_entry_t e;
+    CHECK_OK(sl_store_lookup(s, "n", 1, &e));
+    CHECK_INT(sl_crdt_counter_value(e.crdt), 3);
+    CHECK_ERR(sl_store_put(s, "n", 1, "x", 1, 1000, &d), SL_EINVAL); /* wrong type */
+    CHECK_OK(sl_store_set_add(s, "s", 1, "x", 1, 1000, &d));
+    sl_store_msg_fini(&d);
+    CHECK_OK(sl_store_set_remove(s, "s", 1, "x", 1, 1000, &d));
+    sl_store_msg_fini(&d);
+    CHECK_ERR(sl_store_lookup(s, "s", 1, &e), SL_ENOTFOUND);
+    CHECK_OK(sl_store_gmap_put(s, "m", 1, "ep1", 3, "0.9", 3, 1000, &d));
+    sl_store_msg_fini(&d);
+    CHECK_OK(sl_store_lookup(s, "m", 1, &e));
+    CHECK(sl_crdt_gmap_get(e.crdt, (const uint8_t *)"ep1", 3) != NULL);
+    static uint8_t big[SL_STORE_MAX_VALUE_LEN + 1];
+    CHECK_ERR(sl_store_put(s, "big", 3, big, sizeof big, 1000, &d), SL_ETOOBIG);
+    CHECK_ERR(sl_store_put(s, "\xff", 1, "x", 1, 1000, &d), SL_EINVAL);
+    CHECK_ERR(sl_store_put(s, "", 0, "x", 1, 1000, &d), SL_EINVAL);
+    CHECK_INT(sl_store_vv_get(s, 1), 9);
+    CHECK_OK(sl_store_check(s));
+    sl_store_destroy(&s);
+    CHECK(s == NULL);
+}
+
+static void test_sync_two(void) {
+    sl_store_t *a = mk(10, 0), *b = mk(20, 0);
+    char k[32], v[32];
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof k, "k%03d", i);
+        snprintf(v, sizeof v, "a%d", i);
+        put(a, k, v);
+        if (i % 3 == 0) {
+            snprintf(v, sizeof v, "b%d", i);
+            put(b, k, v);
+        }
+    }
+    sync_pair(a, b);
+    CHECK_INT(sl_store_state_hash(a), sl_store_state_hash(b));
+    CHECK_INT(sl_store_vv_get(a, 20), sl_store_vv_get(b, 20));
+    CHECK_INT(sl_store_vv_get(b, 10), 100);
+    /* nothing differs: a digest, no deltas, small */
+    size_t bytes = sync_pair(a, b);
+    CHECK_MSG(bytes < 64, "in-sync exchange took %zu bytes", bytes);
+    CHECK_OK(sl_store_check(a));
+    CHECK_OK(sl_store_check(b));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
+static void test_chunked_and_bounded(void) {
+    sl_store_t *a = mk(10, 4096), *b = mk(20, 4096);
+    char k[32], v[200];
+    memset(v, 'v', sizeof v - 1);
+    v[sizeof v - 1] = 0;
+    for (int i = 0; i < 500; i++) {
+        snprintf(k, sizeof k, "key/%04d", i);
+        put(a, k, v);
+    }
+    for (int i = 0; i < 500; i += 2) { /* overwritten dots are not sent */
+        snprintf(k, sizeof k, "key/%04d", i);
+        put(a, k, "short");
+    }
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_digest(b, false, &d));
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    CHECK_OK(sl_store_receive(a, d.type, d.body, d.len, 1000, &o, &(bool){0}));
+    sl_store_msg_fini(&d);
+    CHECK(o.count > 10);
+    for (size_t i = 0; i < o.count; i++)
+        CHECK_MSG(o.msgs[i].len <= 4096 + 256, "message %zu is %zu bytes", i, o.msgs[i].len);
+    /* drop one chunk in the middle: later chunks stop at the gap */
+    sl_store_out_t back;
+    sl_store_out_init(&back);
+    for (size_t i = 0; i < o.count; i++) {
+        if (i == 3)
+            continue;
+        CHECK_OK(sl_store_receive(b, o.msgs[i].type, o.msgs[i].body, o.msgs[i].len, 1000, &back,
+                                  &(bool){0}));
+    }
+    sl_store_out_fini(&o);
+    sl_store_out_fini(&back);
+    sl_store_stats_t st;
+    sl_store_stats(b, &st);
+    CHECK(st.gaps > 0);
+    CHECK(sl_store_vv_get(b, 10) < 750);
+    sync_pair(b, a);
+    CHECK_INT(sl_store_vv_get(b, 10), 750);
+    CHECK_INT(sl_store_state_hash(a), sl_store_state_hash(b));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
+/* A DELTA must never carry the receiver's own atoms back to it. */
+static void test_no_echo(void) {
+    sl_store_t *a = mk(10, 0), *b = mk(20, 0);
+    put(a, "x", "1");
+    put(b, "y", "2");
+    sync_pair(a, b);
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_digest(b, false, &d));
+    /* pretend b knows nothing of a, and a knows nothing of b: a must still
+     * not send b its own atoms */
+    sl_store_t *a2 = mk(11, 0);
+    put(a2, "z", "3");
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    sl_store_out_t tmp;
+    sl_store_out_init(&tmp);
+    sl_store_msg_t da;
+    CHECK_OK(sl_store_digest(a, false, &da));
+    CHECK_OK(sl_store_receive(b, da.type, da.body, da.len, 1000, &tmp, &(bool){0}));
+    sl_store_msg_fini(&da);
+    sl_store_out_fini(&tmp);
+    sl_store_msg_fini(&d);
+    /* b holds a's and its own atoms; ask b for everything as a stranger
+     * would, but claiming to be a: only b's atoms come back */
+    sl_store_dmsg_t q = {.type = SL_STORE_MSG_DIGEST, .sender = 10};
+    sl_store_msg_t qm;
+    CHECK_OK(sl_store_msg_encode(&q, 1 << 20, &qm));
+    CHECK_OK(sl_store_receive(b, qm.type, qm.body, qm.len, 1000, &o, &(bool){0}));
+    sl_store_msg_fini(&qm);
+    for (size_t i = 0; i < o.count; i++) {
+        sl_store_dmsg_t m;
+        CHECK_OK(sl_store_msg_decode(o.msgs[i].type, o.msgs[i].body, o.msgs[i].len, &m));
+        for (uint32_t k = 0; k < m.item_count; k++)
+            CHECK(m.items[k].it.dot.rid != 10);
+        for (uint32_t k = 0; k < m.range_count && m.type == SL_STORE_MSG_DELTA; k++)
+            CHECK(m.ranges[k].rid != 10);
+        sl_store_dmsg_fini(&m);
+    }
+    sl_store_out_fini(&o);
+    sl_store_destroy(&a);
+    sl_store_destroy(&a2);
+    sl_store_destroy(&b);
+}
+
+static void test_gc_and_retire(void) {
+    sl_store_t *a = mk(10, 0), *b = mk(20, 0);
+    uint64_t la = 20, lb = 10;
+    CHECK_OK(sl_store_set_live(a, &la, 1));
+    CHECK_OK(sl_store_set_live(b, &lb, 1));
+    sl_store_msg_t d;
+    for (int i = 0; i < 50; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "t%d", i);
+        put(a, k, "x");
+        CHECK_OK(sl_store_del(a, k, strlen(k), 1000, &d));
+        sl_store_msg_fini(&d);
+    }
+    CHECK_OK(sl_store_set_add(b, "s", 1, "e", 1, 1000, &d));
+    sl_store_msg_fini(&d);
+    CHECK_OK(sl_store_set_remove(b, "s", 1, "e", 1, 1000, &d));
+    sl_store_msg_fini(&d);
+    sync_pair(a, b);
+    sync_pair(b, a);
+    sl_store_stats_t st;
+    sl_store_stats(a, &st);
+    CHECK_INT(st.keys, 0);
+    CHECK_INT(st.records, 51); /* tombstones and the DEAD atom */
+    for (int round = 0; round < 3; round++) {
+        sl_store_gc(a);
+        sl_store_gc(b);
+        sync_pair(a, b);
+        sync_pair(b, a);
+    }
+    sl_store_stats(a, &st);
+    CHECK_INT(st.records, 0); /* removed keys cost nothing once all saw them */
+    sl_store_stats(b, &st);
+    CHECK_INT(st.records, 0);
+    CHECK(st.arena_bytes == 0);
+    /* a restarts as 11: 10 retires once everyone has all its dots */
+    sl_store_t *a2 = mk(11, 0);
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    put(b, "after", "gc");
+    sync_pair(a2, b); /* a2 is below b's cut: it gets a reset snapshot */
+    sl_store_stats(b, &st);
+    CHECK(st.snapshots_sent > 0);
+    CHECK_INT(sl_store_state_hash(a2), sl_store_state_hash(b));
+    CHECK_INT(sl_store_vv_get(a2, 10), 100);
+    uint64_t l2 = 20, lb2 = 11;
+    CHECK_OK(sl_store_set_live(a2, &l2, 1));
+    CHECK_OK(sl_store_set_live(b, &lb2, 1));
+    CHECK_OK(sl_store_retire(b, 10));
+    CHECK_OK(sl_store_retire(a2, 10));
+    sync_pair(a2, b);
+    sync_pair(b, a2);
+    sl_store_gc(a2);
+    sl_store_gc(b);
+    sl_store_stats(b, &st);
+    CHECK_INT(st.retired, 1);
+    CHECK_INT(sl_store_vv_get(b, 10), 0); /* left the version vector */
+    sync_pair(a2, b);
+    CHECK_INT(sl_store_state_hash(a2), sl_store_state_hash(b));
+    sl_store_out_fini(&o);
+    sl_store_destroy(&a);
+    sl_store_destroy(&a2);
+    sl_store_destroy(&b);
+}
+
+static void test_snapshot_replay(void) {
+    sl_store_t *a = mk(10, 0), *b = mk(20, 0);
+    sl_store_msg_t d;
+    for (int i = 0; i < 300; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i % 97);
+        put(a, k, "value");
+        CHECK_OK(sl_store_counter_add(a, "ctr", 3, 1, 1000, &d));
+        sl_store_msg_fini(&d);
+        CHECK_OK(sl_store_gmap_put(b, "metrics", 7, k, strlen(k), "1", 1, 1000, &d));
+        sl_store_msg_fini(&d);
+    }
+    sync_pair(a, b);
+    sl_store_msg_t snap;
+    CHECK_OK(sl_store_snapshot(a, &snap));
+    sl_store_t *c = mk(30, 0);
+    CHECK_OK(sl_store_replay(c, snap.type, snap.body, snap.len));
+    CHECK_INT(sl_store_state_hash(c), sl_store_state_hash(a));
+    CHECK_INT(sl_store_vv_get(c, 10), 600);
+    CHECK_INT(sl_store_vv_get(c, 20), 300);
+    CHECK_OK(sl_store_check(c));
+    /* replaying it again changes nothing */
+    CHECK_OK(sl_store_replay(c, snap.type, snap.body, snap.len));
+    CHECK_INT(sl_store_state_hash(c), sl_store_state_hash(a));
+    sl_store_msg_fini(&snap);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+static void test_hostile(void) {
+    sl_store_t *a = mk(10, 0);
+    put(a, "x", "1");
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    bool persist;
+    /* a delta claiming a's own dots beyond what a issued */
+    sl_store_item_t item = {.key = (const uint8_t *)"x", .key_len = 1,
+                            .it = {.kind = SL_ITEM_LWW, .type = SL_CRDT_LWW, .dot = {10, 5},
+                                   .hlc = 1, .a = (const uint8_t *)"evil", .a_len = 4}};
+    sl_store_range_t r = {10, 4, 5};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = 99, .ranges = &r, .range_count = 1,
+                         .items = &item, .item_count = 1};
+    sl_store_msg_t msg;
+    CHECK_OK(sl_store_msg_encode(&m, 1 << 20, &msg));
+    CHECK_ERR(sl_store_receive(a, msg.type, msg.body, msg.len, 1000, &o, &persist), SL_EPROTO);
+    sl_store_msg_fini(&msg);
+    /* a timestamp far in the future: refused, sender named, nothing changed */
+    r = (sl_store_range_t){77, 0, 1};
+    item.it.dot = (sl_dot_t){77, 1};
+    item.it.hlc = (uint64_t)10000000 << 16;
+    CHECK_OK(sl_store_msg_encode(&m, 1 << 20, &msg));
+    CHECK_ERR(sl_store_receive(a, msg.type, msg.body, msg.len, 1000, &o, &persist), SL_ERANGE);
+    sl_store_msg_fini(&msg);
+    check_get(a, "x", "1");
+    /* garbage and truncations */
+    uint8_t junk[64];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37);
+    CHECK(sl_store_receive(a, SL_STORE_MSG_DELTA, junk, sizeof junk, 1000, &o, &persist) != SL_OK);
+    CHECK_ERR(sl_store_receive(a, 40, junk, sizeof junk, 1000, &o, &persist), SL_ETYPE);
+    sl_store_stats_t st;
+    sl_store_stats(a, &st);
+    CHECK_INT(st.rejected, 4);
+    CHECK_INT(st.clock_rejected, 1);
+    check_get(a, "x", "1");
+    CHECK_OK(sl_store_check(a));
+    sl_store_out_fini(&o);
+    sl_store_destroy(&a);
+}
+
+static void test_alloc_failures(void) {
+    /* every allocation failure is an error, never a crash or a leak */
+    for (uint64_t n = 1; n < 400; n++) {
+        int64_t live = sl_alloc_live();
+        sl_store_t *a = NULL, *b = NULL;
+        sl_alloc_fail_after(n, false);
+        if (sl_store_new(10, NULL, &a) == SL_OK && sl_store_new(20, NULL, &b) == SL_OK) {
+            sl_store_msg_t d;
+            for (int i = 0; i < 5; i++) {
+                char k[8];
+                snprintf(k, sizeof k, "k%d", i);
+                if (sl_store_put(a, k, strlen(k), "v", 1, 1000, &d) == SL_OK)
+                    sl_store_msg_fini(&d);
+                if (sl_store_set_add(b, "s", 1, k, strlen(k), 1000, &d) == SL_OK)
+                    sl_store_msg_fini(&d);
+            }
+            sl_store_out_t o;
+            sl_store_out_init(&o);
+            if (sl_store_digest(a, false, &d) == SL_OK) {
+                sl_store_receive(b, d.type, d.body, d.len, 1000, &o, &(bool){0});
+                sl_store_msg_fini(&d);
+            }
+            sl_store_out_fini(&o);
+        }
+        sl_alloc_fail_after(0, false);
+        sl_store_destroy(&a);
+        sl_store_destroy(&b);
+        CHECK_INT(sl_alloc_live(), live);
+    }
+}
+
+int main(void) {
+    sl_log_set_level(SL_LOG_ERR);
+    sl_test_run("local_ops", test_local_ops);
+    sl_test_run("sync_two", test_sync_two);
+    sl_test_run("chunked_and_bounded", test_chunked_and_bounded);
+    sl_test_run("no_echo", test_no_echo);
+    sl_test_run("gc_and_retire", test_gc_and_retire);
+    sl_test_run("snapshot_replay", test_snapshot_replay);
+    sl_test_run("hostile", test_hostile);
+    sl_test_run("alloc_failures", test_alloc_failures);
+    return sl_test_finish();
+}
