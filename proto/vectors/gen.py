@@ -469,6 +469,23 @@ def write_corpus():
     for i, meta in enumerate([{}, {"gpus": "2", "ver": "0.1.0"}, META_FULL]):
         with open(os.path.join(d, "v-meta-%d" % i), "wb") as out:
             out.write(b"\xc0" + enc(meta))
+    # Generic msgpack (flag 0x40: typed reads vs skip vs writer).
+    f64 = lambda x: Raw(b"\xcb" + struct.pack(">d", x))
+    values = [
+        [0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1],
+        [-1, -32, -33, -128, -129, -32768, -32769, -(2**31), -(2**31) - 1, -(2**63)],
+        [f64(1.5), f64(-0.0), f64(float("inf")), Raw(b"\xcb\x7f\xf8" + b"\x00" * 6)],
+        {"a": None, "ab": True, "b": False, "c": b"\x00\xff", "d": "é" * 20},
+        {0: [[[[[1]]]]], 1: {2: {"x": [3]}}, 7: "x" * 40, 300: b"y" * 300},
+    ]
+    for i, v in enumerate(values):
+        with open(os.path.join(d, "v-mpack-%d" % i), "wb") as out:
+            out.write(b"\x40" + enc(v))
+    for fname, rows in FILES.items():
+        for kind, name, err, header, body, re in rows:
+            if kind == "valid" and not isinstance(body, str) and len(header) == 4:
+                with open(os.path.join(d, "v-mpack-%s-%s" % (fname, name)), "wb") as out:
+                    out.write(b"\x44" + header + body)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
  * Input split (also how the seed corpus is laid out):
  *   byte 0, bits 0-2   header length H (0..7; cut to what is there)
  *   byte 0, bit 7      1: the body is also checked by sl_meta_validate
- *   byte 0, bit 6      1: the body is also walked by sl_mpack_skip (floats
- *                      allowed, depth 8)
+ *   byte 0, bit 6      1: the body is also read as a sequence of msgpack
+ *                      values (floats allowed, depth 8) with the typed
+ *                      reads and with sl_mpack_skip, which must agree, and
+ *                      written back, which must give the same bytes
  *   bytes 1..H         the header frame
  *   the rest           the body frame
  * A well-formed message is 0x04, the 4 header bytes, then the body.
@@ -77,6 +79,114 @@ static bool has_unknown_keys(uint8_t type, const uint8_t *b, size_t bl) {
     return false;
 }
 
+/* Reads one value of any type with the typed reads and writes it back
+ * with the writer; at most `depth` levels of containers (as
+ * sl_mpack_skip). */
+static void walk(sl_mpack_reader_t *r, sl_mpack_writer_t *w, int depth) {
+    const uint8_t *p;
+    size_t n;
+    switch (sl_mpack_peek(r)) {
+    case SL_MPACK_NIL:
+        if (!sl_mpack_read_nil(r))
+            sl_mpack_write_nil(w);
+        return;
+    case SL_MPACK_BOOL: {
+        bool v;
+        if (!sl_mpack_read_bool(r, &v))
+            sl_mpack_write_bool(w, v);
+        return;
+    }
+    case SL_MPACK_UINT: {
+        uint64_t v;
+        if (!sl_mpack_read_uint(r, UINT64_MAX, &v))
+            sl_mpack_write_uint(w, v);
+        return;
+    }
+    case SL_MPACK_INT: {
+        int64_t v;
+        if (!sl_mpack_read_int(r, INT64_MIN, INT64_MAX, &v))
+            sl_mpack_write_int(w, v);
+        return;
+    }
+    case SL_MPACK_FLOAT: {
+        double v;
+        if (!sl_mpack_read_double(r, &v))
+            sl_mpack_write_double(w, v);
+        return;
+    }
+    case SL_MPACK_STR:
+        if (!sl_mpack_read_str(r, 0, UINT32_MAX, &p, &n))
+            sl_mpack_write_str(w, p, n);
+        return;
+    case SL_MPACK_BIN:
+        if (!sl_mpack_read_bin(r, 0, UINT32_MAX, &p, &n))
+            sl_mpack_write_bin(w, p, n);
+        return;
+    case SL_MPACK_ARRAY: {
+        uint32_t count;
+        if (depth < 1) {
+            sl_mpack_skip(r, 0); /* fails */
+            return;
+        }
+        if (sl_mpack_read_array(r, UINT32_MAX, &count))
+            return;
+        sl_mpack_write_array(w, count);
+        for (uint32_t i = 0; i < count && !r->err; i++)
+            walk(r, w, depth - 1);
+        return;
+    }
+    case SL_MPACK_MAP: {
+        sl_mpack_map_t m;
+        if (depth < 1) {
+            sl_mpack_skip(r, 0);
+            return;
+        }
+        if (sl_mpack_map_begin(r, UINT32_MAX, &m))
+            return;
+        sl_mpack_write_map(w, m.left);
+        bool str_keys = sl_mpack_peek(r) == SL_MPACK_STR;
+        for (;;) {
+            uint64_t key;
+            if (str_keys ? !sl_mpack_map_next_str(r, &m, UINT32_MAX, &p, &n)
+                         : !sl_mpack_map_next(r, &m, &key))
+                break;
+            if (str_keys)
+                sl_mpack_write_str(w, p, n);
+            else
+                sl_mpack_write_uint(w, key);
+            walk(r, w, depth - 1);
+        }
+        return;
+    }
+    default:
+        sl_mpack_skip(r, 0); /* ext, 0xc1 or the end: fails */
+        return;
+    }
+}
+
+/* The reader and writer agree: a sequence of values the strict reader
+ * accepts is written back byte for byte by the writer (one encoding per
+ * value), and the typed reads accept exactly what sl_mpack_skip does. */
+static void check_mpack(const uint8_t *b, size_t bl) {
+    sl_mpack_reader_t r, rs;
+    sl_mpack_writer_t w;
+    sl_mpack_reader_init(&r, bl ? b : NULL, bl);
+    sl_mpack_reader_init(&rs, bl ? b : NULL, bl);
+    r.allow_float = rs.allow_float = true;
+    sl_mpack_writer_init(&w, bl);
+    while (sl_mpack_reader_left(&r) && !r.err) {
+        walk(&r, &w, SL_MPACK_MAX_DEPTH);
+        sl_mpack_skip(&rs, SL_MPACK_MAX_DEPTH);
+        if ((r.err == SL_OK) != (rs.err == SL_OK) || (!r.err && r.p != rs.p))
+            fail("typed reads and sl_mpack_skip disagree");
+    }
+    if (!r.err) {
+        if (w.err || w.len != bl || (bl && memcmp(w.buf, b, bl) != 0))
+            fail("writer does not reproduce what the strict reader accepted");
+    }
+    sl_mpack_writer_fini(&w);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -91,13 +201,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     if (ctl & 0x80)
         (void)sl_meta_validate(bl ? b : NULL, bl);
-    if (ctl & 0x40) {
-        sl_mpack_reader_t r;
-        sl_mpack_reader_init(&r, bl ? b : NULL, bl);
-        r.allow_float = true;
-        while (sl_mpack_reader_left(&r) && sl_mpack_skip(&r, SL_MPACK_MAX_DEPTH) == SL_OK)
-            ;
-    }
+    if (ctl & 0x40)
+        check_mpack(b, bl);
 
     sl_msg_t m, m2;
     if (sl_msg_decode(h, hl, bl ? b : NULL, bl, &m) != SL_OK)
