@@ -1,0 +1,144 @@
+/* Claims and leases (T3): epochs only grow; only a free, released, dead-
+ * owner or lapsed claim may be taken; only the holder renews; a worker
+ * stops on a higher epoch or on losing its epoch; the register merge is a
+ * join (commutative, associative, idempotent) whose epoch never goes
+ * back; results merge to one. */
+#include <stdlib.h>
+
+#include "starling/study.h"
+#include "testlib.h"
+
+static sl_claim_t claim(const char *owner, uint64_t epoch, uint64_t exp, bool rel) {
+    sl_claim_t c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.owner, sizeof c.owner, "%s", owner);
+    c.epoch = epoch;
+    c.lease_expiry_ms = exp;
+    c.released = rel;
+    return c;
+}
+
+static void test_lifecycle(void) {
+    sl_claim_t c0 = claim("", 0, 0, false), c1, c2, c3, c4;
+    CHECK_INT(sl_claim_status_of(&c0, "a", 0, true), SL_CLAIM_FREE);
+    CHECK_OK(sl_claim_take(&c0, "a", 1000, true, 500, &c1));
+    CHECK_STR(c1.owner, "a");
+    CHECK_INT(c1.epoch, 1);
+    CHECK_INT(c1.lease_expiry_ms, 1500);
+    /* held: b may not take it */
+    CHECK_INT(sl_claim_status_of(&c1, "b", 1200, true), SL_CLAIM_HELD);
+    CHECK_ERR(sl_claim_take(&c1, "b", 1200, true, 500, &c2), SL_EBUSY);
+    CHECK_INT(sl_claim_status_of(&c1, "a", 1200, true), SL_CLAIM_MINE);
+    CHECK_ERR(sl_claim_take(&c1, "a", 1200, true, 500, &c2), SL_EBUSY);
+    /* renew by the holder only */
+    CHECK_OK(sl_claim_renew(&c1, "a", 1, 1400, 500, &c2));
+    CHECK_INT(c2.lease_expiry_ms, 1900);
+    CHECK_INT(c2.epoch, 1);
+    CHECK_ERR(sl_claim_renew(&c1, "b", 1, 1400, 500, &c3), SL_ESTATE);
+    CHECK_ERR(sl_claim_renew(&c1, "a", 2, 1400, 500, &c3), SL_ESTATE);
+    /* the owner dies: b takes epoch 2 */
+    CHECK_INT(sl_claim_status_of(&c2, "b", 1500, false), SL_CLAIM_OWNER_DEAD);
+    CHECK_OK(sl_claim_take(&c2, "b", 1500, false, 500, &c3));
+    CHECK_INT(c3.epoch, 2);
+    /* a, back from a pause, sees epoch 2 and stops; its renewal fails */
+    CHECK(sl_claim_must_stop(&c3, "a", 1));
+    CHECK(!sl_claim_must_stop(&c3, "b", 2));
+    CHECK_ERR(sl_claim_renew(&c3, "a", 1, 1600, 500, &c4), SL_ESTATE);
+    /* the lease lapses: c takes epoch 3 */
+    CHECK_INT(sl_claim_status_of(&c3, "c", 2000, true), SL_CLAIM_LAPSED);
+    CHECK_OK(sl_claim_take(&c3, "c", 2000, true, 500, &c4));
+    CHECK_INT(c4.epoch, 3);
+    /* release: anyone may take it next */
+    sl_claim_t r, t;
+    CHECK_ERR(sl_claim_release(&c4, "b", 3, &r), SL_ESTATE);
+    CHECK_OK(sl_claim_release(&c4, "c", 3, &r));
+    CHECK_INT(sl_claim_status_of(&r, "a", 2100, true), SL_CLAIM_RELEASED);
+    CHECK_OK(sl_claim_take(&r, "a", 2100, true, 500, &t));
+    CHECK_INT(t.epoch, 4);
+    CHECK_ERR(sl_claim_take(&c0, "", 0, true, 1, &t), SL_EINVAL);
+}
+
+static void test_split_brain(void) {
+    /* two peers in a partition both take epoch 2 */
+    sl_claim_t base = claim("a", 1, 100, false), x, y, m1, m2;
+    CHECK_OK(sl_claim_take(&base, "c", 200, false, 500, &x));
+    CHECK_OK(sl_claim_take(&base, "b", 210, false, 500, &y));
+    CHECK_INT(x.epoch, 2);
+    CHECK_INT(y.epoch, 2);
+    sl_claim_merge(&x, &y, &m1);
+    sl_claim_merge(&y, &x, &m2);
+    CHECK(memcmp(&m1, &m2, sizeof m1) == 0);
+    CHECK_STR(m1.owner, "b");
+    /* after the heal exactly one of them keeps working */
+    CHECK(sl_claim_must_stop(&m1, "c", 2));
+    CHECK(!sl_claim_must_stop(&m1, "b", 2));
+}
+
+static void random_claim(sl_rng_t *rng, sl_claim_t *c) {
+    static const char *own[] = {"", "a", "b", "c"};
+    const char *o = own[sl_rng_below(rng, 4)];
+    *c = claim(o, o[0] ? 1 + sl_rng_below(rng, 3) : 0, sl_rng_below(rng, 3) * 100,
+               o[0] && sl_rng_below(rng, 2));
+}
+
+static void test_merge_laws(void) {
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 11);
+    for (int i = 0; i < 20000; i++) {
+        sl_claim_t a, b, c, ab, ba, abc1, abc2, bc, aa, t;
+        random_claim(&rng, &a);
+        random_claim(&rng, &b);
+        random_claim(&rng, &c);
+        sl_claim_merge(&a, &b, &ab);
+        sl_claim_merge(&b, &a, &ba);
+        CHECK(memcmp(&ab, &ba, sizeof ab) == 0);
+        sl_claim_merge(&ab, &c, &abc1);
+        sl_claim_merge(&b, &c, &bc);
+        sl_claim_merge(&a, &bc, &abc2);
+        CHECK(memcmp(&abc1, &abc2, sizeof ab) == 0);
+        sl_claim_merge(&a, &a, &aa);
+        CHECK(memcmp(&aa, &a, sizeof a) == 0);
+        /* T3: the merged epoch is the max: epochs never go back */
+        CHECK_INT(ab.epoch, a.epoch > b.epoch ? a.epoch : b.epoch);
+        /* a take always raises the epoch */
+        if (sl_claim_take(&ab, "d", 50, false, 10, &t) == SL_OK)
+            CHECK(t.epoch > ab.epoch);
+    }
+}
+
+static void test_results(void) {
+    sl_result_t a, b, m1, m2;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    snprintf(a.trial_id, sizeof a.trial_id, "t1");
+    b = a;
+    a.state = SL_TRIAL_DONE;
+    a.epochs = 9;
+    a.claim_epoch = 2;
+    snprintf(a.writer, sizeof a.writer, "p1");
+    b.state = SL_TRIAL_DONE;
+    b.epochs = 9;
+    b.claim_epoch = 3;
+    snprintf(b.writer, sizeof b.writer, "p2");
+    sl_result_merge(&a, &b, &m1);
+    sl_result_merge(&b, &a, &m2);
+    CHECK(memcmp(&m1, &m2, sizeof m1) == 0);
+    sl_result_merge(&m1, &a, &m2);
+    CHECK(memcmp(&m1, &m2, sizeof m1) == 0); /* written twice: still one */
+    sl_result_merge(&m1, &b, &m2);
+    CHECK(memcmp(&m1, &m2, sizeof m1) == 0);
+    CHECK_INT(m1.claim_epoch, 2);
+    /* done beats failed */
+    b.state = SL_TRIAL_FAILED;
+    b.claim_epoch = 1;
+    sl_result_merge(&b, &a, &m1);
+    CHECK_INT(m1.state, SL_TRIAL_DONE);
+}
+
+int main(void) {
+    sl_test_run("lifecycle", test_lifecycle);
+    sl_test_run("split_brain", test_split_brain);
+    sl_test_run("merge_laws", test_merge_laws);
+    sl_test_run("results", test_results);
+    return sl_test_finish();
+}
