@@ -1,0 +1,509 @@
+/* The store's disk: see include/starling/disk.h. POSIX files only. */
+#include "starling/disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "starling/hash.h"
+
+#define WAL_MAGIC "SLWAL\0\0\1"
+#define SNAP_MAGIC "SLSNAP\0\1"
+#define MAGIC_LEN 8
+#define REC_HDR 9 /* u32 len, u32 crc, u8 type */
+#define SNAP_HDR (MAGIC_LEN + 8 + 4 + 1)
+
+struct sl_disk {
+    char *dir;              /* directory */
+    int dir_fd;             /* open for fsync after renames */
+    int wal_fd;             /* log, open for append after recovery; -1 before */
+    uint8_t *buf;           /* queued records, encoded */
+    size_t buf_len;         /* bytes queued */
+    size_t buf_cap;         /* allocated */
+    bool recovered;         /* sl_disk_recover ran */
+    sl_disk_stats_t st;     /* counters */
+};
+
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static char *path_of(const sl_disk_t *d, const char *name) {
+    size_t n = strlen(d->dir) + strlen(name) + 2;
+    char *p = sl_malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", d->dir, name);
+    return p;
+}
+
+static sl_err io_err(const char *what, const char *path) {
+    sl_log(SL_LOG_ERR, "DISK-IO", "%s %s: %s", what, path, strerror(errno));
+    return SL_EIO;
+}
+
+static sl_err write_all(int fd, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return SL_EIO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return SL_OK;
+}
+
+static sl_err read_file(const char *path, uint8_t **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? SL_ENOTFOUND : io_err("cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return io_err("cannot stat", path);
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *buf = sl_malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return SL_ENOMEM;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    *out = buf;
+    *len = got;
+    return SL_OK;
+}
+
+/* Writes `path` atomically: tmp file, fsync, rename, directory fsync. */
+static sl_err write_atomic(sl_disk_t *d, const char *path, const void *a, size_t alen,
+                           const void *b, size_t blen) {
+    size_t n = strlen(path) + 5;
+    char *tmp = sl_malloc(n);
+    if (!tmp)
+        return SL_ENOMEM;
+    snprintf(tmp, n, "%s.tmp", path);
+    sl_err err = SL_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        err = io_err("cannot create", tmp);
+        goto fail;
+    }
+    if (write_all(fd, a, alen) || write_all(fd, b, blen) || fsync(fd) != 0) {
+        err = io_err("cannot write", tmp);
+        close(fd);
+        unlink(tmp);
+        goto fail;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        err = io_err("cannot rename", tmp);
+        unlink(tmp);
+        goto fail;
+    }
+    /* make the rename durable: fsync the directory that holds it */
+    char *slash = strrchr(tmp, '/');
+    int dfd = d->dir_fd;
+    if (slash) {
+        *slash = 0;
+        dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (dfd < 0 || fsync(dfd) != 0)
+        err = io_err("cannot sync directory of", path);
+    if (dfd >= 0 && dfd != d->dir_fd)
+        close(dfd);
+fail:
+    sl_free(tmp);
+    return err;
+}
+
+static sl_err bump_incarnation(sl_disk_t *d) {
+    char *path = path_of(d, "incarnation");
+    if (!path)
+        return SL_ENOMEM;
+    uint8_t *buf;
+    size_t len;
+    uint64_t inc = 0;
+    sl_err err = read_file(path, &buf, &len);
+    if (err == SL_OK) {
+        if (len != 12 || sl_crc32(0, buf, 8) != get32(buf + 8)) {
+            sl_log(SL_LOG_ERR, "DISK-INCARNATION",
+                   "%s is corrupt: refusing to start (a reused incarnation could reissue "
+                   "dots); restore it or remove the directory", path);
+            err = SL_ECORRUPT;
+        } else {
+            inc = get64(buf);
+        }
+        sl_free(buf);
+    } else if (err == SL_ENOTFOUND) {
+        err = SL_OK;
+    }
+    if (!err) {
+        uint8_t rec[12];
+        put64(rec, inc + 1);
+        put32(rec + 8, sl_crc32(0, rec, 8));
+        err = write_atomic(d, path, rec, sizeof rec, NULL, 0);
+        if (!err)
+            d->st.incarnation = inc + 1;
+    }
+    sl_free(path);
+    return err;
+}
+
+sl_err sl_disk_open(const char *dir, sl_disk_t **out) {
+    *out = NULL;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return io_err("cannot create directory", dir);
+    sl_disk_t *d = sl_calloc(1, sizeof *d);
+    if (!d)
+        return SL_ENOMEM;
+    d->wal_fd = -1;
+    d->dir_fd = -1;
+    d->dir = sl_strdup(dir);
+    if (!d->dir) {
+        sl_disk_close(&d);
+        return SL_ENOMEM;
+    }
+    d->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d->dir_fd < 0) {
+        sl_err err = io_err("cannot open directory", dir);
+        sl_disk_close(&d);
+        return err;
+    }
+    sl_err err = bump_incarnation(d);
+    if (err) {
+        sl_disk_close(&d);
+        return err;
+    }
+    *out = d;
+    return SL_OK;
+}
+
+void sl_disk_close(sl_disk_t **dp) {
+    sl_disk_t *d = *dp;
+    if (!d)
+        return;
+    if (d->wal_fd >= 0)
+        close(d->wal_fd);
+    if (d->dir_fd >= 0)
+        close(d->dir_fd);
+    sl_free(d->buf);
+    sl_free(d->dir);
+    sl_free(d);
+    *dp = NULL;
+}
+
+uint64_t sl_disk_incarnation(const sl_disk_t *d) { return d->st.incarnation; }
+
+void sl_disk_stats(const sl_disk_t *d, sl_disk_stats_t *out) { *out = d->st; }
+
+static sl_err load_snapshot(sl_disk_t *d, sl_disk_record_fn fn, void *ctx) {
+    char *path = path_of(d, "snapshot");
+    if (!path)
+        return SL_ENOMEM;
+    uint8_t *buf;
+    size_t len;
+    sl_err err = read_file(path, &buf, &len);
+    if (err == SL_ENOTFOUND) {
+        sl_free(path);
+        return SL_OK;
+    }
+    if (err) {
+        sl_free(path);
+        return err;
+    }
+    const char *why = NULL;
+    if (len < SNAP_HDR || memcmp(buf, SNAP_MAGIC, MAGIC_LEN) != 0)
+        why = "bad header";
+    else if (get64(buf + MAGIC_LEN) != len - SNAP_HDR)
+        why = "wrong length (truncated?)";
+    else if (sl_crc32(sl_crc32(0, buf + SNAP_HDR - 1, 1), buf + SNAP_HDR, len - SNAP_HDR) !=
+             get32(buf + MAGIC_LEN + 8))
+        why = "checksum mismatch";
+    if (why) {
+        d->st.snapshot_rejected++;
+        char bad[64];
+        snprintf(bad, sizeof bad, "snapshot.bad.%" PRIu64, d->st.incarnation);
+        char *bad_path = path_of(d, bad);
+        sl_log(SL_LOG_ERR, "DISK-SNAPSHOT-CORRUPT",
+               "snapshot %s refused (%s): moved to %s; replaying the log, peers resend the rest",
+               path, why, bad_path ? bad_path : bad);
+        if (bad_path && rename(path, bad_path) == 0)
+            fsync(d->dir_fd);
+        sl_free(bad_path);
+    } else {
+        err = fn(ctx, buf[SNAP_HDR - 1], buf + SNAP_HDR, len - SNAP_HDR);
+        if (!err)
+            d->st.snapshot_loaded = 1;
+    }
+    sl_free(buf);
+    sl_free(path);
+    return err;
+}
+
+/* Keeps the bytes after `off` in wal.tail.OFF, then cuts the log there. */
+static sl_err cut_wal(sl_disk_t *d, const char *path, const uint8_t *buf, size_t len, size_t off) {
+    char name[64];
+    snprintf(name, sizeof name, "wal.tail.%zu.%" PRIu64, off, d->st.incarnation);
+    char *tail = path_of(d, name);
+    if (!tail)
+        return SL_ENOMEM;
+    sl_err err = write_atomic(d, tail, buf + off, len - off, NULL, 0);
+    sl_free(tail);
+    if (err)
+        return err;
+    if (truncate(path, (off_t)off) != 0)
+        return io_err("cannot cut", path);
+    d->st.bytes_cut += len - off;
+    return SL_OK;
+}
+
+sl_err sl_disk_recover(sl_disk_t *d, sl_disk_record_fn fn, void *ctx) {
+    if (d->recovered)
+        return SL_ESTATE;
+    sl_err err = load_snapshot(d, fn, ctx);
+    if (err)
+        return err;
+    char *path = path_of(d, "wal");
+    if (!path)
+        return SL_ENOMEM;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    err = read_file(path, &buf, &len);
+    if (err == SL_ENOTFOUND)
+        err = SL_OK;
+    if (err)
+        goto fail;
+    size_t off = 0;
+    if (len >= MAGIC_LEN && memcmp(buf, WAL_MAGIC, MAGIC_LEN) == 0) {
+        off = MAGIC_LEN;
+    } else if (len > 0) {
+        /* a torn header (crash while creating) or not our file */
+        bool prefix = memcmp(buf, WAL_MAGIC, len < MAGIC_LEN ? len : MAGIC_LEN) == 0;
+        if (!prefix || len >= MAGIC_LEN) {
+            sl_log(SL_LOG_ERR, "DISK-CORRUPT", "%s: bad header, log moved aside", path);
+            d->st.corrupt++;
+        } else {
+            d->st.torn++;
+        }
+        if ((err = cut_wal(d, path, buf, len, 0)))
+            goto fail;
+        len = 0;
+    }
+    while (off < len) {
+        size_t left = len - off;
+        const char *why = NULL;
+        bool torn = false;
+        uint32_t rlen = 0;
+        if (left < REC_HDR) {
+            why = "record header cut short";
+            torn = true;
+        } else {
+            rlen = get32(buf + off);
+            if (rlen > SL_DISK_MAX_RECORD) {
+                why = "record length over the limit";
+            } else if (left - REC_HDR < rlen) {
+                why = "record cut short";
+                torn = true;
+            } else {
+                uint32_t crc = sl_crc32(0, buf + off, 4);
+                crc = sl_crc32(crc, buf + off + 8, 1 + (size_t)rlen);
+                if (crc != get32(buf + off + 4))
+                    why = "checksum mismatch";
+            }
+        }
+        if (why) {
+            if (torn) {
+                d->st.torn++;
+                sl_log(SL_LOG_WARNING, "DISK-TORN",
+                       "%s: torn tail at byte %zu (%s): cut, %zu bytes kept in wal.tail.*",
+                       path, off, why, left);
+            } else {
+                d->st.corrupt++;
+                sl_log(SL_LOG_ERR, "DISK-CORRUPT",
+                       "%s: corrupt record at byte %zu (%s): log cut there, %zu bytes kept in "
+                       "wal.tail.*; peers resend what followed",
+                       path, off, why, left);
+            }
+            if ((err = cut_wal(d, path, buf, len, off)))
+                goto fail;
+            len = off;
+            break;
+        }
+        err = fn(ctx, buf[off + 8], buf + off + REC_HDR, rlen);
+        if (err)
+            goto fail;
+        d->st.records_replayed++;
+        off += REC_HDR + rlen;
+    }
+    d->wal_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (d->wal_fd < 0) {
+        err = io_err("cannot open", path);
+        goto fail;
+    }
+    if (len == 0) {
+        if (ftruncate(d->wal_fd, 0) != 0 || write_all(d->wal_fd, WAL_MAGIC, MAGIC_LEN) ||
+            fdatasync(d->wal_fd) != 0 || fsync(d->dir_fd) != 0) {
+            err = io_err("cannot start", path);
+            goto fail;
+        }
+        len = MAGIC_LEN;
+    }
+    d->st.wal_bytes = len;
+    d->recovered = true;
+fail:
+    sl_free(buf);
+    sl_free(path);
+    return err;
+}
+
+sl_err sl_disk_append(sl_disk_t *d, uint8_t type, const void *body, size_t len) {
+    if (!d->recovered)
+        return SL_ESTATE;
+    if (len > SL_DISK_MAX_RECORD)
+        return SL_ETOOBIG;
+    size_t need = d->buf_len + REC_HDR + len;
+    if (need > d->buf_cap) {
+        size_t cap = d->buf_cap ? d->buf_cap : 65536;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *n = sl_realloc(d->buf, cap);
+        if (!n)
+            return SL_ENOMEM;
+        d->buf = n;
+        d->buf_cap = cap;
+    }
+    uint8_t *p = d->buf + d->buf_len;
+    put32(p, (uint32_t)len);
+    p[8] = type;
+    if (len)
+        memcpy(p + REC_HDR, body, len);
+    uint32_t crc = sl_crc32(0, p, 4);
+    crc = sl_crc32(crc, p + 8, 1 + len);
+    put32(p + 4, crc);
+    d->buf_len = need;
+    d->st.appended++;
+    return SL_OK;
+}
+
+sl_err sl_disk_sync(sl_disk_t *d) {
+    if (!d->recovered)
+        return SL_ESTATE;
+    if (!d->buf_len)
+        return SL_OK;
+    if (write_all(d->wal_fd, d->buf, d->buf_len) || fdatasync(d->wal_fd) != 0)
+        return io_err("cannot write", "wal");
+    d->st.wal_bytes += d->buf_len;
+    d->st.syncs++;
+    d->buf_len = 0;
+    return SL_OK;
+}
+
+sl_err sl_disk_snapshot(sl_disk_t *d, uint8_t type, const void *body, size_t len) {
+    sl_err err = sl_disk_sync(d);
+    if (err)
+        return err;
+    uint8_t hdr[SNAP_HDR];
+    memcpy(hdr, SNAP_MAGIC, MAGIC_LEN);
+    put64(hdr + MAGIC_LEN, len);
+    hdr[SNAP_HDR - 1] = type;
+    put32(hdr + MAGIC_LEN + 8, sl_crc32(sl_crc32(0, &type, 1), body, len));
+    char *path = path_of(d, "snapshot");
+    if (!path)
+        return SL_ENOMEM;
+    err = write_atomic(d, path, hdr, sizeof hdr, body, len);
+    sl_free(path);
+    if (err)
+        return err;
+    /* the snapshot holds everything the log did: empty the log */
+    if (ftruncate(d->wal_fd, MAGIC_LEN) != 0 || fdatasync(d->wal_fd) != 0)
+        return io_err("cannot reset", "wal");
+    d->st.wal_bytes = MAGIC_LEN;
+    return SL_OK;
+}
+
+/* ---- blob chunks ---- */
+
+static sl_err chunk_path(sl_disk_t *d, const char *hex, bool mk, char **out) {
+    size_t hl = strlen(hex);
+    if (hl < 4 || hl > 128 || strspn(hex, "0123456789abcdef") != hl)
+        return SL_EINVAL;
+    size_t n = strlen(d->dir) + hl + 16;
+    char *p = sl_malloc(n);
+    if (!p)
+        return SL_ENOMEM;
+    snprintf(p, n, "%s/blobs", d->dir);
+    if (mk && mkdir(p, 0700) != 0 && errno != EEXIST) {
+        sl_free(p);
+        return io_err("cannot create", "blobs");
+    }
+    snprintf(p, n, "%s/blobs/%.2s", d->dir, hex);
+    if (mk && mkdir(p, 0700) != 0 && errno != EEXIST) {
+        sl_free(p);
+        return io_err("cannot create", "blobs/xx");
+    }
+    snprintf(p, n, "%s/blobs/%.2s/%s", d->dir, hex, hex);
+    *out = p;
+    return SL_OK;
+}
+
+sl_err sl_disk_chunk_put(sl_disk_t *d, const char *hex, const void *data, size_t len) {
+    char *p;
+    sl_err err = chunk_path(d, hex, true, &p);
+    if (err)
+        return err;
+    struct stat st;
+    if (stat(p, &st) == 0 && (size_t)st.st_size == len) {
+        sl_free(p); /* content-addressed: already there */
+        return SL_OK;
+    }
+    err = write_atomic(d, p, data, len, NULL, 0);
+    sl_free(p);
+    return err;
+}
+
+sl_err sl_disk_chunk_get(sl_disk_t *d, const char *hex, uint8_t **data, size_t *len) {
+    char *p;
+    sl_err err = chunk_path(d, hex, false, &p);
+    if (err)
+        return err;
+    err = read_file(p, data, len);
+    sl_free(p);
+    return err;
+}
+
+sl_err sl_disk_chunk_del(sl_disk_t *d, const char *hex) {
+    char *p;
+    sl_err err = chunk_path(d, hex, false, &p);
+    if (err)
+        return err;
+    if (unlink(p) != 0)
+        err = errno == ENOENT ? SL_ENOTFOUND : io_err("cannot remove", p);
+    sl_free(p);
+    return err;
+}
