@@ -104,13 +104,18 @@ sl_err sl_cuda_map_blas(cublasStatus_t s) {
     }
 }
 
+/* Whether an error leaves the device (context) unusable: those are kept
+ * and returned by every later op. A refused argument or allocation is
+ * returned once and the instance stays usable. */
+static bool sticky(sl_err err) { return err == SL_ENODEV || err == SL_EINTERNAL; }
+
 sl_err sl_cuda_fail(sl_cuda_t *c, cudaError_t e, const char *what) {
     sl_err err = sl_cuda_map(e);
     if (err == SL_OK)
         return SL_OK;
     report(3, "CUDA-ERROR", "%s failed: %s (%s, %d)", what, cudaGetErrorString(e),
            cudaGetErrorName(e), (int)e);
-    if (c && c->deferred == SL_OK)
+    if (c && c->deferred == SL_OK && sticky(err))
         c->deferred = err;
     return err;
 }
@@ -121,7 +126,7 @@ sl_err sl_cuda_fail_blas(sl_cuda_t *c, cublasStatus_t s, const char *what) {
         return SL_OK;
     report(3, "CUDA-CUBLAS-ERROR", "%s failed: %s (%d)", what, cublasGetStatusString(s),
            (int)s);
-    if (c && c->deferred == SL_OK)
+    if (c && c->deferred == SL_OK && sticky(err))
         c->deferred = err;
     return err;
 }
@@ -338,6 +343,10 @@ static sl_err cuda_sgemm(void *self, bool ta, bool tb, int m, int n, int k, floa
     sl_err err = sl_cuda_enter(c);
     if (err != SL_OK || m <= 0 || n <= 0)
         return err;
+    /* cuBLAS wants every leading dimension >= 1, even where k == 0 makes
+     * a row-major stride of 0 natural (it then only scales C by beta). */
+    lda = lda > 0 ? lda : 1;
+    ldb = ldb > 0 ? ldb : 1;
     return sl_cuda_fail_blas(c,
                              cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                          ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,

@@ -19,15 +19,16 @@ typedef struct {
     cudaStream_t stream; /* the one in-order stream every op is queued on */
     cublasHandle_t blas; /* cuBLAS handle bound to `stream` */
     int max_blocks;      /* grid-size cap for grid-stride kernels (SMs * 32) */
-    sl_err deferred;     /* first error seen; every later op returns it */
+    sl_err deferred;     /* first sticky (device-fatal) error; every later op returns it */
 } sl_cuda_t;
 
 /* Maps a CUDA runtime status to sl_err (SL_OK for cudaSuccess). */
 sl_err sl_cuda_map(cudaError_t e);
 /* Maps a cuBLAS status to sl_err. */
 sl_err sl_cuda_map_blas(cublasStatus_t s);
-/* Records a failed CUDA call `what` on c (first error wins), logs it and
- * returns its sl_err; SL_OK for cudaSuccess. c may be NULL (open). */
+/* Logs a failed CUDA call `what` and returns its sl_err (SL_OK for
+ * cudaSuccess); a device-fatal error is also kept in c->deferred (first
+ * wins). c may be NULL (open). */
 sl_err sl_cuda_fail(sl_cuda_t *c, cudaError_t e, const char *what);
 /* The same for a cuBLAS status. */
 sl_err sl_cuda_fail_blas(sl_cuda_t *c, cublasStatus_t s, const char *what);
