@@ -413,8 +413,9 @@ int main(int argc, char **argv) {
     };
     sl_err err = sl_node_new(&cfg, &node);
     if (err == SL_EBUSY) {
-        fprintf(stderr, "peer: %s is in use (another peer there?); choose another --listen port\n",
-                o.listen);
+        fprintf(stderr, "peer: %s or data directory %s is in use (another peer running?); choose "
+                        "another --listen port, or another --name or --data\n",
+                o.listen, o.data_dir);
         goto done;
     }
     if (err != SL_OK) {

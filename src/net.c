@@ -496,8 +496,8 @@ sl_err sl_net_reply(sl_net_t *net, const sl_net_route_t *route,
     }
     zmq_send(net->router, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     zmq_send(net->router, body, body_len, ZMQ_DONTWAIT);
-    net->stats.msgs_out++;
-    net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
+    net->stats.replies_out++;
+    net->stats.reply_bytes_out += SL_WIRE_HEADER_LEN + body_len;
     return SL_OK;
 }
 

@@ -58,6 +58,7 @@ struct sl_node {
     char name[SL_NAME_MAX + 1];        /* member name */
     char addr[SL_ADDR_MAX + 16];       /* advertised address */
     char *data_dir;                    /* state directory, or NULL */
+    int lock_fd;                       /* lock on data_dir/lock, or -1 */
     uint64_t incarnation_saved;        /* last incarnation written to disk */
     int leave_wait_ms;                 /* serve this long after announcing a leave */
     uint64_t start_ns;                 /* monotonic start time */
@@ -256,6 +257,8 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "bytes_in", ns.bytes_in);
     add_u64(net, "msgs_out", ns.msgs_out);
     add_u64(net, "bytes_out", ns.bytes_out);
+    add_u64(net, "replies_out", ns.replies_out);
+    add_u64(net, "reply_bytes_out", ns.reply_bytes_out);
     add_u64(net, "dropped_out", ns.dropped_out);
     add_u64(net, "bad_frames", ns.bad_frames);
     add_u64(net, "oversized", ns.oversized);
@@ -514,6 +517,7 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
         return SL_ENOMEM;
     sl_err err = SL_EINVAL;
     node->start_ns = sl_plat_now_ns();
+    node->lock_fd = -1;
     node->leave_wait_ms = cfg->leave_wait_ms;
     snprintf(node->name, sizeof node->name, "%s", cfg->name);
     if (sl_net_addr_normalize(cfg->advertise ? cfg->advertise : cfg->listen, node->addr,
@@ -531,6 +535,15 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
                    cfg->data_dir);
             goto fail;
         }
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/lock", cfg->data_dir);
+        err = sl_plat_lock(lock, &node->lock_fd);
+        if (err == SL_EBUSY)
+            sl_log(SL_LOG_ERR, "PEER-DATA",
+                   "another peer is running with data directory %s; give each peer its own "
+                   "--name or --data", cfg->data_dir);
+        if (err != SL_OK)
+            goto fail;
         if ((err = incarnation_load(node, &inc)) != SL_OK)
             goto fail;
         node->incarnation_saved = inc;
@@ -585,6 +598,7 @@ void sl_node_destroy(sl_node_t **pnode) {
         return;
     sl_swim_destroy(&node->swim);
     sl_net_destroy(&node->net);
+    sl_plat_unlock(&node->lock_fd);
     sl_free(node->data_dir);
     sl_free(node);
     *pnode = NULL;

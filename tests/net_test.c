@@ -162,6 +162,10 @@ static void test_send_receive_reply(void) {
     CHECK_INT(bl, 4);
     CHECK(body && !memcmp(body, "rep!", 4));
     CHECK_INT(sl_net_client_state_get(c), SL_NET_CLIENT_CONNECTED);
+    sl_net_stats(b, &st);
+    CHECK_INT(st.replies_out, 1);
+    CHECK_INT(st.reply_bytes_out, SL_WIRE_HEADER_LEN + 4);
+    CHECK_INT(st.msgs_out, 0);
     sl_free(h);
     sl_free(body);
     sl_net_client_destroy(&c);

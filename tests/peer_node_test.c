@@ -205,6 +205,16 @@ static void test_incarnation_persisted(void) {
     CHECK_OK(sl_plat_read_file(path, 64, &data, &len));
     CHECK_INT(strtoull((const char *)data, NULL, 10), first + 1);
     sl_free(data);
+    /* Two peers cannot share a data directory. */
+    n = start("solo", NULL);
+    char dir0[512];
+    snprintf(dir0, sizeof dir0, "%s/solo", tmpdir);
+    sl_node_config_t twin = {.name = "solo", .listen = "tcp://127.0.0.1:0", .data_dir = dir0};
+    sl_swim_config_defaults(&twin.swim);
+    sl_node_t *t = NULL;
+    CHECK_ERR(sl_node_new(&twin, &t), SL_EBUSY);
+    CHECK(t == NULL);
+    sl_node_destroy(&n);
     /* A corrupt file is an error, not a silent reset. */
     CHECK_OK(sl_plat_write_file(path, "garbage", 7, 0644));
     char dir[512];

@@ -103,8 +103,10 @@ typedef struct {
 typedef struct {
     uint64_t msgs_in;          /* well-formed messages received */
     uint64_t bytes_in;         /* their header + body bytes */
-    uint64_t msgs_out;         /* messages handed to ZeroMQ */
+    uint64_t msgs_out;         /* messages handed to ZeroMQ for other peers */
     uint64_t bytes_out;        /* their header + body bytes */
+    uint64_t replies_out;      /* replies to clients (sl_net_reply) */
+    uint64_t reply_bytes_out;  /* their header + body bytes */
     uint64_t dropped_out;      /* sends dropped: not connected in time, queue full, bad address */
     uint64_t bad_frames;       /* inbound messages of the wrong shape (frames, header length) */
     uint64_t oversized;        /* inbound messages over max_msg_len */

@@ -46,6 +46,12 @@ sl_err sl_plat_write_file(const char *path, const void *data, size_t len, unsign
 /* Creates a directory and its parents (like mkdir -p) with `mode`. */
 sl_err sl_plat_mkdirs(const char *path, unsigned mode);
 
+/* Takes an exclusive advisory lock on `path` (created if missing) for the
+ * life of the process, or until sl_plat_unlock. SL_EBUSY when another
+ * process holds it. *fd receives the descriptor. */
+sl_err sl_plat_lock(const char *path, int *fd);
+void sl_plat_unlock(int *fd);
+
 /* True when the file can be read by group or others (a key file should not). */
 bool sl_plat_file_is_shared(const char *path);
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,4 +122,25 @@ bool sl_plat_file_is_shared(const char *path) {
     if (stat(path, &st) != 0)
         return false;
     return (st.st_mode & (S_IRGRP | S_IROTH)) != 0;
+}
+
+sl_err sl_plat_lock(const char *path, int *fd) {
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (*fd < 0)
+        return SL_EIO;
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+        sl_err err = errno == EWOULDBLOCK ? SL_EBUSY : SL_EIO;
+        close(*fd);
+        *fd = -1;
+        return err;
+    }
+    return SL_OK;
+}
+
+void sl_plat_unlock(int *fd) {
+    if (*fd >= 0) {
+        flock(*fd, LOCK_UN);
+        close(*fd);
+    }
+    *fd = -1;
 }
