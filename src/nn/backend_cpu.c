@@ -254,10 +254,42 @@ static inline void valid_range(const sl_nn_window_t *win, int j, int *lo, int *h
     *hi = h;
 }
 
+/* im2col rows for stride 1 and no padding: every window row is a plain
+ * copy of `OW` floats; OW a constant lets the copy become vector moves. */
+#define IM2COL_DENSE(OW)                                                                   \
+    for (int c = 0; c < win->channels; c++)                                                \
+        for (int i = 0; i < win->kh; i++)                                                  \
+            for (int j = 0; j < win->kw; j++) {                                            \
+                float *restrict d = col + ((long)(c * win->kh + i) * win->kw + j) * ncols; \
+                for (int n = 0; n < win->batch; n++) {                                     \
+                    const float *restrict s =                                              \
+                        x + sl_op_plane(win, c, n, hw) + (long)i * win->w + j;             \
+                    for (int oy = 0; oy < win->out_h; oy++, d += (OW), s += win->w)         \
+                        for (int ox = 0; ox < (OW); ox++)                                  \
+                            d[ox] = s[ox];                                                 \
+                }                                                                          \
+            }
+
 SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
                                 const sl_nn_window_t *win) {
     const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
     const long ncols = ohw * win->batch;
+    if (win->stride == 1 && win->pad == 0) {
+        switch (win->out_w) {
+        case 8:
+            IM2COL_DENSE(8);
+            return SL_OK;
+        case 16:
+            IM2COL_DENSE(16);
+            return SL_OK;
+        case 24:
+            IM2COL_DENSE(24);
+            return SL_OK;
+        default:
+            IM2COL_DENSE(win->out_w);
+            return SL_OK;
+        }
+    }
     for (int c = 0; c < win->channels; c++)
         for (int i = 0; i < win->kh; i++)
             for (int j = 0; j < win->kw; j++) {
@@ -291,6 +323,22 @@ SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
     return SL_OK;
 }
 
+/* col2im for stride 1 and no padding (see IM2COL_DENSE). */
+#define COL2IM_DENSE(OW)                                                                   \
+    for (int c = 0; c < win->channels; c++)                                                \
+        for (int i = 0; i < win->kh; i++)                                                  \
+            for (int j = 0; j < win->kw; j++) {                                            \
+                const float *restrict s =                                                  \
+                    col + ((long)(c * win->kh + i) * win->kw + j) * ncols;                 \
+                for (int n = 0; n < win->batch; n++) {                                     \
+                    float *restrict d =                                                    \
+                        dx + sl_op_plane(win, c, n, hw) + (long)i * win->w + j;            \
+                    for (int oy = 0; oy < win->out_h; oy++, s += (OW), d += win->w)         \
+                        for (int ox = 0; ox < (OW); ox++)                                  \
+                            d[ox] += s[ox];                                                \
+                }                                                                          \
+            }
+
 SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
                                 const sl_nn_window_t *win) {
     const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
@@ -298,6 +346,22 @@ SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
     for (int c = 0; c < win->channels; c++)
         for (int n = 0; n < win->batch; n++)
             memset(dx + sl_op_plane(win, c, n, hw), 0, (size_t)hw * sizeof *dx);
+    if (win->stride == 1 && win->pad == 0) {
+        switch (win->out_w) {
+        case 8:
+            COL2IM_DENSE(8);
+            return SL_OK;
+        case 16:
+            COL2IM_DENSE(16);
+            return SL_OK;
+        case 24:
+            COL2IM_DENSE(24);
+            return SL_OK;
+        default:
+            COL2IM_DENSE(win->out_w);
+            return SL_OK;
+        }
+    }
     for (int c = 0; c < win->channels; c++)
         for (int i = 0; i < win->kh; i++)
             for (int j = 0; j < win->kw; j++) {
@@ -588,5 +652,5 @@ const sl_nn_backend_ops_t sl_nn_backend_cpu = {
     .zero_acc = cpu_zero_acc,
     .opt_step = cpu_opt_step,
     .sum_squares = cpu_sum_squares,
-    .im2col_chunk_len = 4u << 20,
+    .im2col_chunk_len = 4u << 20, /* measured best end to end here (vs 2, 12, 64 MiB) */
 };
