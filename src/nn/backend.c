@@ -56,8 +56,10 @@ static void *open_cuda_library(char *err, size_t err_len) {
     return try_open(CUDA_SO, err, err_len);
 }
 
+/* Opens an instance; on failure the backend's own reason (what it wrote
+ * into its description) goes to `reason`. */
 static sl_err open_with(const sl_nn_backend_ops_t *ops, void *dl, int threads,
-                        sl_nn_backend_t **out) {
+                        sl_nn_backend_t **out, char *reason, size_t reason_len) {
     sl_nn_backend_t *be = sl_calloc(1, sizeof *be);
     if (!be)
         return SL_ENOMEM;
@@ -65,6 +67,8 @@ static sl_err open_with(const sl_nn_backend_ops_t *ops, void *dl, int threads,
     be->dl = dl;
     sl_err err = ops->open(&be->self, threads, be->desc, sizeof be->desc);
     if (err != SL_OK) {
+        if (reason && reason_len)
+            snprintf(reason, reason_len, "%s", be->desc[0] ? be->desc : sl_strerror(err));
         sl_free(be);
         return err;
     }
@@ -93,10 +97,12 @@ static sl_err open_cuda(int threads, sl_nn_backend_t **out, char *why, size_t wh
                 : "lacks its entry point");
         return SL_EVERSION;
     }
-    sl_err e = open_with(ops, dl, threads, out);
+    char reason[192] = "";
+    sl_err e = open_with(ops, dl, threads, out, reason, sizeof reason);
     if (e != SL_OK) {
         dlclose(dl);
-        say(why, why_len, "cuda backend: no usable device (%s)%s", sl_strerror(e), "");
+        say(why, why_len, "cuda backend: no usable device: %s%s", reason,
+            "; use --device cpu or auto");
         return e == SL_ENOMEM ? e : SL_ENODEV;
     }
     return SL_OK;
@@ -110,10 +116,10 @@ sl_err sl_nn_backend_open(const char *device, int threads, sl_nn_backend_t **out
         if (open_cuda(threads, out, ignored, sizeof ignored) == SL_OK)
             return SL_OK;
         sl_log(SL_LOG_DEBUG, "NN-BACKEND-FALLBACK", "%s; using cpu", ignored);
-        return open_with(&sl_nn_backend_cpu, NULL, threads, out);
+        return open_with(&sl_nn_backend_cpu, NULL, threads, out, why, why_len);
     }
     if (!strcmp(device, "cpu"))
-        return open_with(&sl_nn_backend_cpu, NULL, threads, out);
+        return open_with(&sl_nn_backend_cpu, NULL, threads, out, why, why_len);
     if (!strcmp(device, "cuda"))
         return open_cuda(threads, out, why, why_len);
     say(why, why_len, "unknown device '%s': use auto, cpu or cuda%s", device, "");
