@@ -20,6 +20,8 @@ typedef struct {
     uint64_t disk_inc;     /* incarnation persisted ("disk") */
     uint64_t life_inc;     /* incarnation this life started with */
     bool left;             /* it left (this life or the last) */
+    bool left_heard;       /* another node held it LEFT at some point */
+    int64_t left_at_ms;    /* when it left */
     uint64_t left_inc;     /* incarnation it left at */
     bool crashed;          /* down after a crash or after leaving */
     int64_t crash_ms;      /* last crash, -1 never */
@@ -43,6 +45,7 @@ struct sl_simswim {
     int64_t mark_ms;         /* sl_simswim_mark time */
     uint32_t watch_member;   /* watched member, UINT32_MAX none */
     uint64_t watch_inc;      /* watched incarnation */
+    uint8_t watch_state;     /* watched state, SL_SWIM_STATE_NONE: any */
     uint32_t watch_have;     /* nodes holding it */
     int64_t *watch_times;    /* sorted arrival times */
     char *violations[MAX_VIOLATIONS]; /* messages */
@@ -110,7 +113,11 @@ static void on_event(sl_simswim_t *c, uint32_t obs, const sl_swim_event_t *ev) {
         return;
     snode_t *m = &c->nodes[mid];
     int64_t now = sl_sim_now(c->sim);
-    if (c->watch_member == mid && ev->incarnation >= c->watch_inc && ev->kind != SL_SWIM_EV_REAP)
+    if (ev->new_state == SL_STATE_LEFT && obs != mid && m->left)
+        m->left_heard = true;
+    if (c->watch_member == mid && obs != mid && ev->incarnation >= c->watch_inc &&
+        ev->kind != SL_SWIM_EV_REAP &&
+        (c->watch_state == SL_SWIM_STATE_NONE || c->watch_state == ev->new_state))
         watch_record(c, obs, now);
     if (!c->cfg.check_safety)
         return;
@@ -184,6 +191,13 @@ static sl_err after(sl_simswim_t *c, uint32_t id) {
     sl_swim_event_t ev;
     while (sl_swim_next_event(core, &ev) == SL_OK)
         on_event(c, id, &ev);
+    if (nd->left && sl_swim_leave_acked(core))
+        nd->left_heard = true; /* somebody received the leave */
+    if (nd->left && nd->exit_at_ms > now && sl_swim_leave_acked(core)) {
+        /* heard: exit after the leave's gossip had a moment */
+        int64_t soon = nd->left_at_ms + 2 * (int64_t)sl_swim_timing(core)->gossip_interval_ms + 1;
+        nd->exit_at_ms = soon > now ? soon : now + 1;
+    }
     uint64_t inc = sl_swim_incarnation(core);
     if (inc > nd->disk_inc)
         nd->disk_inc = inc;
@@ -468,9 +482,11 @@ sl_err sl_simswim_leave(sl_simswim_t *c, uint32_t id) {
     if (err)
         return err;
     nd->left = true;
+    nd->left_heard = false;
+    nd->left_at_ms = now;
     nd->left_inc = sl_swim_incarnation(nd->core);
-    /* the daemon drains its outputs, waits a moment and exits */
-    nd->exit_at_ms = now + 2 * (int64_t)sl_swim_timing(nd->core)->gossip_interval_ms + 1;
+    /* like the daemon: exit once a member acknowledged, or after 1 s */
+    nd->exit_at_ms = now + 1000;
     return after(c, id);
 }
 
@@ -493,9 +509,10 @@ void sl_simswim_set_bug(sl_simswim_t *c, sl_swim_bug bug) {
             sl_swim_set_bug(c->nodes[i].core, bug);
 }
 
-void sl_simswim_watch(sl_simswim_t *c, uint32_t member, uint64_t inc) {
+void sl_simswim_watch(sl_simswim_t *c, uint32_t member, uint64_t inc, uint8_t state) {
     c->watch_member = member;
     c->watch_inc = inc;
+    c->watch_state = state;
     c->watch_have = 0;
     sl_bytes_t name;
     char nm[32];
@@ -505,8 +522,9 @@ void sl_simswim_watch(sl_simswim_t *c, uint32_t member, uint64_t inc) {
     for (uint32_t i = 0; i < c->cfg.nodes; i++) {
         c->nodes[i].watch_ms = -1;
         sl_swim_member_t m;
-        if (c->nodes[i].core && sl_swim_member_find(c->nodes[i].core, name, &m) == SL_OK &&
-            m.incarnation >= inc)
+        if (i != member && c->nodes[i].core &&
+            sl_swim_member_find(c->nodes[i].core, name, &m) == SL_OK && m.incarnation >= inc &&
+            (state == SL_SWIM_STATE_NONE || m.state == state))
             watch_record(c, i, now);
     }
 }
@@ -558,7 +576,12 @@ void sl_simswim_check_quiet(sl_simswim_t *c, int64_t detect_bound_ms, double res
             sl_swim_member_t m;
             bool have = sl_swim_member_find(oc, sl_bytes_str(nm), &m) == SL_OK;
             if (xn->left && (!xn->core || xn->crashed)) {
-                if (!have || m.state != SL_STATE_LEFT)
+                /* a leave nobody heard (cut off, lost) is a crash */
+                if (!xn->left_heard) {
+                    if (have && m.state != SL_STATE_DEAD && m.state != SL_STATE_LEFT)
+                        violation(c, 1, "n%u holds unheard-left n%u as %s", o, x,
+                                  sname(m.state));
+                } else if (!have || m.state != SL_STATE_LEFT)
                     violation(c, 4, "n%u holds left n%u as %s", o, x,
                               have ? sname(m.state) : "unknown");
             } else if (!xn->core) {

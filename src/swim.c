@@ -10,10 +10,9 @@
 #include "starling/swim.h"
 #include "swim_internal.h"
 
-#define NONE UINT32_MAX
 #define REAP_SCAN_MS 10000 /* how often dead/left records are looked at */
 
-static const char *state_name(uint8_t s) {
+const char *swim_state_name(uint8_t s) {
     static const char *names[] = {"alive", "suspect", "dead", "left"};
     return s <= SL_STATE_LEFT ? names[s] : "?";
 }
@@ -21,7 +20,6 @@ static const char *state_name(uint8_t s) {
 /* Order of records about one member at equal incarnations. */
 static int state_rank(uint8_t s) { return s; }
 
-static bool is_up(uint8_t s) { return s == SL_STATE_ALIVE || s == SL_STATE_SUSPECT; }
 
 void sl_swim_config_defaults(sl_swim_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -68,7 +66,7 @@ static uint32_t index_slot(const sl_swim_t *s, uint64_t hash) {
     return (uint32_t)(hash & (s->index_cap - 1));
 }
 
-static uint32_t find_hashed(const sl_swim_t *s, const uint8_t *p, size_t len, uint64_t hash) {
+uint32_t swim_find_hashed(const sl_swim_t *s, const uint8_t *p, size_t len, uint64_t hash) {
     for (uint32_t i = index_slot(s, hash);; i = (i + 1) & (s->index_cap - 1)) {
         uint32_t v = s->index[i];
         if (v == 0)
@@ -80,7 +78,7 @@ static uint32_t find_hashed(const sl_swim_t *s, const uint8_t *p, size_t len, ui
 }
 
 static uint32_t find(const sl_swim_t *s, const uint8_t *p, size_t len) {
-    return find_hashed(s, p, len, intern_hash(p, len));
+    return swim_find_hashed(s, p, len, intern_hash(p, len));
 }
 
 static void index_put(sl_swim_t *s, uint32_t idx) {
@@ -219,7 +217,7 @@ static void member_remove(sl_swim_t *s, uint32_t idx) {
 
 /* ---- Queues ---- */
 
-static void out_release(sl_swim_t *s, out_t *o) {
+void swim_out_release(sl_swim_t *s, out_t *o) {
     intern_put(s->pool, o->to_addr);
     intern_put(s->pool, o->to_name);
     intern_put(s->pool, o->target);
@@ -227,7 +225,7 @@ static void out_release(sl_swim_t *s, out_t *o) {
     memset(o, 0, sizeof *o);
 }
 
-static void ev_release(sl_swim_t *s, event_t *e) {
+void swim_ev_release(sl_swim_t *s, event_t *e) {
     intern_put(s->pool, e->name);
     intern_put(s->pool, e->addr);
     intern_put(s->pool, e->meta);
@@ -237,7 +235,7 @@ static void ev_release(sl_swim_t *s, event_t *e) {
 /* Releases what the last polled output and event referenced: called on
  * entry to every function that may change the table. */
 /* Frees a large SYNC scratch array once its message is gone. */
-static void drop_scratch(sl_swim_t *s) {
+void swim_drop_scratch(sl_swim_t *s) {
     if (s->scratch_cap > 256) {
         sl_free(s->scratch);
         s->scratch = NULL;
@@ -247,12 +245,12 @@ static void drop_scratch(sl_swim_t *s) {
 
 static void enter(sl_swim_t *s, int64_t now) {
     if (s->have_last_out) {
-        out_release(s, &s->last_out);
+        swim_out_release(s, &s->last_out);
         s->have_last_out = false;
-        drop_scratch(s);
+        swim_drop_scratch(s);
     }
     if (s->have_last_ev) {
-        ev_release(s, &s->last_ev);
+        swim_ev_release(s, &s->last_ev);
         s->have_last_ev = false;
     }
     if (now > s->now_ms)
@@ -297,7 +295,7 @@ static void ev_push(sl_swim_t *s, uint8_t kind, const member_t *m, uint8_t old_s
     if (s->quiet)
         return;
     if (s->ev_count == EVENT_CAP) {
-        ev_release(s, &s->events[s->ev_head]);
+        swim_ev_release(s, &s->events[s->ev_head]);
         s->ev_head = (s->ev_head + 1) % s->ev_cap;
         s->ev_count--;
         s->stats.events_dropped++;
@@ -348,7 +346,7 @@ static void awareness_add(sl_swim_t *s, int delta) {
     s->awareness = (uint32_t)a;
 }
 
-static uint32_t retransmit_limit(const sl_swim_t *s) {
+uint32_t swim_retransmit_limit(const sl_swim_t *s) {
     if (s->bug == SL_SWIM_BUG_GOSSIP_FOREVER)
         return 0;
     uint32_t n = s->alive_count, lg = 1;
@@ -465,7 +463,7 @@ static void set_state(sl_swim_t *s, uint32_t idx, uint8_t state) {
         susp_clear(s, m);
 }
 
-static sl_istr_t *self_name(const sl_swim_t *s) { return s->members[s->self].name; }
+sl_istr_t *swim_self_name(const sl_swim_t *s) { return s->members[s->self].name; }
 
 /* Raises our incarnation above `seen` and re-gossips ourselves. */
 static void refute(sl_swim_t *s, uint64_t seen, bool accused) {
@@ -490,7 +488,7 @@ static void suspect_local(sl_swim_t *s, uint32_t idx) {
     if (m->state == SL_STATE_ALIVE) {
         uint8_t old = m->state;
         set_state(s, idx, SL_STATE_SUSPECT);
-        susp_start(s, idx, self_name(s));
+        susp_start(s, idx, swim_self_name(s));
         gossip(s, idx);
         ev_push(s, SL_SWIM_EV_STATE, m, old, m->incarnation);
         s->stats.suspects++;
@@ -498,7 +496,7 @@ static void suspect_local(sl_swim_t *s, uint32_t idx) {
                (long long)s->now_ms, (int)m->name->len, (const char *)m->name->bytes,
                (unsigned long long)m->incarnation);
     } else if (m->state == SL_STATE_SUSPECT) {
-        if (susp_confirm(s, m, self_name(s)))
+        if (susp_confirm(s, m, swim_self_name(s)))
             gossip(s, idx);
     }
 }
@@ -559,7 +557,7 @@ static sl_err apply(sl_swim_t *s, const sl_member_msg_t *r, bool spread) {
         ev_push(s, SL_SWIM_EV_JOIN, m, SL_SWIM_STATE_NONE, m->incarnation);
         sl_log(SL_LOG_INFO, "SWIM-JOIN", "t=%lld member %.*s (%s, incarnation %llu)",
                (long long)s->now_ms, (int)r->name.len, (const char *)r->name.ptr,
-               state_name(r->state), (unsigned long long)r->incarnation);
+               swim_state_name(r->state), (unsigned long long)r->incarnation);
         return SL_OK;
     }
     member_t *m = &s->members[idx];
@@ -614,7 +612,7 @@ static sl_err apply(sl_swim_t *s, const sl_member_msg_t *r, bool spread) {
         ev_push(s, SL_SWIM_EV_STATE, m, old, old_inc);
         sl_log(SL_LOG_INFO, "SWIM-STATE", "t=%lld %.*s %s -> %s (incarnation %llu)",
                (long long)s->now_ms, (int)m->name->len, (const char *)m->name->bytes,
-               state_name(old), state_name(m->state), (unsigned long long)m->incarnation);
+               swim_state_name(old), swim_state_name(m->state), (unsigned long long)m->incarnation);
     } else if (new_inc || changed_body) {
         ev_push(s, SL_SWIM_EV_UPDATE, m, old, old_inc);
     }
@@ -657,7 +655,8 @@ sl_err sl_swim_new(const sl_swim_config_t *cfg, sl_swim_t **out) {
     /* first timers at a random phase so a fleet started together spreads */
     s->next_probe_ms = (int64_t)sl_rng_below(&s->rng, s->t.probe_interval_ms);
     s->next_gossip_ms = (int64_t)sl_rng_below(&s->rng, s->t.gossip_interval_ms);
-    s->next_sync_ms = (int64_t)sl_rng_below(&s->rng, s->t.push_pull_interval_ms) + 1;
+    s->sync_base_ms = 0;
+    s->sync_frac = sl_rng_double(&s->rng); /* spread a fleet's first push-pulls */
     s->next_reap_ms = REAP_SCAN_MS;
     *out = s;
     return SL_OK;
@@ -671,13 +670,13 @@ void sl_swim_destroy(sl_swim_t **pp) {
         return;
     sl_swim_t *s = *pp;
     if (s->have_last_out)
-        out_release(s, &s->last_out);
+        swim_out_release(s, &s->last_out);
     if (s->have_last_ev)
-        ev_release(s, &s->last_ev);
+        swim_ev_release(s, &s->last_ev);
     for (uint32_t i = 0; i < s->out_count; i++)
-        out_release(s, &s->outs[(s->out_head + i) % s->out_cap]);
+        swim_out_release(s, &s->outs[(s->out_head + i) % s->out_cap]);
     for (uint32_t i = 0; i < s->ev_count; i++)
-        ev_release(s, &s->events[(s->ev_head + i) % s->ev_cap]);
+        swim_ev_release(s, &s->events[(s->ev_head + i) % s->ev_cap]);
     for (uint32_t i = 0; i < s->member_count; i++) {
         member_t *m = &s->members[i];
         susp_clear(s, m);
@@ -728,7 +727,7 @@ static void send_gossip_only(sl_swim_t *s, uint32_t idx) {
     o.gossip_only = 1;
     o.to_addr = s->members[idx].addr;
     o.to_name = s->members[idx].name;
-    o.target = self_name(s);
+    o.target = swim_self_name(s);
     out_push(s, &o);
 }
 
@@ -843,7 +842,7 @@ static void probe_start(sl_swim_t *s) {
 static void probe_indirect(sl_swim_t *s) {
     probe_t *p = &s->probe;
     p->indirect_sent = true;
-    uint32_t tidx = find_hashed(s, p->target->bytes, p->target->len, p->target->hash);
+    uint32_t tidx = swim_find_hashed(s, p->target->bytes, p->target->len, p->target->hash);
     if (tidx == NONE)
         return;
     uint32_t relays[16];
@@ -866,7 +865,7 @@ static void probe_indirect(sl_swim_t *s) {
 
 static void probe_verdict(sl_swim_t *s) {
     probe_t *p = &s->probe;
-    uint32_t tidx = find_hashed(s, p->target->bytes, p->target->len, p->target->hash);
+    uint32_t tidx = swim_find_hashed(s, p->target->bytes, p->target->len, p->target->hash);
     if (s->bug == SL_SWIM_BUG_EAGER_DEAD) {
         if (tidx != NONE && is_up(s->members[tidx].state))
             declare_dead(s, tidx);
@@ -927,7 +926,7 @@ static void on_ack(sl_swim_t *s, const sl_msg_t *msg) {
 }
 
 static void on_ping(sl_swim_t *s, const sl_msg_t *msg) {
-    if (!istr_eq(self_name(s), msg->u.ping.target.ptr, msg->u.ping.target.len)) {
+    if (!istr_eq(swim_self_name(s), msg->u.ping.target.ptr, msg->u.ping.target.len)) {
         s->stats.msgs_ignored++; /* meant for whoever had our address before */
         return;
     }
@@ -939,7 +938,7 @@ static void on_ping(sl_swim_t *s, const sl_msg_t *msg) {
         o.seq = msg->u.ping.seq;
         o.to_addr = addr;
         o.to_name = name;
-        o.target = self_name(s);
+        o.target = swim_self_name(s);
         out_push(s, &o);
     }
     intern_put(s->pool, addr);
@@ -987,8 +986,12 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
     if (msg->type < SL_MSG_PING || msg->type > SL_MSG_SYNC)
         return SL_ETYPE;
     s->stats.msgs_received++;
-    if (s->left)
+    if (s->left) {
+        /* only the answers to our leave PINGs still matter */
+        if (msg->type == SL_MSG_ACK && msg->u.ack.seq && msg->u.ack.seq == s->leave_seq)
+            s->leave_acked = true;
         return SL_OK;
+    }
     if (!msg->from.len || msg->from.len > SL_NAME_MAX || !msg->from_addr.len ||
         msg->from_addr.len > SL_ADDR_MAX || msg->gossip_count > SL_GOSSIP_MAX) {
         s->stats.msgs_ignored++;
@@ -1098,8 +1101,15 @@ static int64_t sync_interval(const sl_swim_t *s) {
     return (int64_t)s->t.push_pull_interval_ms * mult;
 }
 
+/* The interval is recomputed from the current size, so a table that grew
+ * (a join, a preload) slows the push-pulls at once. */
+static int64_t next_sync(const sl_swim_t *s) {
+    return s->sync_base_ms + 1 + (int64_t)(s->sync_frac * (double)sync_interval(s));
+}
+
 static void tick_sync(sl_swim_t *s) {
-    s->next_sync_ms = s->now_ms + sync_interval(s);
+    s->sync_base_ms = s->now_ms;
+    s->sync_frac = 1.0;
     if (s->bug == SL_SWIM_BUG_NO_PUSH_PULL)
         return;
     s->sync_counter++;
@@ -1185,7 +1195,7 @@ sl_err sl_swim_tick(sl_swim_t *s, int64_t now) {
         }
         tick_relays(s);
         tick_suspicions(s);
-        if (s->now_ms >= s->next_sync_ms)
+        if (s->now_ms >= next_sync(s))
             tick_sync(s);
         tick_seeds(s);
     }
@@ -1205,7 +1215,7 @@ int64_t sl_swim_next_deadline_ms(const sl_swim_t *s) {
     if (s->left)
         return d;
     d = min64(d, s->next_probe_ms);
-    d = min64(d, s->next_sync_ms);
+    d = min64(d, next_sync(s));
     if (s->probe.active) {
         if (!s->probe.acked && !s->probe.indirect_sent)
             d = min64(d, s->probe.timeout_ms);
@@ -1273,17 +1283,19 @@ sl_err sl_swim_leave(sl_swim_t *s, int64_t now) {
     uint32_t to[256];
     uint32_t k = s->t.leave_fanout < 256 ? s->t.leave_fanout : 256;
     uint32_t n = random_members(s, WANT_UP, NONE, k, to);
+    /* PINGs, so that the ACKs tell us somebody heard (sl_swim_leave_acked) */
+    s->leave_seq = next_seq(s);
     for (uint32_t i = 0; i < n; i++)
-        send_gossip_only(s, to[i]);
-    s->leave_direct = n;
+        send_to_member(s, SL_MSG_PING, to[i], s->leave_seq, s->members[to[i]].name, NULL);
     if (n == 0)
-        s->leave_sent = true;
+        s->leave_sent = s->leave_acked = true;
     sl_log(SL_LOG_NOTICE, "SWIM-LEAVE", "t=%lld leaving, telling %u members",
            (long long)s->now_ms, n);
     return SL_OK;
 }
 
 bool sl_swim_leave_sent(const sl_swim_t *s) { return s->left && s->leave_sent; }
+bool sl_swim_leave_acked(const sl_swim_t *s) { return s->left && s->leave_acked; }
 
 sl_err sl_swim_set_meta(sl_swim_t *s, int64_t now, const uint8_t *meta, size_t len) {
     enter(s, now);
@@ -1300,277 +1312,5 @@ sl_err sl_swim_set_meta(sl_swim_t *s, int64_t now, const uint8_t *meta, size_t l
     me->incarnation++;
     gossip(s, s->self);
     ev_push(s, SL_SWIM_EV_UPDATE, me, me->state, me->incarnation - 1);
-    return SL_OK;
-}
-
-/* ---- Outputs and events ---- */
-
-static void fill_record(const sl_swim_t *s, const member_t *m, sl_member_msg_t *r) {
-    memset(r, 0, sizeof *r);
-    r->name = istr_bytes(m->name);
-    r->addr = istr_bytes(m->addr);
-    r->meta = istr_bytes(m->meta);
-    r->incarnation = m->incarnation;
-    r->state = m->state;
-    if (m->susp)
-        r->from = istr_bytes(s->susps[m->susp - 1].from);
-}
-
-/* Fills msg->gossip: `first` (NONE: none) and then the queue's picks. */
-static void fill_gossip(sl_swim_t *s, sl_msg_t *msg, uint32_t first, uint32_t dest) {
-    size_t budget = s->t.gossip_max_bytes;
-    size_t n = 0;
-    uint32_t picked[SL_GOSSIP_MAX];
-    if (s->left) {
-        fill_record(s, &s->members[s->self], &msg->gossip[n++]);
-        s->last_out_leave = true;
-        budget = budget > 200 ? budget - 200 : 0;
-        first = first == s->self ? NONE : first;
-    }
-    if (first != NONE && first < s->member_count) {
-        fill_record(s, &s->members[first], &msg->gossip[n++]);
-        size_t l = gq_record_len(&s->members[first]);
-        budget = budget > l ? budget - l : 0;
-    }
-    uint32_t skip = s->left ? s->self : first;
-    (void)dest;
-    uint32_t k = gq_pick(&s->gq, s->members, s->member_count, retransmit_limit(s), budget,
-                         (uint32_t)(SL_GOSSIP_MAX - n), picked, skip);
-    for (uint32_t i = 0; i < k; i++) {
-        if (s->left && picked[i] == s->self)
-            continue;
-        fill_record(s, &s->members[picked[i]], &msg->gossip[n++]);
-    }
-    msg->gossip_count = n;
-    s->stats.gossip_sent += n;
-}
-
-sl_err sl_swim_next_output(sl_swim_t *s, sl_swim_output_t *out) {
-    if (s->have_last_out) {
-        out_release(s, &s->last_out);
-        s->have_last_out = false;
-    }
-    if (s->out_count == 0)
-        drop_scratch(s);
-    while (s->out_count) {
-        out_t o = s->outs[s->out_head];
-        s->out_head = (s->out_head + 1) % s->out_cap;
-        s->out_count--;
-        memset(out, 0, sizeof *out);
-        sl_msg_t *msg = &out->msg;
-        msg->type = o.type;
-        msg->from = istr_bytes(self_name(s));
-        msg->from_addr = istr_bytes(s->members[s->self].addr);
-        out->to_addr = istr_bytes(o.to_addr);
-        out->to_name = istr_bytes(o.to_name);
-        s->last_out_leave = false;
-        uint32_t dest = o.to_name ? find_hashed(s, o.to_name->bytes, o.to_name->len,
-                                                o.to_name->hash)
-                                  : NONE;
-        switch (o.type) {
-        case SL_MSG_PING: {
-            msg->u.ping.seq = o.seq;
-            msg->u.ping.target = istr_bytes(o.target);
-            /* buddy system: a suspect hears of it from its prober first */
-            uint32_t first =
-                dest != NONE && s->members[dest].state == SL_STATE_SUSPECT ? dest : NONE;
-            fill_gossip(s, msg, first, dest);
-            break;
-        }
-        case SL_MSG_PING_REQ:
-            msg->u.ping_req.seq = o.seq;
-            msg->u.ping_req.target = istr_bytes(o.target);
-            msg->u.ping_req.target_addr = istr_bytes(o.target_addr);
-            msg->u.ping_req.want_nack = o.want_nack;
-            fill_gossip(s, msg, NONE, dest);
-            break;
-        case SL_MSG_ACK:
-            msg->u.ack.seq = o.seq;
-            msg->u.ack.target = istr_bytes(o.target);
-            fill_gossip(s, msg, NONE, dest);
-            break;
-        case SL_MSG_NACK:
-            msg->u.nack.seq = o.seq;
-            fill_gossip(s, msg, NONE, dest);
-            break;
-        case SL_MSG_SYNC: {
-            if (s->scratch_cap < s->member_count) {
-                sl_member_msg_t *r = sl_realloc(s->scratch, s->member_count * sizeof *r);
-                if (!r) {
-                    out_release(s, &o);
-                    s->stats.outputs_dropped++;
-                    continue;
-                }
-                s->scratch = r;
-                s->scratch_cap = s->member_count;
-            }
-            for (uint32_t i = 0; i < s->member_count; i++)
-                fill_record(s, &s->members[i], &s->scratch[i]);
-            msg->u.sync.join = o.join;
-            msg->u.sync.reply = o.reply;
-            msg->u.sync.members = s->scratch;
-            msg->u.sync.member_count = s->member_count;
-            s->stats.syncs_sent++;
-            if (s->left)
-                s->last_out_leave = true;
-            break;
-        }
-        }
-        if (o.gossip_only && msg->gossip_count == 0) {
-            out_release(s, &o);
-            continue; /* nothing left to spread */
-        }
-        if (s->last_out_leave)
-            s->leave_sent = true;
-        s->last_out = o;
-        s->have_last_out = true;
-        s->stats.msgs_sent++;
-        return SL_OK;
-    }
-    return SL_EAGAIN;
-}
-
-sl_err sl_swim_next_event(sl_swim_t *s, sl_swim_event_t *ev) {
-    if (s->have_last_ev) {
-        ev_release(s, &s->last_ev);
-        s->have_last_ev = false;
-    }
-    if (s->ev_count == 0)
-        return SL_EAGAIN;
-    event_t e = s->events[s->ev_head];
-    s->ev_head = (s->ev_head + 1) % s->ev_cap;
-    s->ev_count--;
-    memset(ev, 0, sizeof *ev);
-    ev->kind = e.kind;
-    ev->name = istr_bytes(e.name);
-    ev->addr = istr_bytes(e.addr);
-    ev->meta = istr_bytes(e.meta);
-    ev->old_state = e.old_state;
-    ev->new_state = e.new_state;
-    ev->old_incarnation = e.old_incarnation;
-    ev->incarnation = e.incarnation;
-    ev->at_ms = e.at_ms;
-    s->last_ev = e;
-    s->have_last_ev = true;
-    return SL_OK;
-}
-
-/* ---- Queries ---- */
-
-size_t sl_swim_member_count(const sl_swim_t *s) { return s->member_count; }
-size_t sl_swim_alive_count(const sl_swim_t *s) { return s->alive_count; }
-
-static void fill_member(const sl_swim_t *s, uint32_t i, sl_swim_member_t *out) {
-    const member_t *m = &s->members[i];
-    out->name = istr_bytes(m->name);
-    out->addr = istr_bytes(m->addr);
-    out->meta = istr_bytes(m->meta);
-    out->incarnation = m->incarnation;
-    out->state = m->state;
-    out->is_self = i == s->self;
-    out->state_change_ms = m->state_change_ms;
-}
-
-sl_err sl_swim_member_at(const sl_swim_t *s, size_t i, sl_swim_member_t *m) {
-    if (i >= s->member_count)
-        return SL_ENOTFOUND;
-    fill_member(s, (uint32_t)i, m);
-    return SL_OK;
-}
-
-sl_err sl_swim_member_find(const sl_swim_t *s, sl_bytes_t name, sl_swim_member_t *m) {
-    if (!name.len)
-        return SL_ENOTFOUND;
-    uint32_t i = find(s, name.ptr, name.len);
-    if (i == NONE)
-        return SL_ENOTFOUND;
-    fill_member(s, i, m);
-    return SL_OK;
-}
-
-static int cmp_bytes(const void *a, const void *b) {
-    const sl_bytes_t *x = a, *y = b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->ptr, y->ptr, n);
-    return c ? c : (x->len > y->len) - (x->len < y->len);
-}
-
-size_t sl_swim_alive_names(const sl_swim_t *s, sl_bytes_t *names, size_t cap) {
-    size_t n = 0;
-    for (uint32_t i = 0; i < s->member_count; i++) {
-        if (!is_up(s->members[i].state))
-            continue;
-        if (n < cap)
-            names[n] = istr_bytes(s->members[i].name);
-        n++;
-    }
-    if (names && cap)
-        qsort(names, n < cap ? n : cap, sizeof *names, cmp_bytes);
-    return n;
-}
-
-uint64_t sl_swim_incarnation(const sl_swim_t *s) { return s->members[s->self].incarnation; }
-uint32_t sl_swim_health(const sl_swim_t *s) { return s->awareness; }
-const sl_swim_timing_t *sl_swim_timing(const sl_swim_t *s) { return &s->t; }
-void sl_swim_stats(const sl_swim_t *s, sl_swim_stats_t *st) { *st = s->stats; }
-void sl_swim_set_bug(sl_swim_t *s, sl_swim_bug bug) { s->bug = bug; }
-
-/* ---- Invariant checker ---- */
-
-#define FAIL(...)                                                                        \
-    do {                                                                                 \
-        sl_log(SL_LOG_ERR, "SWIM-CHECK", __VA_ARGS__);                                   \
-        return SL_EINTERNAL;                                                             \
-    } while (0)
-
-sl_err sl_swim_check(const sl_swim_t *s) {
-    if (!s || s->member_count == 0 || s->self != 0)
-        FAIL("no own record");
-    const member_t *me = &s->members[s->self];
-    if (s->left ? !(me->state == SL_STATE_LEFT || me->state == SL_STATE_DEAD)
-                : me->state != SL_STATE_ALIVE)
-        FAIL("own record is %s", state_name(me->state));
-    if (s->index_cap < 2 * s->member_count || (s->index_cap & (s->index_cap - 1)))
-        FAIL("index capacity %u for %u members", s->index_cap, s->member_count);
-    uint32_t alive = 0, gossiping = 0, suspects = 0, used = 0;
-    for (uint32_t i = 0; i < s->member_count; i++) {
-        const member_t *m = &s->members[i];
-        if (!m->name || !m->addr || m->name->refs == 0 || m->addr->refs == 0 ||
-            m->name->len < 1 || m->name->len > SL_NAME_MAX)
-            FAIL("record %u has bad strings", i);
-        if (m->state > SL_STATE_LEFT)
-            FAIL("record %u has state %u", i, m->state);
-        if (find_hashed(s, m->name->bytes, m->name->len, m->name->hash) != i)
-            FAIL("record %u is not found by its name", i);
-        alive += is_up(m->state);
-        gossiping += m->gossip_gen != 0;
-        if ((m->state == SL_STATE_SUSPECT) != (m->susp != 0) && m->state != SL_STATE_SUSPECT)
-            FAIL("record %u: suspicion timer without suspicion", i);
-        if (m->susp) {
-            suspects++;
-            if (m->susp > s->susp_count || s->susps[m->susp - 1].member != i)
-                FAIL("record %u: suspicion points elsewhere", i);
-        }
-    }
-    for (uint32_t i = 0; i < s->index_cap; i++)
-        used += s->index[i] != 0;
-    if (used != s->member_count)
-        FAIL("index holds %u entries for %u members", used, s->member_count);
-    if (alive != s->alive_count)
-        FAIL("alive count %u, counted %u", s->alive_count, alive);
-    if (gossiping != s->gq.live)
-        FAIL("gossip queue live %u, counted %u", s->gq.live, gossiping);
-    if (suspects != s->susp_live)
-        FAIL("suspicions %u, counted %u", s->susp_live, suspects);
-    if (s->out_count > s->t.max_outputs)
-        FAIL("%u outputs queued over the cap %u", s->out_count, s->t.max_outputs);
-    if (s->ev_count > EVENT_CAP)
-        FAIL("%u events queued", s->ev_count);
-    if (s->relay_count > RELAY_MAX)
-        FAIL("%u relays", s->relay_count);
-    if (s->awareness >= s->t.awareness_max)
-        FAIL("health score %u", s->awareness);
-    if (s->probe.active && !s->probe.target)
-        FAIL("probe without a target");
     return SL_OK;
 }

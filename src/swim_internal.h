@@ -174,7 +174,8 @@ struct sl_swim {
     uint32_t self;            /* index of our record (always 0) */
     bool left;                /* sl_swim_leave was called */
     bool leave_sent;          /* the leave was handed out */
-    uint32_t leave_direct;    /* direct leave sends still queued */
+    uint32_t leave_seq;       /* seq of the leave PINGs */
+    bool leave_acked;         /* a member answered a leave PING */
     int64_t now_ms;           /* latest time seen */
     sl_swim_bug bug;          /* test-only planted bug */
     bool quiet;               /* no events (sl_swim_add_member) */
@@ -221,7 +222,9 @@ struct sl_swim {
 
     int64_t next_probe_ms;    /* next probe start */
     int64_t next_gossip_ms;   /* next gossip round */
-    int64_t next_sync_ms;     /* next push-pull */
+    int64_t sync_base_ms;     /* last push-pull (or creation) */
+    double sync_frac;         /* fraction of the interval to the next one:
+                                 a random phase first, then 1 */
     int64_t next_reap_ms;     /* next reap scan */
     uint32_t sync_counter;    /* push-pulls done (every n-th to the dead) */
 
@@ -233,6 +236,19 @@ struct sl_swim {
 
     sl_swim_stats_t stats;    /* counters */
 };
+
+#define NONE UINT32_MAX /* no member index */
+
+static inline bool is_up(uint8_t s) { return s == SL_STATE_ALIVE || s == SL_STATE_SUSPECT; }
+
+/* Shared by swim.c and swim_out.c. */
+uint32_t swim_find_hashed(const sl_swim_t *s, const uint8_t *p, size_t len, uint64_t hash);
+void swim_out_release(sl_swim_t *s, out_t *o);
+void swim_ev_release(sl_swim_t *s, event_t *e);
+void swim_drop_scratch(sl_swim_t *s);
+uint32_t swim_retransmit_limit(const sl_swim_t *s);
+sl_istr_t *swim_self_name(const sl_swim_t *s);
+const char *swim_state_name(uint8_t s);
 
 /* Gossip queue operations (src/swim_gossip.c). */
 void gq_init(gqueue_t *q);

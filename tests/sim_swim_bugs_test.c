@@ -9,7 +9,7 @@
 
 #define N 8
 
-typedef enum { SC_CRASH, SC_STEADY, SC_PAUSE, SC_LEAVE, SC_PARTITION } scenario;
+typedef enum { SC_CRASH, SC_STEADY, SC_PAUSE, SC_FLAP, SC_LEAVE, SC_PARTITION } scenario;
 
 /* Runs `sc` with `bug` planted; returns the checker's verdict for `m`. */
 static bool run(scenario sc, sl_swim_bug bug, int m, uint64_t seed) {
@@ -37,6 +37,14 @@ static bool run(scenario sc, sl_swim_bug bug, int m, uint64_t seed) {
         CHECK_OK(sl_simswim_pause(c, 3, true));
         CHECK_OK(sl_simswim_run_until(c, 15000));
         CHECK_OK(sl_simswim_pause(c, 3, false));
+        break;
+    case SC_FLAP: /* paused again and again: refutations race old records */
+        for (int i = 0; i < 6; i++) {
+            CHECK_OK(sl_simswim_pause(c, 3, true));
+            CHECK_OK(sl_simswim_run_until(c, 5000 + 6000 * i + 4000));
+            CHECK_OK(sl_simswim_pause(c, 3, false));
+            CHECK_OK(sl_simswim_run_until(c, 5000 + 6000 * i + 6000));
+        }
         break;
     case SC_LEAVE: CHECK_OK(sl_simswim_leave(c, 3)); break;
     case SC_PARTITION:
@@ -73,7 +81,7 @@ static void expect(scenario sc, sl_swim_bug bug, int m) {
 static void test_m1_completeness(void) { expect(SC_CRASH, SL_SWIM_BUG_NO_SUSPECT, 1); }
 static void test_m2_accuracy(void) { expect(SC_STEADY, SL_SWIM_BUG_EAGER_DEAD, 2); }
 static void test_m3_refutation(void) { expect(SC_PAUSE, SL_SWIM_BUG_NO_REFUTE, 3); }
-static void test_m3_incarnations(void) { expect(SC_PAUSE, SL_SWIM_BUG_INC_DOWN, 3); }
+static void test_m3_incarnations(void) { expect(SC_FLAP, SL_SWIM_BUG_INC_DOWN, 3); }
 static void test_m4_leave(void) { expect(SC_LEAVE, SL_SWIM_BUG_LEFT_AS_DEAD, 4); }
 static void test_m5_convergence(void) { expect(SC_PARTITION, SL_SWIM_BUG_NO_PUSH_PULL, 5); }
 static void test_m6_resources(void) { expect(SC_STEADY, SL_SWIM_BUG_GOSSIP_FOREVER, 6); }

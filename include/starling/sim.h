@@ -154,9 +154,11 @@ void sl_simswim_set_net(sl_simswim_t *c, const sl_sim_net_t *net);
 /* Plants a bug in every core, present and restarted (tests only). */
 void sl_simswim_set_bug(sl_simswim_t *c, sl_swim_bug bug);
 
-/* Watches the incarnation `inc` of node `member`: records when each node
- * first holds it (or a later one). For dissemination figures. */
-void sl_simswim_watch(sl_simswim_t *c, uint32_t member, uint64_t inc);
+/* Watches node `member` reaching incarnation `inc` (or a later one) in
+ * state `state` (SL_SWIM_STATE_NONE: any) in the other nodes' views:
+ * records when each node first holds it. For dissemination and detection
+ * figures; one watch at a time. */
+void sl_simswim_watch(sl_simswim_t *c, uint32_t member, uint64_t inc, uint8_t state);
 /* Nodes that hold the watched update, and the time the k-th did (k from
  * 1; -1 if fewer have it). */
 uint32_t sl_simswim_watch_count(const sl_simswim_t *c);

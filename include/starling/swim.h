@@ -125,12 +125,16 @@ sl_err sl_swim_join(sl_swim_t *swim, int64_t now_ms, const char *const *seed_add
                     size_t count);
 
 /* Graceful leave: this member becomes LEFT at its incarnation, the record
- * is sent directly to up to leave_fanout members and gossiped; probing
- * stops. Drain the outputs, then check sl_swim_leave_sent() and exit. */
+ * is sent directly (in PINGs) to up to leave_fanout members and gossiped;
+ * probing stops and received messages are ignored but for the ACKs of those
+ * PINGs. Keep feeding the core until sl_swim_leave_acked() or a short
+ * deadline (a second), then exit: a leave nobody heard is a crash. */
 sl_err sl_swim_leave(sl_swim_t *swim, int64_t now_ms);
 /* True once the leave has been handed out to at least one member (or there
  * was nobody to tell). */
 bool sl_swim_leave_sent(const sl_swim_t *swim);
+/* True once a member acknowledged the leave (or there was nobody to tell). */
+bool sl_swim_leave_acked(const sl_swim_t *swim);
 
 /* One decoded membership message (PING, PING_REQ, ACK, NACK, SYNC); other
  * types return SL_ETYPE. A message whose records break the rules (bad
