@@ -12,7 +12,6 @@
  * dense -> [bn] -> bias+relu -> [dropout]; the output layer is dense ->
  * bias. Bias+activation and dropout work in place. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -231,8 +230,6 @@ sl_err sl_nn_model_new(sl_nn_backend_t *be, const sl_nn_spec_t *spec,
             size_t rows = (size_t)l->in.c * l->kernel * l->kernel;
             size_t per = rows * l->out.h * l->out.w * sizeof(float);
             size_t hint = ops->im2col_chunk_len;
-            if (getenv("SL_NN_IM2COL_KB"))
-                hint = (size_t)atol(getenv("SL_NN_IM2COL_KB")) << 10;
             l->chunk = hint ? (int)(hint / per) : max_batch;
             if (l->chunk < 1)
                 l->chunk = 1;
