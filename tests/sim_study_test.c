@@ -1,0 +1,936 @@
+/* A study on a simulated fleet: N peers run the real study cores (spec,
+ * searcher, scheduler, rounds, claims) on a virtual clock, with simulated
+ * training time, under random kills (the round leader among them),
+ * pauses-by-partition, restarts and partitions, over many seeds.
+ *
+ * The replicated store is modelled in the test: every peer holds a replica
+ * whose fields are joins (proposals: a set; target rung: max; claim:
+ * sl_claim_merge; metrics: a grow-only map; checkpoint: max; failures: a
+ * set of claim epochs; result: sl_result_merge; finished: or), persisted
+ * across crashes, and anti-entropy merges one peer's replica into another
+ * at random while they can reach each other. Membership: a peer deems
+ * another alive while it has heard from it in the last 1.5 s.
+ *
+ * Checked (INVARIANTS.md): T1 every trial ends done or failed, none left
+ * running; T2 every metric reported is in the final store; T3 claim
+ * epochs only grow in every replica, a worker never keeps working once its
+ * replica shows a higher epoch, and when quiet at most one peer works on a
+ * trial; T4 every promotion is justified by the leader's view when made,
+ * and a synchronous scheduler (sh) ends exactly as its fault-free run;
+ * T5 the study finishes once quiet; R1 peers with the same view and round
+ * agree on the leader; R2 every proposal slot holds exactly one trial and
+ * the budget is met, across leader changes. Each checker has a planted bug
+ * (a test-only switch) and a test that shows it firing.
+ *
+ * A failing seed is printed; SL_SEEDS=N runs N seeds; SL_SEED=S one. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "starling/hash.h"
+#include "starling/round.h"
+#include "starling/study.h"
+#include "testlib.h"
+
+#define PEERS 4
+#define MAX_T 64
+#define MAX_E 16
+#define STEP_MS 50
+#define LEASE_MS 3000
+#define DEAD_AFTER_MS 1500
+#define FAULTS_UNTIL_MS 15000
+#define DOUBLE_WORK_MS 1000 /* quiet: two workers on a trial resolve within this */
+#define DEADLINE_MS 240000
+
+/* Planted bugs, one per checker. */
+typedef enum {
+    BUG_NONE = 0,
+    BUG_T1_SKIP_STOPS,     /* leader drops STOP decisions but still finishes */
+    BUG_T2_METRICS_BY_CLAIM, /* metrics kept per claim epoch; a new claim starts empty */
+    BUG_T3_IGNORE_EPOCH,   /* workers ignore a higher claim epoch */
+    BUG_T3_SAME_EPOCH,     /* workers ignore losing their epoch to another owner */
+    BUG_T4_EXTRA_PROMOTION, /* leader promotes one extra paused trial */
+    BUG_T5_NO_TAKEOVER,    /* a dead owner's or lapsed claim is never taken */
+    BUG_R1_OBSERVER_LEADER, /* leader choice depends on who computes it */
+    BUG_R2_ORDINAL_SKEW    /* proposal ordinals depend on the leader */
+} bug_t;
+
+/* The content of a proposal (immutable, content-addressed). */
+typedef struct {
+    char id[SL_TRIAL_ID_LEN + 1]; /* trial id */
+    uint64_t ordinal;             /* proposal slot */
+    int bracket;                  /* bracket */
+    int rung0;                    /* first rung */
+    sl_config_t config;           /* configuration */
+} prop_t;
+
+/* One trial in one replica. */
+typedef struct {
+    bool known;             /* the proposal is in this replica */
+    int rung;               /* target rung (max register) */
+    sl_claim_t claim;       /* claim register */
+    uint32_t metrics;       /* bit e-1: metric of epoch e recorded (grow-only) */
+    uint64_t metrics_claim; /* BUG_T2 only: claim epoch the metric map belongs to */
+    int ckpt;               /* epochs in the latest checkpoint (max) */
+    uint64_t fails;         /* set of claim epochs (bit min(e,63)) that failed on their own */
+    bool has_result;        /* result present */
+    sl_result_t result;     /* result register */
+} rtrial_t;
+
+/* A peer's replica of the study. */
+typedef struct {
+    rtrial_t t[MAX_T]; /* by registry index */
+    bool finished;     /* study finished (or) */
+} replica_t;
+
+/* A trial a peer is training. */
+typedef struct {
+    int t;             /* registry index */
+    uint64_t epoch;    /* claim epoch held */
+    int next_epoch;    /* epoch being trained */
+    int64_t epoch_end; /* when it finishes */
+} job_t;
+
+typedef struct {
+    char id[16];                 /* "peer-N" */
+    bool up;                     /* running */
+    int64_t down_until;          /* restart time when down */
+    replica_t rep;               /* persisted replica */
+    job_t jobs[2];               /* running trials (volatile) */
+    int job_count;               /* used */
+    int64_t heard[PEERS];        /* last time it heard from each peer */
+    uint64_t last_epoch[MAX_T];  /* T3: claim epochs only grow in this replica */
+} peer_t;
+
+typedef struct {
+    uint64_t seed;
+    bug_t bug;
+    bool faults;
+    sl_study_spec_t spec;
+    char study_id[SL_TRIAL_ID_LEN + 1];
+    int concurrency;
+    prop_t props[MAX_T];  /* registry of proposals */
+    int prop_count;
+    peer_t peers[PEERS];
+    int group[PEERS];     /* partition side */
+    int64_t heal_at;      /* partition ends */
+    int64_t now;
+    sl_rng_t rng;
+    /* checks */
+    char violation[256];  /* the first violation, "T3: ..." */
+    int leader_kills;     /* kills of a peer that was leading */
+    int takeovers;        /* claims taken from a dead or lapsed owner */
+    int promotions;       /* promotions applied */
+    bool reported[MAX_T][MAX_E]; /* T2: metrics reported by some worker */
+    bool finished_all;
+    int64_t last_fault;   /* last crash, restart, partition or heal */
+    int64_t double_since[MAX_T]; /* T3: two workers on the trial since (0: not) */
+    int quiet_steps;      /* steps checked as quiet */
+} world_t;
+
+static void violate(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void violate(world_t *w, const char *fmt, ...) {
+    if (w->violation[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->violation, sizeof w->violation, fmt, ap);
+    va_end(ap);
+}
+
+static int find_prop(const world_t *w, const char *id) {
+    for (int i = 0; i < w->prop_count; i++)
+        if (strcmp(w->props[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+static bool connected(const world_t *w, int a, int b) {
+    return w->peers[a].up && w->peers[b].up && w->group[a] == w->group[b];
+}
+
+static bool alive_in_view(const world_t *w, int p, int q) {
+    return p == q || w->now - w->peers[p].heard[q] <= DEAD_AFTER_MS;
+}
+
+static int peer_index(const world_t *w, const char *id) {
+    for (int i = 0; i < PEERS; i++)
+        if (strcmp(w->peers[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+/* Deterministic "training": the metric of trial t at epoch e. */
+static double train_metric(const world_t *w, int t, int e) {
+    const sl_study_spec_t *s = &w->spec;
+    double lr = log10(w->props[t].config.values[sl_study_spec_param(s, "lr")].real) + 2.5;
+    double q = 0.92 - 0.05 * lr * lr;
+    uint64_t h = sl_hash64(w->props[t].id, SL_TRIAL_ID_LEN, (uint64_t)e);
+    return q * (1 - pow(0.6, e)) + ((double)(h % 1000) / 1000.0 - 0.5) * 0.01;
+}
+
+static int epoch_ms(const world_t *w, int t) {
+    return 300 + (int)(sl_hash64(w->props[t].id, SL_TRIAL_ID_LEN, 99) % 400);
+}
+
+/* Trials that fail on their own at epoch 1, every time. */
+static bool bad_trial(const world_t *w, int t) { return w->props[t].ordinal % 9 == 4; }
+
+static int recorded(const rtrial_t *r) {
+    int e = 0;
+    while (e < MAX_E && (r->metrics >> e & 1))
+        e++;
+    return e;
+}
+
+/* ---- the store model: joins ---- */
+
+static void merge_trial(const world_t *w, rtrial_t *a, const rtrial_t *b) {
+    if (!b->known)
+        return;
+    a->known = true;
+    if (b->rung > a->rung)
+        a->rung = b->rung;
+    sl_claim_t c;
+    sl_claim_merge(&a->claim, &b->claim, &c);
+    a->claim = c;
+    if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
+        if (b->metrics_claim > a->metrics_claim) {
+            a->metrics = b->metrics;
+            a->metrics_claim = b->metrics_claim;
+        } else if (b->metrics_claim == a->metrics_claim) {
+            a->metrics |= b->metrics;
+        }
+    } else {
+        a->metrics |= b->metrics;
+    }
+    if (b->ckpt > a->ckpt)
+        a->ckpt = b->ckpt;
+    a->fails |= b->fails;
+    if (b->has_result) {
+        if (a->has_result) {
+            sl_result_t r;
+            sl_result_merge(&a->result, &b->result, &r);
+            a->result = r;
+        } else {
+            a->result = b->result;
+            a->has_result = true;
+        }
+    }
+}
+
+static void merge_replica(const world_t *w, replica_t *a, const replica_t *b) {
+    for (int i = 0; i < w->prop_count; i++)
+        merge_trial(w, &a->t[i], &b->t[i]);
+    a->finished = a->finished || b->finished;
+}
+
+/* ---- a peer's view ---- */
+
+typedef struct {
+    sl_trial_t trials[MAX_T];
+    double curves[MAX_T][MAX_E];
+    int map[MAX_T]; /* view index -> registry index */
+    size_t count;
+    int capacity;
+} view_t;
+
+static sl_trial_state derive_state(const world_t *w, int p, int t) {
+    const rtrial_t *r = &w->peers[p].rep.t[t];
+    if (r->has_result)
+        return r->result.state;
+    int owner = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
+    if (owner >= 0 && !r->claim.released && alive_in_view(w, p, owner) &&
+        w->now < (int64_t)r->claim.lease_expiry_ms)
+        return SL_TRIAL_RUNNING;
+    if (recorded(r) >= w->spec.rungs[r->rung])
+        return SL_TRIAL_PAUSED;
+    return r->claim.epoch > 0 ? SL_TRIAL_PREEMPTED : SL_TRIAL_PENDING;
+}
+
+static void build_view(const world_t *w, int p, view_t *v) {
+    v->count = 0;
+    v->capacity = 0;
+    for (int q = 0; q < PEERS; q++)
+        if (alive_in_view(w, p, q))
+            v->capacity += w->concurrency;
+    for (int i = 0; i < w->prop_count; i++) {
+        const rtrial_t *r = &w->peers[p].rep.t[i];
+        if (!r->known)
+            continue;
+        sl_trial_t *t = &v->trials[v->count];
+        memset(t, 0, sizeof *t);
+        memcpy(t->id, w->props[i].id, sizeof t->id);
+        t->ordinal = w->props[i].ordinal;
+        t->bracket = w->props[i].bracket;
+        t->rung = r->rung;
+        t->config = w->props[i].config;
+        t->state = derive_state(w, p, i);
+        t->epochs_done = recorded(r);
+        for (int e = 0; e < MAX_E; e++)
+            v->curves[v->count][e] = (r->metrics >> e & 1) ? train_metric(w, i, e + 1) : NAN;
+        t->curve = v->curves[v->count];
+        t->curve_len = MAX_E;
+        for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
+            t->objectives[o] = NAN;
+        if (t->epochs_done > 0)
+            t->objectives[0] = train_metric(w, i, t->epochs_done);
+        v->map[v->count] = i;
+        v->count++;
+    }
+}
+
+static int leader_of(const world_t *w, int p, uint64_t round) {
+    sl_round_member_t m[PEERS];
+    for (int q = 0; q < PEERS; q++) {
+        m[q].id = w->peers[q].id;
+        m[q].alive = alive_in_view(w, p, q);
+        m[q].free_slots = 0;
+    }
+    uint64_t key = sl_round_key(w->study_id, round);
+    if (w->bug == BUG_R1_OBSERVER_LEADER)
+        key ^= (uint64_t)p; /* the bug: the observer leaks into the key */
+    return sl_round_leader(m, PEERS, key);
+}
+
+/* ---- the leader's part ---- */
+
+static void lead(world_t *w, int p, const view_t *v) {
+    sl_sched_view_t sv = {.study_id = w->study_id,
+                          .trials = v->trials,
+                          .trial_count = v->count,
+                          .capacity = v->capacity};
+    sl_decisions_t out = {0};
+    if (sl_sched_decide(&w->spec, &sv, &out) != SL_OK) {
+        violate(w, "sched_decide failed");
+        return;
+    }
+    if (w->bug == BUG_T4_EXTRA_PROMOTION) {
+        /* promote the worst paused trial at rung 0 as well */
+        int worst = -1;
+        for (size_t i = 0; i < v->count; i++)
+            if (v->trials[i].state == SL_TRIAL_PAUSED && v->trials[i].rung == 0 &&
+                (worst < 0 || v->trials[i].objectives[0] < v->trials[worst].objectives[0]))
+                worst = (int)i;
+        bool dup = false;
+        for (size_t i = 0; worst >= 0 && i < out.count; i++)
+            dup |= out.items[i].kind == SL_DECISION_PROMOTE &&
+                   strcmp(out.items[i].trial_id, v->trials[worst].id) == 0;
+        if (worst >= 0 && !dup && v->count >= 3) {
+            sl_decision_t d = {.kind = SL_DECISION_PROMOTE, .rung = 1};
+            memcpy(d.trial_id, v->trials[worst].id, sizeof d.trial_id);
+            if (out.count == out.cap) {
+                out.cap = out.cap ? out.cap * 2 : 4;
+                out.items = sl_realloc(out.items, out.cap * sizeof *out.items);
+            }
+            out.items[out.count++] = d;
+        }
+    }
+    replica_t *rep = &w->peers[p].rep;
+    for (size_t i = 0; i < out.count; i++) {
+        const sl_decision_t *d = &out.items[i];
+        if (d->kind == SL_DECISION_PROMOTE) {
+            char why[200] = "";
+            if (sl_sched_check_promotion(&w->spec, &sv, d->trial_id, d->rung, why, sizeof why))
+                violate(w, "T4: %s (leader %s)", why, w->peers[p].id);
+        }
+        int t = d->kind == SL_DECISION_FINISH ? -1 : find_prop(w, d->trial_id);
+        switch (d->kind) {
+        case SL_DECISION_PROPOSE: {
+            uint64_t ordinal = d->ordinal;
+            char id[SL_TRIAL_ID_LEN + 1];
+            memcpy(id, d->trial_id, sizeof id);
+            if (w->bug == BUG_R2_ORDINAL_SKEW && p % 2 == 1) {
+                ordinal += 1; /* the bug: slots depend on the leader */
+                snprintf(id, sizeof id, "%016llx",
+                         (unsigned long long)sl_mix64(strtoull(d->trial_id, NULL, 16) + 1));
+            }
+            t = find_prop(w, id);
+            if (t < 0) {
+                if (w->prop_count == MAX_T) {
+                    violate(w, "test: over %d trials", MAX_T);
+                    break;
+                }
+                t = w->prop_count++;
+                prop_t *pr = &w->props[t];
+                memcpy(pr->id, id, sizeof pr->id);
+                pr->ordinal = ordinal;
+                pr->bracket = d->bracket;
+                pr->rung0 = d->rung;
+                pr->config = d->config;
+            }
+            rep->t[t].known = true;
+            if (d->rung > rep->t[t].rung)
+                rep->t[t].rung = d->rung;
+            break;
+        }
+        case SL_DECISION_PROMOTE:
+            if (t >= 0 && d->rung > rep->t[t].rung) {
+                rep->t[t].rung = d->rung;
+                w->promotions++;
+            }
+            break;
+        case SL_DECISION_STOP:
+            if (w->bug == BUG_T1_SKIP_STOPS)
+                break;
+            if (t >= 0 && !rep->t[t].has_result) {
+                sl_result_t *r = &rep->t[t].result;
+                memset(r, 0, sizeof *r);
+                memcpy(r->trial_id, d->trial_id, sizeof r->trial_id);
+                r->state = SL_TRIAL_DONE;
+                r->epochs = recorded(&rep->t[t]);
+                snprintf(r->writer, sizeof r->writer, "%s", w->peers[p].id);
+                snprintf(r->reason, sizeof r->reason, "%s", d->reason);
+                rep->t[t].has_result = true;
+            }
+            break;
+        case SL_DECISION_FINISH:
+            rep->finished = true;
+            break;
+        }
+    }
+    sl_decisions_fini(&out);
+}
+
+/* ---- the worker's part ---- */
+
+static void take_claims(world_t *w, int p, const view_t *v) {
+    peer_t *me = &w->peers[p];
+    if (me->job_count >= w->concurrency)
+        return;
+    /* claimable trials, by priority: higher rung first, then ordinal */
+    int cand[MAX_T], n = 0;
+    for (int i = 0; i < w->prop_count; i++) {
+        const rtrial_t *r = &me->rep.t[i];
+        if (!r->known || r->has_result || recorded(r) >= w->spec.rungs[r->rung])
+            continue;
+        int owner = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
+        bool owner_alive = owner >= 0 && alive_in_view(w, p, owner);
+        sl_claim_status st = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now, owner_alive);
+        if (w->bug == BUG_T5_NO_TAKEOVER && (st == SL_CLAIM_OWNER_DEAD || st == SL_CLAIM_LAPSED))
+            continue;
+        if (!sl_claim_may_take(st))
+            continue;
+        bool mine = false;
+        for (int j = 0; j < me->job_count; j++)
+            mine |= me->jobs[j].t == i;
+        if (mine)
+            continue;
+        int k = n++;
+        while (k > 0) {
+            const rtrial_t *o = &me->rep.t[cand[k - 1]];
+            bool before = r->rung > o->rung ||
+                          (r->rung == o->rung && w->props[i].ordinal < w->props[cand[k - 1]].ordinal);
+            if (!before)
+                break;
+            cand[k] = cand[k - 1];
+            k--;
+        }
+        cand[k] = i;
+    }
+    if (n == 0)
+        return;
+    /* rendezvous assignment over the members alive in this view */
+    sl_round_member_t m[PEERS];
+    for (int q = 0; q < PEERS; q++) {
+        m[q].id = w->peers[q].id;
+        m[q].alive = alive_in_view(w, p, q);
+        int busy = 0;
+        if (q == p) {
+            busy = me->job_count;
+        } else {
+            for (int i = 0; i < w->prop_count; i++) {
+                const sl_claim_t *c = &me->rep.t[i].claim;
+                busy += !me->rep.t[i].has_result && !c->released &&
+                        strcmp(c->owner, m[q].id) == 0 && w->now < (int64_t)c->lease_expiry_ms;
+            }
+        }
+        m[q].free_slots = w->concurrency - busy;
+    }
+    const char *ids[MAX_T];
+    int owner[MAX_T];
+    for (int i = 0; i < n; i++)
+        ids[i] = w->props[cand[i]].id;
+    sl_round_assign(m, PEERS, ids, (size_t)n, owner);
+    (void)v;
+    for (int i = 0; i < n && me->job_count < w->concurrency; i++) {
+        if (owner[i] != p)
+            continue;
+        int t = cand[i];
+        rtrial_t *r = &me->rep.t[t];
+        int o = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
+        sl_claim_status st = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now,
+                                                o >= 0 && alive_in_view(w, p, o));
+        sl_claim_t next;
+        if (sl_claim_take(&r->claim, me->id, (uint64_t)w->now, o >= 0 && alive_in_view(w, p, o),
+                          LEASE_MS, &next) != SL_OK)
+            continue;
+        if (st == SL_CLAIM_OWNER_DEAD || st == SL_CLAIM_LAPSED)
+            w->takeovers++;
+        r->claim = next;
+        if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
+            r->metrics = 0; /* the bug: a new claim starts a new metric map */
+            r->metrics_claim = next.epoch;
+        }
+        job_t *j = &me->jobs[me->job_count++];
+        j->t = t;
+        j->epoch = next.epoch;
+        j->next_epoch = r->ckpt + 1; /* resume from the latest checkpoint */
+        j->epoch_end = w->now + epoch_ms(w, t);
+    }
+}
+
+static void drop_job(peer_t *me, int k) {
+    me->jobs[k] = me->jobs[--me->job_count];
+}
+
+static void work(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    for (int k = 0; k < me->job_count; k++) {
+        job_t *j = &me->jobs[k];
+        rtrial_t *r = &me->rep.t[j->t];
+        bool stop = sl_claim_must_stop(&r->claim, me->id, j->epoch) || r->has_result;
+        if (w->bug == BUG_T3_IGNORE_EPOCH)
+            stop = r->has_result;
+        if (w->bug == BUG_T3_SAME_EPOCH)
+            stop = r->claim.epoch > j->epoch || r->has_result;
+        if (stop) {
+            drop_job(me, k--);
+            continue;
+        }
+        sl_claim_t next;
+        if (sl_claim_renew(&r->claim, me->id, j->epoch, (uint64_t)w->now, LEASE_MS, &next) ==
+            SL_OK)
+            r->claim = next;
+        else if (w->bug != BUG_T3_IGNORE_EPOCH && w->bug != BUG_T3_SAME_EPOCH) {
+            drop_job(me, k--);
+            continue;
+        }
+        if (w->now < j->epoch_end)
+            continue;
+        int e = j->next_epoch;
+        if (e > MAX_E) {
+            violate(w, "test: epoch %d over %d", e, MAX_E);
+            return;
+        }
+        if (bad_trial(w, j->t) && e == 1) {
+            /* fails on its own: counted once per claim epoch */
+            r->fails |= 1ull << (j->epoch < 63 ? j->epoch : 63);
+            if (__builtin_popcountll(r->fails) > w->spec.retries) {
+                sl_result_t *res = &r->result;
+                memset(res, 0, sizeof *res);
+                memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
+                res->state = SL_TRIAL_FAILED;
+                res->claim_epoch = j->epoch;
+                snprintf(res->writer, sizeof res->writer, "%s", me->id);
+                snprintf(res->reason, sizeof res->reason, "diverged at epoch 1");
+                r->has_result = true;
+            }
+            sl_claim_t rel;
+            if (sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
+                r->claim = rel;
+            drop_job(me, k--);
+            continue;
+        }
+        r->metrics |= 1u << (e - 1);
+        w->reported[j->t][e - 1] = true;
+        if (e % w->spec.checkpoint_every == 0 && e > r->ckpt)
+            r->ckpt = e;
+        int target = w->spec.rungs[r->rung];
+        if (e >= target) {
+            if (r->rung == w->spec.rung_count - 1) {
+                sl_result_t *res = &r->result;
+                memset(res, 0, sizeof *res);
+                memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
+                res->state = SL_TRIAL_DONE;
+                res->epochs = e;
+                res->claim_epoch = j->epoch;
+                snprintf(res->writer, sizeof res->writer, "%s", me->id);
+                snprintf(res->reason, sizeof res->reason, "completed");
+                r->has_result = true;
+            }
+            sl_claim_t rel;
+            if (sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
+                r->claim = rel;
+            drop_job(me, k--);
+            continue;
+        }
+        j->next_epoch = e + 1;
+        j->epoch_end = w->now + epoch_ms(w, j->t);
+    }
+}
+
+/* ---- faults ---- */
+
+static void crash(world_t *w, int p, int64_t down_ms) {
+    peer_t *me = &w->peers[p];
+    me->up = false;
+    me->job_count = 0; /* volatile state gone; the replica is on disk */
+    me->down_until = w->now + down_ms;
+    w->last_fault = w->now;
+}
+
+static void inject_faults(world_t *w) {
+    sl_rng_t *rng = &w->rng;
+    for (int p = 0; p < PEERS; p++) {
+        peer_t *me = &w->peers[p];
+        if (!me->up && w->now >= me->down_until) {
+            me->up = true;
+            w->last_fault = w->now;
+            for (int q = 0; q < PEERS; q++)
+                me->heard[q] = w->now; /* it starts believing everyone alive */
+        }
+    }
+    if (w->heal_at && w->now >= w->heal_at) {
+        memset(w->group, 0, sizeof w->group);
+        w->heal_at = 0;
+        w->last_fault = w->now;
+    }
+    if (!w->faults || w->now >= FAULTS_UNTIL_MS)
+        return;
+    uint64_t dice = sl_rng_below(rng, 1000);
+    if (dice < 15) {
+        /* kill the leader of the current round as peer 0..N sees it, or anyone */
+        int victim = (int)sl_rng_below(rng, PEERS);
+        if (sl_rng_below(rng, 2)) {
+            view_t *v = malloc(sizeof *v);
+            int obs = (int)sl_rng_below(rng, PEERS);
+            if (v && w->peers[obs].up) {
+                build_view(w, obs, v);
+                sl_sched_view_t sv = {.study_id = w->study_id, .trials = v->trials,
+                                      .trial_count = v->count, .capacity = v->capacity};
+                int l = leader_of(w, obs, sl_sched_round(&w->spec, &sv));
+                if (l >= 0) {
+                    victim = l;
+                    w->leader_kills++;
+                }
+            }
+            free(v);
+        }
+        if (w->peers[victim].up)
+            crash(w, victim, 300 + (int64_t)sl_rng_below(rng, 3000));
+    } else if (dice < 20 && !w->heal_at) {
+        for (int p = 0; p < PEERS; p++)
+            w->group[p] = (int)sl_rng_below(rng, 2);
+        w->heal_at = w->now + 500 + (int64_t)sl_rng_below(rng, 4000);
+        w->last_fault = w->now;
+    }
+}
+
+/* ---- one run ---- */
+
+static const char *asha_json =
+    "{\"name\": \"sim-asha\", \"trainer\": {\"type\": \"command\", \"command\": \"t {lr}\"},"
+    " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true}},"
+    " \"scheduler\": {\"type\": \"asha\", \"min_epochs\": 1, \"max_epochs\": 9, \"reduction\": 3},"
+    " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}],"
+    " \"budget\": {\"trials\": 24}, \"retries\": 1, \"checkpoint_every\": 2}";
+static const char *sh_json =
+    "{\"name\": \"sim-sh\", \"trainer\": {\"type\": \"command\", \"command\": \"t {lr}\"},"
+    " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true}},"
+    " \"scheduler\": {\"type\": \"sh\", \"min_epochs\": 1, \"max_epochs\": 9, \"reduction\": 3},"
+    " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}],"
+    " \"budget\": {\"trials\": 18}, \"retries\": 1, \"checkpoint_every\": 2}";
+
+static void checks_step(world_t *w) {
+    /* T3: claim epochs only grow in every replica; no worker holds an
+     * epoch below its replica's; when quiet, one worker per trial */
+    for (int p = 0; p < PEERS; p++) {
+        peer_t *me = &w->peers[p];
+        for (int i = 0; i < w->prop_count; i++) {
+            if (me->rep.t[i].claim.epoch < me->last_epoch[i])
+                violate(w, "T3: %s's claim epoch of trial %d went back", me->id, i);
+            me->last_epoch[i] = me->rep.t[i].claim.epoch;
+        }
+        for (int k = 0; k < me->job_count; k++)
+            if (me->rep.t[me->jobs[k].t].claim.epoch > me->jobs[k].epoch)
+                violate(w, "T3: %s works on trial %d at epoch %llu after seeing epoch %llu",
+                        me->id, me->jobs[k].t, (unsigned long long)me->jobs[k].epoch,
+                        (unsigned long long)me->rep.t[me->jobs[k].t].claim.epoch);
+    }
+    /* quiet: every peer up, no partition, no fault for a lease and a
+     * detection period; two workers on one trial (claims that crossed
+     * before anti-entropy met) must resolve within DOUBLE_WORK_MS */
+    bool quiet = !w->heal_at && w->now >= w->last_fault + LEASE_MS + DEAD_AFTER_MS;
+    for (int p = 0; p < PEERS; p++)
+        quiet &= w->peers[p].up;
+    w->quiet_steps += quiet;
+    for (int i = 0; i < w->prop_count; i++) {
+        int workers = 0;
+        for (int p = 0; p < PEERS; p++)
+            for (int k = 0; k < w->peers[p].job_count; k++)
+                workers += w->peers[p].jobs[k].t == i;
+        if (workers < 2 || !quiet) {
+            w->double_since[i] = 0;
+            continue;
+        }
+        if (!w->double_since[i])
+            w->double_since[i] = w->now;
+        if (w->now - w->double_since[i] > DOUBLE_WORK_MS)
+            violate(w, "T3: %d peers work on trial %d while quiet for %lld ms", workers, i,
+                    (long long)(w->now - w->double_since[i]));
+    }
+    /* R1: same alive view and round, same leader */
+    static view_t v;
+    int leader[PEERS];
+    uint64_t round[PEERS];
+    for (int p = 0; p < PEERS; p++) {
+        leader[p] = -2;
+        if (!w->peers[p].up)
+            continue;
+        build_view(w, p, &v);
+        sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials,
+                              .trial_count = v.count, .capacity = v.capacity};
+        round[p] = sl_sched_round(&w->spec, &sv);
+        leader[p] = leader_of(w, p, round[p]);
+    }
+    for (int p = 0; p < PEERS; p++)
+        for (int q = p + 1; q < PEERS; q++) {
+            if (leader[p] == -2 || leader[q] == -2 || round[p] != round[q])
+                continue;
+            bool same = true;
+            for (int r = 0; r < PEERS; r++)
+                same &= alive_in_view(w, p, r) == alive_in_view(w, q, r);
+            if (same && leader[p] != leader[q])
+                violate(w, "R1: %s and %s share a view but lead round %llu by %d and %d",
+                        w->peers[p].id, w->peers[q].id, (unsigned long long)round[p], leader[p],
+                        leader[q]);
+        }
+}
+
+static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, bug_t bug) {
+    memset(w, 0, sizeof *w);
+    w->seed = seed;
+    w->bug = bug;
+    w->faults = faults;
+    char why[256] = "";
+    if (sl_study_spec_parse(json, strlen(json), &w->spec, why, sizeof why) != SL_OK) {
+        violate(w, "spec: %s", why);
+        return;
+    }
+    w->spec.seed = seed;
+    sl_study_spec_id(&w->spec, w->study_id);
+    w->concurrency = 1 + (int)(seed % 2);
+    sl_rng_seed(&w->rng, seed * 7919 + 17);
+    for (int p = 0; p < PEERS; p++) {
+        snprintf(w->peers[p].id, sizeof w->peers[p].id, "peer-%d", p);
+        w->peers[p].up = true;
+    }
+    static view_t v;
+    for (w->now = 0; w->now < DEADLINE_MS && !w->violation[0]; w->now += STEP_MS) {
+        inject_faults(w);
+        /* membership: hear those reachable */
+        for (int p = 0; p < PEERS; p++)
+            for (int q = 0; q < PEERS; q++)
+                if (connected(w, p, q))
+                    w->peers[p].heard[q] = w->now;
+        /* anti-entropy */
+        for (int p = 0; p < PEERS; p++)
+            for (int q = 0; q < PEERS; q++)
+                if (p != q && connected(w, p, q) && sl_rng_below(&w->rng, 10) < 4)
+                    merge_replica(w, &w->peers[q].rep, &w->peers[p].rep);
+        /* each peer: lead if leader, claim, train */
+        for (int p = 0; p < PEERS; p++) {
+            if (!w->peers[p].up)
+                continue;
+            build_view(w, p, &v);
+            if (!w->peers[p].rep.finished) {
+                sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials,
+                                      .trial_count = v.count, .capacity = v.capacity};
+                if (leader_of(w, p, sl_sched_round(&w->spec, &sv)) == p)
+                    lead(w, p, &v);
+                build_view(w, p, &v);
+                take_claims(w, p, &v);
+            }
+            work(w, p);
+        }
+        checks_step(w);
+        /* done: every peer up, finished, idle */
+        bool all = w->now >= FAULTS_UNTIL_MS && !w->heal_at;
+        for (int p = 0; p < PEERS && all; p++)
+            all = w->peers[p].up && w->peers[p].rep.finished && w->peers[p].job_count == 0;
+        if (all) {
+            w->finished_all = true;
+            break;
+        }
+    }
+    if (w->violation[0])
+        return;
+    /* T5: finished once quiet */
+    if (!w->finished_all) {
+        int open = 0;
+        for (int i = 0; i < w->prop_count; i++)
+            open += !w->peers[0].rep.t[i].has_result;
+        violate(w, "T5: not finished by %d s (%d trials open in peer-0's replica)",
+                DEADLINE_MS / 1000, open);
+        return;
+    }
+    /* converge the replicas, then check the end state */
+    for (int round = 0; round < 2; round++)
+        for (int p = 0; p < PEERS; p++)
+            for (int q = 0; q < PEERS; q++)
+                if (p != q)
+                    merge_replica(w, &w->peers[q].rep, &w->peers[p].rep);
+    const replica_t *fin = &w->peers[0].rep;
+    for (int i = 0; i < w->prop_count; i++) {
+        const rtrial_t *r = &fin->t[i];
+        /* T1 */
+        if (!r->has_result)
+            violate(w, "T1: trial %d (%s, rung %d, %d epochs) has no outcome", i, w->props[i].id,
+                    r->rung, recorded(r));
+        else if (r->result.state != SL_TRIAL_DONE && r->result.state != SL_TRIAL_FAILED)
+            violate(w, "T1: trial %d ends %s", i, sl_trial_state_name(r->result.state));
+        /* T2 */
+        for (int e = 0; e < MAX_E; e++)
+            if (w->reported[i][e] && !(r->metrics >> e & 1))
+                violate(w, "T2: trial %d lost the metric of epoch %d", i, e + 1);
+        for (int p = 1; p < PEERS; p++)
+            if (memcmp(&w->peers[p].rep.t[i], r, sizeof *r) != 0)
+                violate(w, "store: replicas differ on trial %d once quiet", i);
+    }
+    /* R2: every slot once, the budget met */
+    for (uint64_t o = 0; o < w->spec.budget_trials; o++) {
+        int n = 0;
+        for (int i = 0; i < w->prop_count; i++)
+            n += w->props[i].ordinal == o && fin->t[i].known;
+        if (n != 1)
+            violate(w, "R2: proposal slot %llu holds %d trials", (unsigned long long)o, n);
+    }
+    if ((uint32_t)w->prop_count != w->spec.budget_trials)
+        violate(w, "R2: %d trials proposed for a budget of %u", w->prop_count,
+                w->spec.budget_trials);
+}
+
+/* The end state a synchronous scheduler must reproduce: per trial id, the
+ * rung, the outcome and the epochs. */
+static bool same_outcome(const world_t *a, const world_t *b, char *why, size_t why_len) {
+    if (a->prop_count != b->prop_count) {
+        snprintf(why, why_len, "%d trials vs %d", a->prop_count, b->prop_count);
+        return false;
+    }
+    for (int i = 0; i < a->prop_count; i++) {
+        int j = find_prop(b, a->props[i].id);
+        if (j < 0) {
+            snprintf(why, why_len, "trial %s missing", a->props[i].id);
+            return false;
+        }
+        const rtrial_t *x = &a->peers[0].rep.t[i], *y = &b->peers[0].rep.t[j];
+        if (x->rung != y->rung || x->result.state != y->result.state ||
+            recorded(x) != recorded(y)) {
+            snprintf(why, why_len, "trial %s: rung %d/%d, %s/%s, %d/%d epochs", a->props[i].id,
+                     x->rung, y->rung, sl_trial_state_name(x->result.state),
+                     sl_trial_state_name(y->result.state), recorded(x), recorded(y));
+            return false;
+        }
+    }
+    return true;
+}
+
+static world_t W, W0;
+
+static uint64_t first_seed(void) {
+    const char *s = getenv("SL_SEED");
+    return s ? strtoull(s, NULL, 10) : 1;
+}
+
+static void test_asha_faults(void) {
+    int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150);
+    int kills = 0, takeovers = 0, promotions = 0, quiet = 0;
+    for (int i = 0; i < seeds; i++) {
+        uint64_t seed = first_seed() + (uint64_t)i;
+        run_world(&W, asha_json, seed, true, BUG_NONE);
+        CHECK_MSG(!W.violation[0], "seed %llu (SL_SEED=%llu to replay): %s",
+                  (unsigned long long)seed, (unsigned long long)seed, W.violation);
+        if (W.violation[0])
+            break;
+        if (getenv("SL_VERBOSE"))
+            printf("  seed %llu: finished at %.1f s, %d trials, %d promotions, %d leader kills, "
+                   "%d takeovers, %d quiet steps\n", (unsigned long long)seed, W.now / 1000.0,
+                   W.prop_count, W.promotions, W.leader_kills, W.takeovers, W.quiet_steps);
+        kills += W.leader_kills;
+        takeovers += W.takeovers;
+        promotions += W.promotions;
+        quiet += W.quiet_steps;
+    }
+    /* the faults did happen */
+    CHECK_MSG(kills > seeds / 4, "only %d leader kills", kills);
+    CHECK_MSG(takeovers > seeds / 4, "only %d takeovers", takeovers);
+    CHECK(promotions > seeds);
+    CHECK(quiet > 0);
+}
+
+static void test_sh_same_as_fault_free(void) {
+    int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150) / 2;
+    for (int i = 0; i < seeds; i++) {
+        uint64_t seed = first_seed() + (uint64_t)i;
+        run_world(&W0, sh_json, seed, false, BUG_NONE);
+        CHECK_MSG(!W0.violation[0], "seed %llu fault-free: %s", (unsigned long long)seed,
+                  W0.violation);
+        run_world(&W, sh_json, seed, true, BUG_NONE);
+        CHECK_MSG(!W.violation[0], "seed %llu: %s", (unsigned long long)seed, W.violation);
+        char why[200];
+        bool same = same_outcome(&W0, &W, why, sizeof why);
+        CHECK_MSG(same, "T4 seed %llu: faults changed a synchronous decision: %s",
+                  (unsigned long long)seed, why);
+        if (W.violation[0] || W0.violation[0] || !same)
+            break;
+    }
+}
+
+/* Same seed, no faults: the same run (T4 determinism). */
+static void test_deterministic(void) {
+    run_world(&W0, asha_json, 42, false, BUG_NONE);
+    run_world(&W, asha_json, 42, false, BUG_NONE);
+    char why[200];
+    CHECK_MSG(same_outcome(&W0, &W, why, sizeof why), "%s", why);
+    CHECK_INT(W0.now, W.now);
+    run_world(&W, asha_json, 42, true, BUG_NONE);
+    CHECK_INT(W.prop_count, W0.prop_count); /* random search: the same trials */
+    for (int i = 0; i < W0.prop_count; i++)
+        CHECK(find_prop(&W, W0.props[i].id) >= 0);
+}
+
+/* Each checker fires on its planted bug within a few seeds. */
+static void planted_in(bug_t bug, const char *json, const char *prefix, bool faults) {
+    bool fired = false;
+    for (uint64_t seed = 1; seed <= 40 && !fired; seed++) {
+        run_world(&W, json, seed, faults, bug);
+        fired = strncmp(W.violation, prefix, strlen(prefix)) == 0;
+    }
+    if (getenv("SL_VERBOSE"))
+        printf("  bug %d fired at seed %llu: %s\n", bug, (unsigned long long)(W.seed), W.violation);
+    CHECK_MSG(fired, "planted bug %d: the %s checker never fired (last: \"%s\")", bug, prefix,
+              W.violation);
+}
+
+static void planted(bug_t bug, const char *json, const char *prefix) {
+    planted_in(bug, json, prefix, true);
+}
+
+static void test_planted_t1(void) { planted(BUG_T1_SKIP_STOPS, asha_json, "T1"); }
+static void test_planted_t2(void) { planted(BUG_T2_METRICS_BY_CLAIM, asha_json, "T2"); }
+static void test_planted_t3(void) { planted(BUG_T3_IGNORE_EPOCH, asha_json, "T3"); }
+static void test_planted_t3_quiet(void) {
+    planted_in(BUG_T3_SAME_EPOCH, asha_json, "T3: 2 peers work on trial", false);
+}
+static void test_planted_t4(void) { planted(BUG_T4_EXTRA_PROMOTION, asha_json, "T4"); }
+static void test_planted_t4_sync(void) { planted(BUG_T4_EXTRA_PROMOTION, sh_json, "T4"); }
+static void test_planted_t5(void) { planted(BUG_T5_NO_TAKEOVER, asha_json, "T5"); }
+static void test_planted_r1(void) { planted(BUG_R1_OBSERVER_LEADER, asha_json, "R1"); }
+static void test_planted_r2(void) { planted(BUG_R2_ORDINAL_SKEW, asha_json, "R2"); }
+
+int main(void) {
+    sl_test_run("deterministic", test_deterministic);
+    sl_test_run("asha_faults", test_asha_faults);
+    sl_test_run("sh_same_as_fault_free", test_sh_same_as_fault_free);
+    sl_test_run("planted_t1", test_planted_t1);
+    sl_test_run("planted_t2", test_planted_t2);
+    sl_test_run("planted_t3", test_planted_t3);
+    sl_test_run("planted_t3_quiet", test_planted_t3_quiet);
+    sl_test_run("planted_t4", test_planted_t4);
+    sl_test_run("planted_t4_sync", test_planted_t4_sync);
+    sl_test_run("planted_t5", test_planted_t5);
+    sl_test_run("planted_r1", test_planted_r1);
+    sl_test_run("planted_r2", test_planted_r2);
+    return sl_test_finish();
+}
