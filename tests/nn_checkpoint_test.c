@@ -211,6 +211,16 @@ static void test_corrupt_rejected(void) {
     CHECK_ERR(sl_nn_checkpoint_load(other, path, why, sizeof why), SL_EINVAL);
     CHECK(strstr(why, "optimizer") != NULL);
     sl_nn_trainer_destroy(&other);
+    oc = cfg;
+    oc.seed = 6;
+    CHECK_OK(sl_nn_trainer_new(be, &oc, train, test, &other, why, sizeof why));
+    CHECK_ERR(sl_nn_checkpoint_load(other, path, why, sizeof why), SL_EINVAL);
+    sl_nn_trainer_destroy(&other);
+    oc = cfg;
+    oc.val_split = 0.2f;
+    CHECK_OK(sl_nn_trainer_new(be, &oc, train, test, &other, why, sizeof why));
+    CHECK_ERR(sl_nn_checkpoint_load(other, path, why, sizeof why), SL_EINVAL);
+    sl_nn_trainer_destroy(&other);
     /* The good one loads. */
     CHECK_OK(sl_nn_checkpoint_load(fresh, path, why, sizeof why));
     CHECK_INT(sl_nn_trainer_epochs_done(fresh), 1);

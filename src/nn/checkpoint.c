@@ -7,7 +7,8 @@
  *     0     8  magic "SLNNCKPT"
  *     8     4  version (1)
  *    12     4  header length H (bytes from offset 16 to the payload)
- *    16     8  fingerprint (model spec, optimizer, input geometry, sizes)
+ *    16     8  fingerprint (model spec, optimizer, input geometry, sizes, batch,
+ *              seed, training and validation counts)
  *    24     4  epochs completed
  *    28     4  optimizer state vectors S (1 = momentum, 2 = Adam m and v)
  *    32     8  optimizer steps taken
@@ -152,8 +153,8 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
     if (get64(b + 16) != sl_nn_trainer_fingerprint(t) || P != m->param_count ||
         R != m->stat_count || S != (t->s2 ? 2u : 1u))
         return sl_nn_why(why, why_len, SL_EINVAL,
-                         "%s: checkpoint was written with another optimizer or data shape; "
-                         "start without --resume or use the same settings",
+                         "%s: checkpoint was written with another optimizer, batch size, seed "
+                         "or data split; start without --resume or use the same settings",
                          name);
     uint32_t epoch = get32(b + 24);
     if (epoch > (uint32_t)t->cfg.epochs)

@@ -162,8 +162,9 @@ struct sl_nn_trainer {
     void *progress_ctx;           /* its context */
 };
 
-/* Checksum-protected fingerprint of the configuration a checkpoint must
- * match (model, optimizer kind, input geometry). */
+/* Fingerprint of the configuration a checkpoint must match: model,
+ * optimizer kind, input geometry, batch size, seed and the split's sizes
+ * (the learning rate, schedule and epoch count may change on resume). */
 uint64_t sl_nn_trainer_fingerprint(const sl_nn_trainer_t *t);
 
 /* Pure checkpoint codec (checkpoint.c): encode downloads the state into a

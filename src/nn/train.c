@@ -104,9 +104,10 @@ static sl_err place(sl_nn_trainer_t *t, int slot, const void *host, size_t len,
 uint64_t sl_nn_trainer_fingerprint(const sl_nn_trainer_t *t) {
     char buf[SL_NN_SPEC_MAX_LEN + 160];
     const sl_nn_model_t *m = t->model;
-    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%d|%d|%d|%zu|%zu", m->spec.text,
+    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%d|%d|%d|%zu|%zu|%d|%llu|%zu|%zu", m->spec.text,
                      (int)t->cfg.optimizer, m->input.channels, m->input.height, m->input.width,
-                     m->input.classes, m->param_count, m->stat_count);
+                     m->input.classes, m->param_count, m->stat_count, t->cfg.batch,
+                     (unsigned long long)t->cfg.seed, t->train_count, t->val_count);
     return sl_hash64(buf, (size_t)n, 0x534C434B);
 }
 
