@@ -6,7 +6,9 @@
 # x86-64 only (the emulator's fiber switch); not under the sanitizers
 # (ASan does not follow hand-made stack switches).
 find_package(Python3 COMPONENTS Interpreter)
-if(Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT SL_SANITIZE
+include(CheckLanguage)
+check_language(CXX)
+if(Python3_Interpreter_FOUND AND CMAKE_CXX_COMPILER AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT SL_SANITIZE
    AND NOT SL_FUZZ)
   enable_language(CXX)
   set(SL_EMU_DIR ${PROJECT_SOURCE_DIR}/src/nn/cuda/emu)

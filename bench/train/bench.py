@@ -257,6 +257,8 @@ def main():
             log(f"bench: {model} / {c.name}")
             results[(model, c.name)] = measure(c, model, args)
 
+    if args.device == "cpu":
+        args.gpu_note = gpu_probe(args)
     lines = render(args, contestants, results, notes)
     text = "\n".join(lines) + "\n"
     print(text)
@@ -347,7 +349,30 @@ def render(args, contestants, results, notes):
         L.append("")
         L.append("</details>")
         L.append("")
+    if getattr(args, "gpu_note", None):
+        L.append("## GPU")
+        L.append("")
+        L.append(args.gpu_note)
+        L.append("")
     return L
+
+
+def gpu_probe(args):
+    """One line on whether this machine can run the --device cuda benchmark."""
+    try:
+        p = subprocess.run([args.peerctl, "train", "--device", "cuda", "--epochs", "1",
+                            "--limit", "256", "--quiet", "--dataset", args.data],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"GPU benchmark not run: probing the cuda backend failed ({e})."
+    if p.returncode == 0:
+        return ("A cuda device is usable here: run `bench/train/run --device cuda` for the GPU "
+                "comparison (it writes bench/results/train-cuda.md).")
+    why = (p.stderr.strip().splitlines() or ["unknown reason"])[-1]
+    return ("GPU benchmark not run: this machine has no usable GPU (`peerctl train --device "
+            f"cuda` says: {why}). On a machine with one, `bench/train/run --device cuda` "
+            "measures Starling against PyTorch (PyPI, CUDA build) with the data on the GPU "
+            "(target: MLP samples/s ≥ 1.5 × PyTorch's) and writes bench/results/train-cuda.md.")
 
 
 def targets(model, args, s, t):
