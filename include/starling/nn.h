@@ -16,7 +16,12 @@
  *
  * Functions that can fail for a user-facing reason (a bad file, a bad
  * spec) take `why`/`why_len`: on error they write a one-line message
- * naming the file or input and what is wrong (may be NULL). */
+ * naming the file or input and what is wrong (may be NULL).
+ *
+ * Threads: a trainer and its backend belong to one thread at a time.
+ * Several trainers may run in parallel threads, each with its own backend;
+ * on the cpu backend they share OpenBLAS's thread pool (its setting is
+ * process-wide: `threads` of the last backend opened wins). */
 #ifndef STARLING_NN_H
 #define STARLING_NN_H
 
