@@ -54,9 +54,15 @@ sl_err sl_crdt_item_check(const sl_crdt_item_t *it) {
     return SL_OK;
 }
 
+static int planted_bug; /* sl_crdt_set_bug: tests only */
+
+void sl_crdt_set_bug(int bug) { planted_bug = bug; }
+
 int sl_crdt_lww_cmp(uint64_t hlc_a, sl_dot_t a, uint64_t hlc_b, sl_dot_t b) {
     if (hlc_a != hlc_b)
         return hlc_a < hlc_b ? -1 : 1;
+    if (planted_bug == 1)
+        return 1; /* planted: the newcomer always wins a tie */
     if (a.rid != b.rid)
         return a.rid < b.rid ? -1 : 1;
     if (a.seq != b.seq)

@@ -102,7 +102,13 @@ struct sl_store {
     uint32_t snap_old_len;      /* entries */
     uint64_t snap_counter;      /* snapshots built */
     sl_store_stats_t st;        /* counters */
+    sl_store_bug bug;           /* planted bug (tests only) */
+    bool want_reset;            /* ask peers for a RESET snapshot */
 };
+
+void sl_store_request_reset(sl_store_t *s) { s->want_reset = true; }
+
+void sl_store_set_bug(sl_store_t *s, sl_store_bug bug) { s->bug = bug; }
 
 /* ---- small helpers ---- */
 
@@ -787,7 +793,8 @@ static sl_err vv_lists(const sl_store_t *s, sl_store_range_t **vv, uint32_t *vn,
 }
 
 sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out) {
-    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DIGEST, .sender = s->rid, .reply = reply};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DIGEST, .sender = s->rid, .reply = reply,
+                         .want_reset = s->want_reset};
     sl_err err = vv_lists(s, &m.ranges, &m.range_count, &m.retired, &m.retired_count);
     if (err)
         return err;
@@ -967,6 +974,8 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
             const replica_t *rep = &s->reps[rix];
             if (rep->retired || rep->rid == peer_rid || seq <= from[rix])
                 continue;
+            if (s->bug == SL_STORE_BUG_DELTA_DROP && seq % 5 == 0)
+                continue; /* planted: the range still covers it */
             if (ncand == cap) {
                 cap = cap ? cap * 2 : 1024;
                 cand_t *c = sl_realloc(cands, cap * sizeof *c);
@@ -1115,6 +1124,8 @@ fail:
 }
 
 sl_err sl_store_snapshot(sl_store_t *s, sl_store_msg_t *out) {
+    if (s->snap_old)
+        return SL_EAGAIN; /* a reset is half applied: the vv does not cover the atoms yet */
     sl_store_out_t o;
     sl_store_out_init(&o);
     sl_err err = build_snapshot(s, 0, 0, &o);
@@ -1155,7 +1166,7 @@ static const sl_store_range_t *range_of(const sl_store_dmsg_t *m, uint64_t rid, 
     return NULL;
 }
 
-static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool *changed) {
+static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted, bool *changed) {
     *changed = false;
     uint8_t *ok = sl_calloc(m->range_count ? m->range_count : 1, 1);
     uint32_t *rixs = sl_calloc(m->range_count ? m->range_count : 1, sizeof *rixs);
@@ -1166,7 +1177,7 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool *changed
             err = SL_EPROTO;
             break;
         }
-        if (r->rid == s->rid) {
+        if (r->rid == s->rid && !trusted) {
             /* my own dots: I have them all; more than I issued is a lie */
             if (r->to > s->reps[s->self_rix].seq)
                 err = SL_EPROTO;
@@ -1174,7 +1185,13 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool *changed
         }
         if ((err = rix_get(s, r->rid, &rixs[g])))
             break;
-        const replica_t *rep = &s->reps[rixs[g]];
+        replica_t *rep = &s->reps[rixs[g]];
+        if (rep->retired && r->to > rep->seq) {
+            /* retired on stale knowledge: more of its dots exist, take
+             * it back and retire it again later */
+            rep->retired = 0;
+            rep->retire_pending = 1;
+        }
         if (rep->retired || rep->seq >= r->to)
             continue; /* all seen */
         if (rep->seq < r->from) {
@@ -1208,8 +1225,16 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool *changed
     return err;
 }
 
+typedef struct {
+    const sl_store_dmsg_t *m; /* the RESET snapshot */
+    uint64_t self;            /* this replica: its atoms stay */
+} drop_ctx_t;
+
 static bool drop_known(void *ctx, const sl_crdt_item_t *a) {
-    const sl_store_dmsg_t *m = ctx;
+    const drop_ctx_t *c = ctx;
+    const sl_store_dmsg_t *m = c->m;
+    if (a->dot.rid == c->self)
+        return false;
     uint64_t k = pairs_get(m->ranges, m->range_count, a->dot.rid, NULL);
     if (!k)
         k = pairs_get(m->retired, m->retired_count, a->dot.rid, NULL);
@@ -1218,14 +1243,53 @@ static bool drop_known(void *ctx, const sl_crdt_item_t *a) {
 
 /* RESET: forget every atom the snapshot's sender knows about (it sends its
  * version of them), except this incarnation's own. */
+/* Is atom `a` covered by the vv before the reset under way (or by what
+ * deltas brought since)? */
+static bool uncovered_partial(void *ctx, const sl_crdt_item_t *a) {
+    const sl_store_t *s = ctx;
+    if (a->dot.rid == s->rid)
+        return false;
+    uint32_t rix = rix_find(s, a->dot.rid);
+    if (rix == NO_REC || s->reps[rix].retired)
+        return false;
+    uint64_t cover = s->reps[rix].seq;
+    if (rix < s->snap_old_len && s->snap_old[rix] > cover)
+        cover = s->snap_old[rix];
+    return a->dot.seq > cover;
+}
+
 static sl_err snapshot_reset(sl_store_t *s, const sl_store_dmsg_t *m) {
-    sl_free(s->snap_old);
-    s->snap_old = sl_calloc(s->rep_count + 1, sizeof *s->snap_old);
-    if (!s->snap_old)
+    if (s->snap_old) {
+        /* a reset was under way and is abandoned: atoms its chunks
+         * brought beyond what we knew before cannot be vouched for */
+        for (uint32_t i = 0; i < s->rec_count; i++) {
+            rec_t *r = &s->recs[i];
+            if (r->type == SL_CRDT_NONE)
+                continue;
+            if (r->type == SL_CRDT_LWW) {
+                sl_crdt_item_t a = {.dot = rec_dot(s, r)};
+                if (uncovered_partial(s, &a))
+                    rec_delete(s, i);
+                continue;
+            }
+            sl_crdt_val_drop(r->u.val, uncovered_partial, s);
+            if (r->u.val->count == 0)
+                rec_delete(s, i);
+        }
+    }
+    /* a reset already under way keeps the vv it started from */
+    uint64_t *old = sl_calloc(s->rep_count + 1, sizeof *old);
+    if (!old)
         return SL_ENOMEM;
+    for (uint32_t i = 0; i < s->rep_count; i++) {
+        old[i] = s->reps[i].seq;
+        if (i < s->snap_old_len && s->snap_old[i] > old[i])
+            old[i] = s->snap_old[i];
+    }
+    sl_free(s->snap_old);
+    s->snap_old = old;
     s->snap_old_len = s->rep_count;
     for (uint32_t i = 0; i < s->rep_count; i++) {
-        s->snap_old[i] = s->reps[i].seq;
         if (i == s->self_rix)
             continue;
         bool f1, f2;
@@ -1236,6 +1300,7 @@ static sl_err snapshot_reset(sl_store_t *s, const sl_store_dmsg_t *m) {
             s->reps[i].retired = 0;
         }
     }
+    drop_ctx_t dc = {m, s->rid};
     for (uint32_t i = 0; i < s->rec_count; i++) {
         rec_t *r = &s->recs[i];
         if (r->type == SL_CRDT_NONE)
@@ -1243,11 +1308,11 @@ static sl_err snapshot_reset(sl_store_t *s, const sl_store_dmsg_t *m) {
         if (r->type == SL_CRDT_LWW) {
             sl_dot_t d = rec_dot(s, r);
             sl_crdt_item_t a = {.dot = d};
-            if (d.rid != s->rid && drop_known((void *)m, &a))
+            if (drop_known(&dc, &a))
                 rec_delete(s, i);
             continue;
         }
-        sl_crdt_val_drop(r->u.val, drop_known, (void *)m);
+        sl_crdt_val_drop(r->u.val, drop_known, &dc);
         if (r->u.val->count == 0)
             rec_delete(s, i);
     }
@@ -1327,6 +1392,7 @@ static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *chan
         sl_free(s->snap_old);
         s->snap_old = NULL;
         s->snap_old_len = 0;
+        s->want_reset = false;
     }
     s->snap_from = s->snap_id = 0;
     *changed = true;
@@ -1373,7 +1439,9 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_ou
     p->retired = ret;
     p->retired_count = m->retired_count;
     sl_err err;
-    if (needs_reset(s, p))
+    /* a replica that itself waits for a reset may hold stale atoms: it
+     * answers with deltas only */
+    if (!s->want_reset && (m->want_reset || needs_reset(s, p)))
         err = build_snapshot(s, SL_STORE_SNAP_RESET, s->cfg.max_msg_len, replies);
     else
         err = build_deltas(s, m->sender, m->ranges, m->range_count, replies);
@@ -1381,11 +1449,17 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_ou
         return err;
     /* pull: does the peer have something we lack? */
     bool lack = false;
-    for (uint32_t i = 0; i < m->range_count && !lack; i++) {
+    for (uint32_t i = 0; i < m->range_count; i++) {
         uint32_t rix = rix_find(s, m->ranges[i].rid);
-        if (m->ranges[i].rid == s->rid)
+        if (m->ranges[i].rid == s->rid || m->ranges[i].to == 0)
             continue;
-        lack = rix == NO_REC || (!s->reps[rix].retired && s->reps[rix].seq < m->ranges[i].to);
+        if (rix == NO_REC || s->reps[rix].seq < m->ranges[i].to) {
+            lack = true;
+            if (rix != NO_REC && s->reps[rix].retired) {
+                s->reps[rix].retired = 0; /* retired too early: see apply_delta */
+                s->reps[rix].retire_pending = 1;
+            }
+        }
     }
     if (lack) {
         sl_store_msg_t d;
@@ -1420,7 +1494,7 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
     if (type == SL_STORE_MSG_DIGEST)
         err = handle_digest(s, &m, replies);
     else if (type == SL_STORE_MSG_DELTA)
-        err = apply_delta(s, &m, &changed);
+        err = apply_delta(s, &m, false, &changed);
     else
         err = apply_snapshot(s, &m, &changed);
     sl_store_dmsg_fini(&m);
@@ -1446,7 +1520,7 @@ sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t 
     if (h > s->hlc.last)
         s->hlc.last = h;
     bool changed;
-    err = type == SL_STORE_MSG_DELTA ? apply_delta(s, &m, &changed) : apply_snapshot(s, &m, &changed);
+    err = type == SL_STORE_MSG_DELTA ? apply_delta(s, &m, true, &changed) : apply_snapshot(s, &m, &changed);
     sl_store_dmsg_fini(&m);
     return err;
 }
@@ -1489,6 +1563,8 @@ static bool gc_stable(void *ctx, sl_dot_t d) {
 size_t sl_store_gc(sl_store_t *s) {
     peer_t **peers = NULL;
     size_t dropped = 0;
+    if (s->bug == SL_STORE_BUG_NO_GC)
+        return 0;
     if (s->live_count && !(peers = sl_calloc(s->live_count, sizeof *peers)))
         return 0;
     for (uint32_t i = 0; i < s->live_count; i++) {

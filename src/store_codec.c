@@ -139,7 +139,7 @@ sl_err sl_store_msg_encode(const sl_store_dmsg_t *m, size_t max_len, sl_store_ms
     out->len = 0;
     switch (m->type) {
     case SL_STORE_MSG_DIGEST:
-        sl_mpack_write_map(&w, 4);
+        sl_mpack_write_map(&w, 5);
         sl_mpack_write_uint(&w, 0);
         sl_mpack_write_uint(&w, m->sender);
         sl_mpack_write_uint(&w, 1);
@@ -148,6 +148,8 @@ sl_err sl_store_msg_encode(const sl_store_dmsg_t *m, size_t max_len, sl_store_ms
         write_pairs(&w, m->ranges, m->range_count, false);
         sl_mpack_write_uint(&w, 3);
         write_pairs(&w, m->retired, m->retired_count, false);
+        sl_mpack_write_uint(&w, 4);
+        sl_mpack_write_bool(&w, m->want_reset);
         break;
     case SL_STORE_MSG_DELTA:
         sl_mpack_write_map(&w, 3);
@@ -227,7 +229,7 @@ static sl_err read_pairs(sl_mpack_reader_t *r, bool triple, sl_store_range_t **o
         sl_mpack_read_uint(r, UINT64_MAX, &g->to);
         if (r->err)
             return r->err;
-        if (g->rid == 0 || (i && g->rid <= (*out)[i - 1].rid) || g->to == 0 ||
+        if (g->rid == 0 || (i && g->rid <= (*out)[i - 1].rid) ||
             (triple && g->from >= g->to))
             return sl_mpack_reader_fail(r, SL_EPROTO);
     }
@@ -373,7 +375,7 @@ sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_sto
     sl_mpack_reader_init(&r, body, len);
     sl_mpack_map_t map;
     uint64_t key, v;
-    static const uint32_t nkeys[] = {4, 3, 8};
+    static const uint32_t nkeys[] = {5, 3, 8};
     uint32_t want = nkeys[type - SL_STORE_MSG_DIGEST];
     uint32_t seen = 0;
     sl_mpack_map_begin(&r, 16, &map);
@@ -395,8 +397,10 @@ sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_sto
                 sl_mpack_read_bool(&r, &out->reply);
             else if (key == 2)
                 read_pairs(&r, false, &out->ranges, &out->range_count);
-            else
+            else if (key == 3)
                 read_pairs(&r, false, &out->retired, &out->retired_count);
+            else
+                sl_mpack_read_bool(&r, &out->want_reset);
             break;
         case SL_STORE_MSG_DELTA:
             if (key == 1)

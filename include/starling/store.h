@@ -117,6 +117,7 @@ typedef struct {
     uint8_t type;               /* SL_STORE_MSG_* */
     uint64_t sender;            /* sender's replica id */
     bool reply;                 /* DIGEST: answers a DIGEST (no digest back) */
+    bool want_reset;            /* DIGEST: asks for a RESET snapshot */
     uint64_t snap_id;           /* SNAPSHOT: identifies one snapshot */
     uint32_t chunk;             /* SNAPSHOT: this chunk's index */
     uint32_t chunks;            /* SNAPSHOT: number of chunks */
@@ -209,7 +210,15 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
  * replies). */
 sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len);
 
-/* The whole state as one SNAPSHOT body (the disk snapshot; no size cap). */
+/* Asks peers for a RESET snapshot (through this replica's digests) until
+ * one has been applied. Call after recovering from disk, and when
+ * membership says this peer had been declared dead: state that others
+ * may have collected as garbage meanwhile is then replaced, not merged
+ * back (atoms the cluster never saw are kept). */
+void sl_store_request_reset(sl_store_t *s);
+
+/* The whole state as one SNAPSHOT body (the disk snapshot; no size cap).
+ * SL_EAGAIN while a RESET snapshot is half applied: try again later. */
 sl_err sl_store_snapshot(sl_store_t *s, sl_store_msg_t *out);
 
 /* The replicas (other than this one) that are alive now, from membership:
@@ -220,6 +229,15 @@ sl_err sl_store_set_live(sl_store_t *s, const uint64_t *rids, size_t count);
 sl_err sl_store_retire(sl_store_t *s, uint64_t rid);
 /* One step of garbage collection (see above); returns atoms dropped. */
 size_t sl_store_gc(sl_store_t *s);
+
+/* Test-only: a planted bug, so a simulation checker can be seen to fire
+ * (tests/sim_store_test.c). Never set outside tests. */
+typedef enum {
+    SL_STORE_BUG_NONE = 0,
+    SL_STORE_BUG_DELTA_DROP = 1, /* S2: deltas silently skip some atoms */
+    SL_STORE_BUG_NO_GC = 2       /* S5: garbage collection never drops anything */
+} sl_store_bug;
+void sl_store_set_bug(sl_store_t *s, sl_store_bug bug);
 
 /* ---- Introspection ---- */
 
