@@ -14,6 +14,8 @@
  *
  * Results are records keyed by trial; sl_result_merge keeps one of two
  * whatever the order, so a trial finished twice keeps one result. */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -134,4 +136,110 @@ static bool result_beats(const sl_result_t *a, const sl_result_t *b) {
 void sl_result_merge(const sl_result_t *a, const sl_result_t *b, sl_result_t *out) {
     sl_result_t r = result_beats(a, b) ? *a : *b;
     *out = r;
+}
+
+/* ---- records ---- */
+
+static bool id_ok(const char *s, size_t max) {
+    size_t n = strlen(s);
+    if (n > max)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == '"' || *s == '\\')
+            return false;
+    return true;
+}
+
+sl_err sl_claim_encode(const sl_claim_t *c, char *out, size_t out_cap, size_t *out_len) {
+    if (!id_ok(c->owner, SL_PEER_ID_MAX))
+        return SL_EINVAL;
+    int n = snprintf(out, out_cap,
+                     "{\"owner\":\"%s\",\"epoch\":%llu,\"lease_expiry_ms\":%llu,\"released\":%s}",
+                     c->owner, (unsigned long long)c->epoch,
+                     (unsigned long long)c->lease_expiry_ms, c->released ? "true" : "false");
+    if (n < 0 || (size_t)n >= out_cap)
+        return SL_ETOOBIG;
+    if (out_len)
+        *out_len = (size_t)n;
+    return SL_OK;
+}
+
+/* A non-negative integer field below 2^53. */
+static bool get_u64(const cJSON *obj, const char *key, uint64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740991.0 ||
+        v->valuedouble != floor(v->valuedouble))
+        return false;
+    *out = (uint64_t)v->valuedouble;
+    return true;
+}
+
+static bool get_text(const cJSON *obj, const char *key, char *out, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap || !id_ok(v->valuestring, cap - 1))
+        return false;
+    memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
+    return true;
+}
+
+sl_err sl_claim_decode(const char *json, size_t len, sl_claim_t *out) {
+    if (len > SL_STUDY_RECORD_MAX)
+        return SL_ETOOBIG;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    sl_claim_t c;
+    memset(&c, 0, sizeof c);
+    const cJSON *rel = cJSON_GetObjectItemCaseSensitive(root, "released");
+    bool ok = cJSON_IsObject(root) && cJSON_GetArraySize(root) == 4 &&
+              get_text(root, "owner", c.owner, sizeof c.owner) && get_u64(root, "epoch", &c.epoch) &&
+              get_u64(root, "lease_expiry_ms", &c.lease_expiry_ms) && cJSON_IsBool(rel) &&
+              (c.owner[0] != '\0' || c.epoch == 0);
+    c.released = ok && cJSON_IsTrue(rel);
+    cJSON_Delete(root);
+    if (!ok)
+        return SL_EPROTO;
+    *out = c;
+    return SL_OK;
+}
+
+sl_err sl_result_encode(const sl_result_t *r, char *out, size_t out_cap, size_t *out_len) {
+    if (!id_ok(r->writer, SL_PEER_ID_MAX) || !id_ok(r->reason, sizeof r->reason - 1) ||
+        !id_ok(r->trial_id, SL_TRIAL_ID_LEN) ||
+        (r->state != SL_TRIAL_DONE && r->state != SL_TRIAL_FAILED))
+        return SL_EINVAL;
+    int n = snprintf(out, out_cap,
+                     "{\"trial\":\"%s\",\"state\":\"%s\",\"epochs\":%d,\"claim_epoch\":%llu,"
+                     "\"writer\":\"%s\",\"reason\":\"%s\"}",
+                     r->trial_id, sl_trial_state_name(r->state), r->epochs,
+                     (unsigned long long)r->claim_epoch, r->writer, r->reason);
+    if (n < 0 || (size_t)n >= out_cap)
+        return SL_ETOOBIG;
+    if (out_len)
+        *out_len = (size_t)n;
+    return SL_OK;
+}
+
+sl_err sl_result_decode(const char *json, size_t len, sl_result_t *out) {
+    if (len > SL_STUDY_RECORD_MAX)
+        return SL_ETOOBIG;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    sl_result_t r;
+    memset(&r, 0, sizeof r);
+    char state[16] = "";
+    uint64_t epochs = 0;
+    bool ok = cJSON_IsObject(root) && cJSON_GetArraySize(root) == 6 &&
+              get_text(root, "trial", r.trial_id, sizeof r.trial_id) &&
+              get_text(root, "state", state, sizeof state) && get_u64(root, "epochs", &epochs) &&
+              epochs <= SL_STUDY_MAX_EPOCHS && get_u64(root, "claim_epoch", &r.claim_epoch) &&
+              get_text(root, "writer", r.writer, sizeof r.writer) &&
+              get_text(root, "reason", r.reason, sizeof r.reason);
+    cJSON_Delete(root);
+    if (ok && strcmp(state, "done") == 0)
+        r.state = SL_TRIAL_DONE;
+    else if (ok && strcmp(state, "failed") == 0)
+        r.state = SL_TRIAL_FAILED;
+    else
+        return SL_EPROTO;
+    r.epochs = (int)epochs;
+    *out = r;
+    return SL_OK;
 }

@@ -365,3 +365,104 @@ sl_err sl_report_leaderboard(const sl_study_spec_t *spec, const sl_trial_result_
     sl_free(idx);
     return out->failed ? SL_ENOMEM : SL_OK;
 }
+
+/* ---- integration helpers ---- */
+
+sl_err sl_report_encode(const sl_report_t *r, char *out, size_t out_cap, size_t *out_len) {
+    size_t n = 0;
+    int w = snprintf(out, out_cap, "{\"epoch\":%d", r->epoch);
+    if (w < 0 || (size_t)w >= out_cap)
+        return SL_ETOOBIG;
+    n = (size_t)w;
+    for (int i = 0; i < r->metric_count; i++) {
+        if (!metric_name_ok(r->metrics[i].name) || !isfinite(r->metrics[i].value))
+            return SL_EINVAL;
+        char num[40];
+        /* shortest text that reads back to the same double */
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(num, sizeof num, "%.*g", prec, r->metrics[i].value);
+            if (strtod(num, NULL) == r->metrics[i].value)
+                break;
+        }
+        w = snprintf(out + n, out_cap - n, ",\"%s\":%s", r->metrics[i].name, num);
+        if (w < 0 || (size_t)w >= out_cap - n)
+            return SL_ETOOBIG;
+        n += (size_t)w;
+    }
+    if (n + 2 > out_cap)
+        return SL_ETOOBIG;
+    out[n++] = '}';
+    out[n] = '\0';
+    if (out_len)
+        *out_len = n;
+    return SL_OK;
+}
+
+static void add_metric(sl_report_t *r, const char *name, double v) {
+    if (!isfinite(v) || r->metric_count == SL_REPORT_MAX_METRICS)
+        return;
+    sl_metric_t *m = &r->metrics[r->metric_count++];
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->value = v;
+}
+
+void sl_report_from_epoch(const sl_nn_epoch_t *m, uint64_t params, uint64_t flops,
+                          sl_report_t *out) {
+    memset(out, 0, sizeof *out);
+    out->epoch = m->epoch;
+    add_metric(out, "train_loss", m->train_loss);
+    add_metric(out, "train_acc", m->train_acc);
+    if (m->has_val) {
+        add_metric(out, "val_loss", m->val_loss);
+        add_metric(out, "val_acc", m->val_acc);
+    }
+    if (m->has_test) {
+        add_metric(out, "test_loss", m->test_loss);
+        add_metric(out, "test_acc", m->test_acc);
+    }
+    add_metric(out, "lr", m->lr);
+    add_metric(out, "seconds", m->seconds);
+    add_metric(out, "params", (double)params);
+    add_metric(out, "flops", (double)flops);
+}
+
+sl_err sl_report_status(const sl_study_spec_t *spec, const sl_trial_result_t *rs, size_t count,
+                        sl_buf_t *out) {
+    sl_buf_printf(out, "%-16s  %-9s  %7s  %-10s", "trial", "state", "epoch", "owner");
+    for (int o = 0; o < spec->objective_count; o++)
+        sl_buf_printf(out, "  %10.10s", spec->objectives[o].metric);
+    sl_buf_printf(out, "  %s\n", "config");
+    /* in proposal order */
+    size_t *idx = sl_malloc((count ? count : 1) * sizeof *idx);
+    if (!idx)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        size_t j = i;
+        while (j > 0 && rs[idx[j - 1]].trial->ordinal > rs[i].trial->ordinal) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+    char json[SL_CONFIG_JSON_MAX], ep[24];
+    for (size_t k = 0; k < count; k++) {
+        const sl_trial_result_t *r = &rs[idx[k]];
+        const sl_trial_t *t = r->trial;
+        size_t len;
+        if (sl_space_encode(spec, &t->config, json, sizeof json, &len) != SL_OK)
+            snprintf(json, sizeof json, "?");
+        snprintf(ep, sizeof ep, "%d/%d", t->epochs_done,
+                 spec->rungs[t->rung >= 0 && t->rung < spec->rung_count ? t->rung : 0]);
+        sl_buf_printf(out, "%-16s  %-9s  %7s  %-10.10s", t->id, sl_trial_state_name(t->state), ep,
+                      r->owner ? r->owner : "-");
+        for (int o = 0; o < spec->objective_count; o++) {
+            if (isfinite(t->objectives[o]))
+                sl_buf_printf(out, "  %10.4g", t->objectives[o]);
+            else
+                sl_buf_printf(out, "  %10s", "-");
+        }
+        sl_buf_printf(out, "  %s\n", json);
+    }
+    sl_free(idx);
+    return out->failed ? SL_ENOMEM : SL_OK;
+}

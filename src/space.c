@@ -589,3 +589,85 @@ void sl_space_crossover(const sl_study_spec_t *spec, sl_rng_t *rng, const sl_con
     sl_space_canon(spec, &c);
     *out = c;
 }
+
+/* ---- proposal records ---- */
+
+sl_err sl_trial_record_encode(const sl_study_spec_t *spec, const sl_trial_t *t, char *out,
+                              size_t out_cap, size_t *out_len) {
+    char json[SL_CONFIG_JSON_MAX];
+    size_t len;
+    sl_err err = sl_space_encode(spec, &t->config, json, sizeof json, &len);
+    if (err)
+        return err;
+    int n = snprintf(out, out_cap, "{\"ordinal\":%llu,\"bracket\":%d,\"rung\":%d,\"config\":%s}",
+                     (unsigned long long)t->ordinal, t->bracket, t->rung, json);
+    if (n < 0 || (size_t)n >= out_cap)
+        return SL_ETOOBIG;
+    if (out_len)
+        *out_len = (size_t)n;
+    return SL_OK;
+}
+
+sl_err sl_trial_record_decode(const sl_study_spec_t *spec, const char *study_id,
+                              const char *want_id, const char *json, size_t len, sl_trial_t *t,
+                              char *why, size_t why_len) {
+    if (len > SL_STUDY_RECORD_MAX) {
+        snprintf(why, why_len, "trial record: over %d bytes", SL_STUDY_RECORD_MAX);
+        return SL_ETOOBIG;
+    }
+    sl_err err = SL_EPROTO;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    memset(t, 0, sizeof *t);
+    char *cfg_text = NULL;
+    if (!cJSON_IsObject(root) || cJSON_GetArraySize(root) != 4) {
+        snprintf(why, why_len, "trial record: not an object of 4 fields");
+        goto fail;
+    }
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "ordinal");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "bracket");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "rung");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "config");
+    if (!cJSON_IsNumber(o) || o->valuedouble < 0 || o->valuedouble >= SL_STUDY_MAX_TRIALS ||
+        o->valuedouble != floor(o->valuedouble)) {
+        snprintf(why, why_len, "trial record: bad ordinal");
+        goto fail;
+    }
+    if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble >= SL_STUDY_MAX_BRACKETS ||
+        b->valuedouble != floor(b->valuedouble) || !cJSON_IsNumber(r) || r->valuedouble < 0 ||
+        r->valuedouble >= spec->rung_count || r->valuedouble != floor(r->valuedouble)) {
+        snprintf(why, why_len, "trial record: bad bracket or rung");
+        goto fail;
+    }
+    if (!cJSON_IsObject(c)) {
+        snprintf(why, why_len, "trial record: bad config");
+        goto fail;
+    }
+    cfg_text = cJSON_PrintUnformatted(c);
+    if (!cfg_text) {
+        err = SL_ENOMEM;
+        goto fail;
+    }
+    if ((err = sl_space_decode(spec, cfg_text, strlen(cfg_text), &t->config, why, why_len)))
+        goto fail;
+    t->ordinal = (uint64_t)o->valuedouble;
+    t->bracket = (int)b->valuedouble;
+    t->rung = (int)r->valuedouble;
+    t->state = SL_TRIAL_PENDING;
+    for (int i = 0; i < SL_STUDY_MAX_OBJECTIVES; i++)
+        t->objectives[i] = NAN;
+    char canon[SL_CONFIG_JSON_MAX];
+    size_t clen;
+    if ((err = sl_space_encode(spec, &t->config, canon, sizeof canon, &clen)))
+        goto fail;
+    sl_trial_id(study_id, t->bracket, canon, clen, t->id);
+    err = SL_EPROTO;
+    if (want_id && strcmp(want_id, t->id) != 0) {
+        snprintf(why, why_len, "trial record: content hashes to %s, not %s", t->id, want_id);
+        goto fail;
+    }
+    err = SL_OK;
+fail:
+    free(cfg_text);
+    cJSON_Delete(root);
+    return err;
+}

@@ -899,3 +899,47 @@ void sl_study_spec_id(const sl_study_spec_t *spec, char out[SL_TRIAL_ID_LEN + 1]
     h = sl_mix64(h ^ spec->budget_trials ^ ((uint64_t)spec->brackets << 40));
     snprintf(out, SL_TRIAL_ID_LEN + 1, "%016llx", (unsigned long long)h);
 }
+
+sl_err sl_study_train_cfg(const sl_study_spec_t *spec, const sl_config_t *config,
+                          const char *trial_id, int epochs, sl_nn_train_cfg_t *cfg, char *model,
+                          size_t model_cap, char *why, size_t why_len) {
+    if (spec->trainer != SL_TRAINER_BUILTIN)
+        return refuse(why, why_len, "trainer: not the builtin trainer");
+    sl_err err = sl_space_render(spec, config, trial_id, spec->model, model, model_cap, why,
+                                 why_len);
+    if (err)
+        return err;
+    sl_nn_train_cfg_init(cfg);
+    cfg->model = model;
+    cfg->epochs = epochs;
+    cfg->batch = spec->batch;
+    cfg->lr = (float)spec->lr;
+    cfg->val_split = (float)spec->val_split;
+    cfg->limit = (size_t)spec->dataset_limit;
+    if (sl_nn_optim_parse(spec->optimizer, &cfg->optimizer) != SL_OK)
+        return refuse(why, why_len, "trainer.optimizer: \"%s\" is unknown", spec->optimizer);
+    for (int i = 0; i < spec->param_count; i++) {
+        const sl_param_t *p = &spec->params[i];
+        const sl_value_t *v = &config->values[i];
+        double x = p->kind == SL_PARAM_REAL ? v->real
+                   : p->kind == SL_PARAM_INT ? (double)v->integer
+                   : p->kind == SL_PARAM_CAT && p->choice_is_number[v->choice]
+                       ? strtod(p->choices[v->choice], NULL)
+                       : NAN;
+        if (strcmp(p->name, "lr") == 0 && isfinite(x))
+            cfg->lr = (float)x;
+        else if (strcmp(p->name, "batch") == 0 && isfinite(x))
+            cfg->batch = (int)x;
+        else if (strcmp(p->name, "momentum") == 0 && isfinite(x))
+            cfg->momentum = (float)x;
+        else if (strcmp(p->name, "weight_decay") == 0 && isfinite(x))
+            cfg->weight_decay = (float)x;
+        else if (strcmp(p->name, "optimizer") == 0 && p->kind == SL_PARAM_CAT &&
+                 sl_nn_optim_parse(p->choices[v->choice], &cfg->optimizer) != SL_OK)
+            return refuse(why, why_len, "search_space.optimizer: \"%s\" is unknown",
+                          p->choices[v->choice]);
+    }
+    uint64_t h = trial_id ? sl_hash64(trial_id, strlen(trial_id), spec->seed) : spec->seed;
+    cfg->seed = sl_mix64(h) | 1;
+    return SL_OK;
+}

@@ -135,7 +135,43 @@ static void test_results(void) {
     CHECK_INT(m1.state, SL_TRIAL_DONE);
 }
 
+static void test_codecs(void) {
+    sl_claim_t c = claim("peer-7", 12, 123456789012ull, true), d;
+    char buf[512];
+    size_t len;
+    CHECK_OK(sl_claim_encode(&c, buf, sizeof buf, &len));
+    CHECK_STR(buf, "{\"owner\":\"peer-7\",\"epoch\":12,\"lease_expiry_ms\":123456789012,"
+                   "\"released\":true}");
+    CHECK_OK(sl_claim_decode(buf, len, &d));
+    CHECK(memcmp(&c, &d, sizeof c) == 0);
+    CHECK_ERR(sl_claim_encode(&c, buf, 10, &len), SL_ETOOBIG);
+    const char *bad[] = {"{}", "[]", "{\"owner\":\"a\",\"epoch\":-1,\"lease_expiry_ms\":0,\"released\":false}",
+                         "{\"owner\":\"a\",\"epoch\":1.5,\"lease_expiry_ms\":0,\"released\":false}",
+                         "{\"owner\":\"\",\"epoch\":3,\"lease_expiry_ms\":0,\"released\":false}",
+                         "{\"owner\":\"a\",\"epoch\":1,\"lease_expiry_ms\":0,\"released\":1}",
+                         "{\"owner\":\"a\",\"epoch\":1,\"lease_expiry_ms\":0,\"released\":false,\"x\":1}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(sl_claim_decode(bad[i], strlen(bad[i]), &d) == SL_EPROTO, "accepted %s", bad[i]);
+    sl_result_t r, q;
+    memset(&r, 0, sizeof r);
+    snprintf(r.trial_id, sizeof r.trial_id, "0123456789abcdef");
+    r.state = SL_TRIAL_FAILED;
+    r.epochs = 2;
+    r.claim_epoch = 3;
+    snprintf(r.writer, sizeof r.writer, "peer-1");
+    snprintf(r.reason, sizeof r.reason, "exit status 1");
+    CHECK_OK(sl_result_encode(&r, buf, sizeof buf, &len));
+    CHECK_OK(sl_result_decode(buf, len, &q));
+    CHECK(memcmp(&r, &q, sizeof r) == 0);
+    snprintf(r.reason, sizeof r.reason, "say \"hi\"");
+    CHECK_ERR(sl_result_encode(&r, buf, sizeof buf, &len), SL_EINVAL);
+    const char *rb = "{\"trial\":\"x\",\"state\":\"running\",\"epochs\":1,\"claim_epoch\":1,"
+                     "\"writer\":\"p\",\"reason\":\"\"}";
+    CHECK_ERR(sl_result_decode(rb, strlen(rb), &q), SL_EPROTO);
+}
+
 int main(void) {
+    sl_test_run("codecs", test_codecs);
     sl_test_run("lifecycle", test_lifecycle);
     sl_test_run("split_brain", test_split_brain);
     sl_test_run("merge_laws", test_merge_laws);

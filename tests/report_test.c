@@ -231,6 +231,42 @@ static void test_plots(void) {
     sl_buf_fini(&b);
 }
 
+static void test_encode_and_status(void) {
+    sl_nn_epoch_t m;
+    memset(&m, 0, sizeof m);
+    m.epoch = 4;
+    m.train_loss = 0.25;
+    m.train_acc = 0.9;
+    m.has_val = true;
+    m.val_acc = 0.8875;
+    m.val_loss = 0.3;
+    m.lr = 0.001;
+    m.seconds = 7.5;
+    sl_report_t r, back;
+    sl_report_from_epoch(&m, 105866, 2258000, &r);
+    CHECK_INT(r.epoch, 4);
+    CHECK_NEAR(sl_report_get(&r, "val_acc"), 0.8875, 0);
+    CHECK_NEAR(sl_report_get(&r, "params"), 105866, 0);
+    CHECK(isnan(sl_report_get(&r, "test_acc")));
+    char line[SL_REPORT_LINE_MAX], why[128];
+    size_t len;
+    CHECK_OK(sl_report_encode(&r, line, sizeof line, &len));
+    CHECK_OK(sl_report_parse(line, len, &back, why, sizeof why));
+    CHECK_INT(back.metric_count, r.metric_count);
+    for (int i = 0; i < r.metric_count; i++) {
+        CHECK_STR(back.metrics[i].name, r.metrics[i].name);
+        CHECK(back.metrics[i].value == r.metrics[i].value);
+    }
+    CHECK_ERR(sl_report_encode(&r, line, 12, &len), SL_ETOOBIG);
+    sl_buf_t b = {0};
+    CHECK_OK(sl_report_status(&spec, rs, N, &b));
+    CHECK(strncmp(b.data, "trial", 5) == 0);
+    const char *row = strchr(b.data, '\n') + 1;
+    CHECK(strncmp(row, trials[0].id, 16) == 0); /* proposal order */
+    CHECK(strstr(row, "done") != NULL && strstr(row, "3/3") != NULL && strstr(row, "peer-1"));
+    sl_buf_fini(&b);
+}
+
 int main(void) {
     sl_test_run("parse_ok", test_parse_ok);
     sl_test_run("parse_garbage", test_parse_garbage);
@@ -239,5 +275,6 @@ int main(void) {
     sl_test_run("pareto_json", test_pareto_json);
     sl_test_run("leaderboard", test_leaderboard);
     sl_test_run("plots", test_plots);
+    sl_test_run("encode_and_status", test_encode_and_status);
     return sl_test_finish();
 }

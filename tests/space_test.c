@@ -215,6 +215,46 @@ static void test_mutate_crossover(void) {
     CHECK_MSG(changed > 900, "mutation changed only %d of 1000", changed);
 }
 
+static void test_trial_record(void) {
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 8);
+    for (int i = 0; i < 200; i++) {
+        sl_trial_t t, u;
+        memset(&t, 0, sizeof t);
+        sl_space_sample(&spec, &rng, &t.config);
+        t.ordinal = (uint64_t)i;
+        t.bracket = 0;
+        t.rung = 0;
+        char json[SL_CONFIG_JSON_MAX], rec[SL_STUDY_RECORD_MAX], why[128] = "";
+        size_t len, rlen;
+        CHECK_OK(sl_space_encode(&spec, &t.config, json, sizeof json, &len));
+        sl_trial_id("sid", 0, json, len, t.id);
+        CHECK_OK(sl_trial_record_encode(&spec, &t, rec, sizeof rec, &rlen));
+        CHECK_MSG(sl_trial_record_decode(&spec, "sid", t.id, rec, rlen, &u, why, sizeof why) ==
+                      SL_OK,
+                  "%s: %s", rec, why);
+        CHECK_STR(u.id, t.id);
+        CHECK_INT(u.ordinal, (uint64_t)i);
+        CHECK(sl_space_equal(&spec, &t.config, &u.config));
+        /* under the wrong key: refused */
+        CHECK_ERR(sl_trial_record_decode(&spec, "sid", "0000000000000000", rec, rlen, &u, why,
+                                         sizeof why),
+                  SL_EPROTO);
+        CHECK(strstr(why, "hashes to") != NULL);
+    }
+    const char *bad[] = {"{}", "{\"ordinal\":-1,\"bracket\":0,\"rung\":0,\"config\":{}}",
+                         "{\"ordinal\":1,\"bracket\":0,\"rung\":5,\"config\":{}}",
+                         "{\"ordinal\":1,\"bracket\":0,\"rung\":0,\"config\":[]}",
+                         "{\"ordinal\":1,\"bracket\":0,\"rung\":0,\"config\":{\"lr\":1}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sl_trial_t u;
+        char why[128];
+        CHECK_MSG(sl_trial_record_decode(&spec, "sid", NULL, bad[i], strlen(bad[i]), &u, why,
+                                         sizeof why) != SL_OK,
+                  "accepted %s", bad[i]);
+    }
+}
+
 int main(void) {
     load();
     sl_test_run("sample_bounds", test_sample_bounds);
@@ -224,5 +264,6 @@ int main(void) {
     sl_test_run("decode_invalid", test_decode_invalid);
     sl_test_run("grid", test_grid);
     sl_test_run("mutate_crossover", test_mutate_crossover);
+    sl_test_run("trial_record", test_trial_record);
     return sl_test_finish();
 }

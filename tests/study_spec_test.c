@@ -247,6 +247,41 @@ static void test_alloc_failures(void) {
     CHECK_INT(sl_alloc_live(), live);
 }
 
+static void test_train_cfg(void) {
+    char buf[4096];
+    const char *from = "\"search_space\": {";
+    const char *at = strstr(base, from);
+    snprintf(buf, sizeof buf, "%.*s%s\"optimizer\": {\"type\": \"categorical\", \"values\": "
+             "[\"sgd\", \"adamw\"]}, \"batch\": {\"type\": \"int\", \"low\": 32, \"high\": 256},%s",
+             (int)(at - base), base, from, at + strlen(from));
+    sl_study_spec_t s;
+    parse_ok(buf, &s);
+    sl_config_t c;
+    memset(&c, 0, sizeof c);
+    int arch = sl_study_spec_param(&s, "arch");
+    c.values[arch].arch[SL_ARCH_FAMILY] = 1;
+    c.values[arch].arch[SL_ARCH_LAYERS] = 1;
+    c.values[arch].arch[SL_ARCH_FC] = 1;
+    c.values[sl_study_spec_param(&s, "lr")].real = 0.002;
+    c.values[sl_study_spec_param(&s, "batch")].integer = 64;
+    c.values[sl_study_spec_param(&s, "optimizer")].choice = 1;
+    sl_space_canon(&s, &c);
+    sl_nn_train_cfg_t cfg;
+    char model[256], why[128] = "";
+    CHECK_OK(sl_study_train_cfg(&s, &c, "0123456789abcdef", 3, &cfg, model, sizeof model, why,
+                                sizeof why));
+    CHECK_STR(cfg.model, "cnn:16,32,k=3,pad=same/fc:64");
+    CHECK_INT(cfg.epochs, 3);
+    CHECK_INT(cfg.batch, 64);
+    CHECK_NEAR(cfg.lr, 0.002, 1e-9);
+    CHECK_INT(cfg.optimizer, SL_NN_OPT_ADAMW);
+    CHECK_NEAR(cfg.val_split, 0.1, 1e-6);
+    uint64_t seed = cfg.seed;
+    CHECK_OK(sl_study_train_cfg(&s, &c, "0123456789abcdee", 3, &cfg, model, sizeof model, why,
+                                sizeof why));
+    CHECK(cfg.seed != seed);
+}
+
 int main(void) {
     sl_test_run("base", test_base);
     sl_test_run("ladders", test_ladders);
@@ -254,5 +289,6 @@ int main(void) {
     sl_test_run("invalid", test_invalid);
     sl_test_run("not_json", test_not_json);
     sl_test_run("alloc_failures", test_alloc_failures);
+    sl_test_run("train_cfg", test_train_cfg);
     return sl_test_finish();
 }

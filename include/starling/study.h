@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "starling/common.h"
+#include "starling/nn.h"
 #include "starling/rng.h"
 
 #ifdef __cplusplus
@@ -478,6 +479,46 @@ sl_err sl_plot_curves(const sl_study_spec_t *spec, const sl_trial_result_t *rs, 
 /* SVG scatter of two objectives with the Pareto front drawn. */
 sl_err sl_plot_pareto(const sl_study_spec_t *spec, const sl_trial_result_t *rs, size_t count,
                       int obj_x, int obj_y, sl_buf_t *out);
+
+/* ---- integration helpers: store records, the builtin trainer, status ---- */
+
+#define SL_STUDY_RECORD_MAX 4096 /* bytes of one encoded record */
+
+/* A proposal as stored under study/S/trial/T (JSON):
+ * {"ordinal":3,"bracket":0,"rung":0,"config":{...}}. (space.c) */
+sl_err sl_trial_record_encode(const sl_study_spec_t *spec, const sl_trial_t *t, char *out,
+                              size_t out_cap, size_t *out_len);
+/* Decodes a proposal into `t` (id, ordinal, bracket, rung, config; state
+ * PENDING, no metrics). The id is recomputed from the content; when
+ * `want_id` is not NULL it must match (a record under the wrong key is
+ * refused). Strict and bounded: SL_EPROTO / SL_ETOOBIG with `why`. */
+sl_err sl_trial_record_decode(const sl_study_spec_t *spec, const char *study_id,
+                              const char *want_id, const char *json, size_t len, sl_trial_t *t,
+                              char *why, size_t why_len);
+/* A claim register as JSON: {"owner":"p1","epoch":2,"lease_expiry_ms":..,"released":false}. (claim.c) */
+sl_err sl_claim_encode(const sl_claim_t *c, char *out, size_t out_cap, size_t *out_len);
+sl_err sl_claim_decode(const char *json, size_t len, sl_claim_t *out);
+/* A result as JSON: {"state":"done","epochs":9,"claim_epoch":2,"writer":"p1","reason":".."}. */
+sl_err sl_result_encode(const sl_result_t *r, char *out, size_t out_cap, size_t *out_len);
+sl_err sl_result_decode(const char *json, size_t len, sl_result_t *out);
+/* A report as one JSON line (no newline), parseable by sl_report_parse. (report.c) */
+sl_err sl_report_encode(const sl_report_t *r, char *out, size_t out_cap, size_t *out_len);
+/* The builtin trainer's epoch as a report: train/val/test loss and
+ * accuracy (those present), lr, seconds, params and flops. */
+void sl_report_from_epoch(const sl_nn_epoch_t *m, uint64_t params, uint64_t flops,
+                          sl_report_t *out);
+/* The status table (peerctl status): trial, state, epoch/target, owner,
+ * the objectives' latest values, config. */
+sl_err sl_report_status(const sl_study_spec_t *spec, const sl_trial_result_t *rs, size_t count,
+                        sl_buf_t *out);
+/* The builtin trainer's configuration of a trial: the model spec rendered
+ * into `model` (cfg->model points at it), the trainer defaults, then the
+ * trial's lr / batch / optimizer / momentum / weight_decay, `epochs`, the
+ * dataset's val_split and limit, and a seed derived from the study seed
+ * and the trial id. (study_spec.c) */
+sl_err sl_study_train_cfg(const sl_study_spec_t *spec, const sl_config_t *config,
+                          const char *trial_id, int epochs, sl_nn_train_cfg_t *cfg, char *model,
+                          size_t model_cap, char *why, size_t why_len);
 
 #ifdef __cplusplus
 }
