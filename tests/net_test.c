@@ -212,6 +212,44 @@ static void test_dead_destination(void) {
     sl_net_destroy(&a);
 }
 
+/* A destination that accepts the connection but never reads: once its
+ * queues and the kernel's buffers are full, sends are dropped and counted
+ * at once; nothing blocks and nothing piles up in the sender. */
+static void test_slow_destination(void) {
+    void *ctx = zmq_ctx_new();
+    void *sink = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0, small = 16;
+    zmq_setsockopt(sink, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sink, ZMQ_RCVHWM, &small, sizeof small);
+    CHECK_INT(zmq_bind(sink, "tcp://127.0.0.1:*"), 0);
+    char ep[64];
+    size_t l = sizeof ep;
+    zmq_getsockopt(sink, ZMQ_LAST_ENDPOINT, ep, &l);
+    sl_net_t *a = open_net(NULL, 0, 0);
+    static uint8_t body[16384];
+    sl_net_stats_t st;
+    sl_net_in_t in;
+    /* Wait for the connection, so drops are not the connect grace's. */
+    CHECK_OK(sl_net_send(a, ep, HDR, body, 1));
+    uint64_t t0 = sl_plat_now_ns();
+    do {
+        sl_net_poll(a, 1, &in);
+        sl_net_stats(a, &st);
+    } while (st.pending > 0 && ms_since(t0) < DEADLINE_MS);
+    t0 = sl_plat_now_ns();
+    for (int i = 0; i < 20000; i++)
+        sl_net_send(a, ep, HDR, body, sizeof body);
+    uint64_t took = ms_since(t0);
+    sl_net_stats(a, &st);
+    CHECK_MSG(took < 3000, "20000 sends to a stalled reader took %llu ms", (unsigned long long)took);
+    CHECK(st.dropped_out > 10000);
+    CHECK(st.pending <= 16); /* a young connection's small waiting queue */
+    CHECK_INT(st.msgs_out + st.dropped_out + st.pending, 20001);
+    sl_net_destroy(&a);
+    zmq_close(sink);
+    zmq_ctx_term(ctx);
+}
+
 /* 100 destinations through a cap of 64: never more than 64 open, the
  * least recently used closed first, and every message still delivered. */
 static void test_lru_cap(void) {
@@ -502,6 +540,7 @@ int main(void) {
     sl_test_run("bind_busy", test_bind_busy);
     sl_test_run("send_receive_reply", test_send_receive_reply);
     sl_test_run("dead_destination", test_dead_destination);
+    sl_test_run("slow_destination", test_slow_destination);
     sl_test_run("lru_cap", test_lru_cap);
     sl_test_run("limits", test_limits);
     sl_test_run("curve", test_curve);

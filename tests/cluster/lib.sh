@@ -39,6 +39,8 @@ cleanup() {
     if [ -n "$CLUSTER_DIR" ] && [ -d "$CLUSTER_DIR" ]; then
         if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
             log "FAILED (exit $rc); logs kept in $CLUSTER_DIR"
+        elif [ -n "${SL_KEEP_LOGS:-}" ]; then
+            log "logs kept in $CLUSTER_DIR (SL_KEEP_LOGS)"
         else
             rm -rf "$CLUSTER_DIR"
         fi
