@@ -136,16 +136,19 @@ static bool better(const cand_t *a, const cand_t *b, bool maximize) {
     return strcmp(a->t->id, b->t->id) < 0;
 }
 
+static int cmp_max(const void *a, const void *b) {
+    return better(a, b, true) ? -1 : better(b, a, true) ? 1 : 0;
+}
+
+static int cmp_min(const void *a, const void *b) {
+    return better(a, b, false) ? -1 : better(b, a, false) ? 1 : 0;
+}
+
+/* `better` is a total order (ids are unique), so qsort's instability
+ * cannot make two peers rank differently. */
 static void sort_cands(cand_t *c, size_t n, bool maximize) {
-    for (size_t i = 1; i < n; i++) {
-        cand_t x = c[i];
-        size_t j = i;
-        while (j > 0 && better(&x, &c[j - 1], maximize)) {
-            c[j] = c[j - 1];
-            j--;
-        }
-        c[j] = x;
-    }
+    if (n > 1)
+        qsort(c, n, sizeof *c, maximize ? cmp_max : cmp_min);
 }
 
 /* Candidates at rung k of bracket b: trials promoted to rung >= k.

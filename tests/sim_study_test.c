@@ -632,6 +632,25 @@ static const char *sh_json =
     " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}],"
     " \"budget\": {\"trials\": 18}, \"retries\": 1, \"checkpoint_every\": 2}";
 
+static const char *hb_json =
+    "{\"name\": \"sim-hb\", \"trainer\": {\"type\": \"command\", \"command\": \"t {lr}\"},"
+    " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true}},"
+    " \"scheduler\": {\"type\": \"hyperband\", \"min_epochs\": 1, \"max_epochs\": 9, \"reduction\": 3},"
+    " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}], \"retries\": 1}";
+static const char *grid_json =
+    "{\"name\": \"sim-grid\", \"trainer\": {\"type\": \"command\", \"command\": \"t {lr} {k}\"},"
+    " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true,"
+    " \"grid_points\": 4}, \"k\": {\"type\": \"categorical\", \"values\": [\"a\", \"b\", \"c\"]}},"
+    " \"searcher\": {\"type\": \"grid\"}, \"scheduler\": {\"type\": \"fifo\", \"epochs\": 3},"
+    " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}], \"retries\": 1}";
+static const char *evo_json =
+    "{\"name\": \"sim-evo\", \"trainer\": {\"type\": \"command\", \"command\": \"t {lr}\"},"
+    " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true}},"
+    " \"searcher\": {\"type\": \"evolution\", \"population\": 6},"
+    " \"scheduler\": {\"type\": \"fifo\", \"epochs\": 2},"
+    " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}],"
+    " \"budget\": {\"trials\": 24}, \"retries\": 1}";
+
 static void checks_step(world_t *w) {
     /* T3: claim epochs only grow in every replica; no worker holds an
      * epoch below its replica's; when quiet, one worker per trial */
@@ -859,15 +878,19 @@ static void test_asha_faults(void) {
     CHECK(quiet > 0);
 }
 
-static void test_sh_same_as_fault_free(void) {
-    int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150) / 2;
+/* Synchronous schedulers (sh, hyperband, grid, generational evolution)
+ * end exactly as their fault-free run with the same seed. */
+static void sync_same_as_fault_free(const char *json, int seeds) {
+    if (getenv("SL_SEED"))
+        seeds = 1;
     for (int i = 0; i < seeds; i++) {
         uint64_t seed = first_seed() + (uint64_t)i;
-        run_world(&W0, sh_json, seed, false, BUG_NONE);
+        run_world(&W0, json, seed, false, BUG_NONE);
         CHECK_MSG(!W0.violation[0], "seed %llu fault-free: %s", (unsigned long long)seed,
                   W0.violation);
-        run_world(&W, sh_json, seed, true, BUG_NONE);
-        CHECK_MSG(!W.violation[0], "seed %llu: %s", (unsigned long long)seed, W.violation);
+        run_world(&W, json, seed, true, BUG_NONE);
+        CHECK_MSG(!W.violation[0], "seed %llu (SL_SEED=%llu to replay): %s",
+                  (unsigned long long)seed, (unsigned long long)seed, W.violation);
         char why[200];
         bool same = same_outcome(&W0, &W, why, sizeof why);
         CHECK_MSG(same, "T4 seed %llu: faults changed a synchronous decision: %s",
@@ -875,6 +898,19 @@ static void test_sh_same_as_fault_free(void) {
         if (W.violation[0] || W0.violation[0] || !same)
             break;
     }
+}
+
+static void test_sh_same_as_fault_free(void) {
+    sync_same_as_fault_free(sh_json, sl_test_seed_count(150) / 2);
+}
+static void test_hyperband_same_as_fault_free(void) {
+    sync_same_as_fault_free(hb_json, sl_test_seed_count(150) / 3);
+}
+static void test_grid_same_as_fault_free(void) {
+    sync_same_as_fault_free(grid_json, sl_test_seed_count(150) / 3);
+}
+static void test_evolution_same_as_fault_free(void) {
+    sync_same_as_fault_free(evo_json, sl_test_seed_count(150) / 3);
 }
 
 /* Same seed, no faults: the same run (T4 determinism). */
@@ -923,6 +959,9 @@ int main(void) {
     sl_test_run("deterministic", test_deterministic);
     sl_test_run("asha_faults", test_asha_faults);
     sl_test_run("sh_same_as_fault_free", test_sh_same_as_fault_free);
+    sl_test_run("hyperband_same_as_fault_free", test_hyperband_same_as_fault_free);
+    sl_test_run("grid_same_as_fault_free", test_grid_same_as_fault_free);
+    sl_test_run("evolution_same_as_fault_free", test_evolution_same_as_fault_free);
     sl_test_run("planted_t1", test_planted_t1);
     sl_test_run("planted_t2", test_planted_t2);
     sl_test_run("planted_t3", test_planted_t3);
