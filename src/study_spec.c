@@ -767,8 +767,6 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
         goto fail;
     }
     {
-        static const char *none[] = {NULL};
-        (void)none;
         for (const cJSON *it = space->child; it; it = it->next) {
             for (const cJSON *j = it->next; j; j = j->next)
                 if (strcmp(it->string, j->string) == 0) {
@@ -787,6 +785,11 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
         (err = parse_trainer(get(root, "trainer"), s, why, why_len)))
         goto fail;
 
+    if (s->trainer == SL_TRAINER_BUILTIN && !s->dataset[0]) {
+        err = refuse(why, why_len,
+                     "dataset: required for the builtin trainer (e.g. \"fashion-mnist\")");
+        goto fail;
+    }
     /* budget */
     const cJSON *b = get(root, "budget");
     int64_t trials = 0, time_s = 0;

@@ -89,7 +89,7 @@ static void test_parse_garbage(void) {
 /* ---- results ---- */
 
 static const char *spec_json =
-    "{\"name\": \"res\", \"trainer\": {\"type\": \"builtin\"},"
+    "{\"name\": \"res\", \"dataset\": \"fashion-mnist\", \"trainer\": {\"type\": \"builtin\"},"
     " \"search_space\": {\"arch\": {\"type\": \"arch\", \"families\": [\"mlp\"], \"layers\": [1, 2, 3],"
     "  \"units\": [32, 64, 128, 256]}, \"lr\": {\"type\": \"real\", \"low\": 0.001, \"high\": 0.1}},"
     " \"scheduler\": {\"type\": \"fifo\", \"epochs\": 3},"

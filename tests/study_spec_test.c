@@ -197,6 +197,7 @@ static const bad_t bad[] = {
      "search_space.trial: a parameter name"},
     {"\"scheduler\": {", "\"scheduler2\": {", "scheduler2: unknown field"},
     {"{\"name\"", "[{\"name\"", "study: not valid JSON"},
+    {"\"dataset\": \"fashion-mnist\",", "", "dataset: required for the builtin trainer"},
 };
 
 static void test_invalid(void) {

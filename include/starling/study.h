@@ -294,7 +294,9 @@ size_t sl_pareto_front(const double *points, size_t count, int dims, const bool 
 typedef enum {
     SL_DECISION_PROPOSE = 0, /* add a new trial (pending, rung 0) */
     SL_DECISION_PROMOTE = 1, /* a paused trial continues to `rung` */
-    SL_DECISION_STOP = 2,    /* a paused trial ends (done) at its rung */
+    SL_DECISION_STOP = 2,    /* a paused trial ends (done) at its rung; on cancel or a
+                                spent time budget, pending and running ones too (their
+                                owners stop at the next epoch and record done) */
     SL_DECISION_FINISH = 3   /* the study is finished */
 } sl_decision_kind;
 
