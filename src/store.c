@@ -97,9 +97,7 @@ struct sl_store {
     uint64_t snap_from;         /* snapshot being received: sender */
     uint64_t snap_id;           /* its id */
     uint32_t snap_next;         /* next chunk expected */
-    uint8_t snap_flags;         /* its flags */
-    uint64_t *snap_old;         /* RESET: vv entries (by rix) before it */
-    uint32_t snap_old_len;      /* entries */
+    struct sl_store *shadow;    /* RESET snapshot being received, built aside */
     uint64_t snap_counter;      /* snapshots built */
     sl_store_stats_t st;        /* counters */
     sl_store_bug bug;           /* planted bug (tests only) */
@@ -505,7 +503,7 @@ void sl_store_destroy(sl_store_t **sp) {
     sl_free(s->gc_cut_next);
     sl_free(s->gc_target);
     sl_free(s->gc_cut);
-    sl_free(s->snap_old);
+    sl_store_destroy(&s->shadow);
     sl_free(s);
     *sp = NULL;
 }
@@ -972,7 +970,7 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
                 seq = d.seq;
             }
             const replica_t *rep = &s->reps[rix];
-            if (rep->retired || rep->rid == peer_rid || seq <= from[rix])
+            if (rep->retired || rep->rid == peer_rid || seq <= from[rix] || seq > rep->seq)
                 continue;
             if (s->bug == SL_STORE_BUG_DELTA_DROP && seq % 5 == 0)
                 continue; /* planted: the range still covers it */
@@ -1002,6 +1000,8 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
         const replica_t *rep = &s->reps[rix];
         if (rep->retired || rep->rid == peer_rid || rep->seq <= from[rix])
             continue;
+        while (c < ncand && (uint32_t)(cands[c].order >> SEQ_BITS) < oi)
+            c++; /* never leave a replica's candidates behind */
         uint64_t lo = from[rix];
         if (b.range_count >= SL_STORE_MAX_RANGES &&
             (err = flush_delta(s, &b, out, &total)))
@@ -1124,8 +1124,6 @@ fail:
 }
 
 sl_err sl_store_snapshot(sl_store_t *s, sl_store_msg_t *out) {
-    if (s->snap_old)
-        return SL_EAGAIN; /* a reset is half applied: the vv does not cover the atoms yet */
     sl_store_out_t o;
     sl_store_out_init(&o);
     sl_err err = build_snapshot(s, 0, 0, &o);
@@ -1225,113 +1223,114 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
     return err;
 }
 
-typedef struct {
-    const sl_store_dmsg_t *m; /* the RESET snapshot */
-    uint64_t self;            /* this replica: its atoms stay */
-} drop_ctx_t;
-
-static bool drop_known(void *ctx, const sl_crdt_item_t *a) {
-    const drop_ctx_t *c = ctx;
-    const sl_store_dmsg_t *m = c->m;
-    if (a->dot.rid == c->self)
-        return false;
-    uint64_t k = pairs_get(m->ranges, m->range_count, a->dot.rid, NULL);
-    if (!k)
-        k = pairs_get(m->retired, m->retired_count, a->dot.rid, NULL);
-    return a->dot.seq <= k;
+/* What snapshot `m` knows of replica `rid` (vv entry or retired seq). */
+static uint64_t snap_knows(const sl_store_dmsg_t *m, uint64_t rid) {
+    bool found;
+    uint64_t k = pairs_get(m->ranges, m->range_count, rid, &found);
+    return found ? k : pairs_get(m->retired, m->retired_count, rid, NULL);
 }
 
-/* RESET: forget every atom the snapshot's sender knows about (it sends its
- * version of them), except this incarnation's own. */
-/* Is atom `a` covered by the vv before the reset under way (or by what
- * deltas brought since)? */
-static bool uncovered_partial(void *ctx, const sl_crdt_item_t *a) {
-    const sl_store_t *s = ctx;
-    if (a->dot.rid == s->rid)
-        return false;
-    uint32_t rix = rix_find(s, a->dot.rid);
-    if (rix == NO_REC || s->reps[rix].retired)
-        return false;
-    uint64_t cover = s->reps[rix].seq;
-    if (rix < s->snap_old_len && s->snap_old[rix] > cover)
-        cover = s->snap_old[rix];
-    return a->dot.seq > cover;
+static sl_err shadow_apply(sl_store_t *sh, const sl_store_item_t *item) {
+    uint32_t rix;
+    bool ch;
+    sl_err err = rix_get(sh, item->it.dot.rid, &rix);
+    return err ? err : apply_item(sh, item->key, item->key_len, &item->it, rix, &ch);
 }
 
-static sl_err snapshot_reset(sl_store_t *s, const sl_store_dmsg_t *m) {
-    if (s->snap_old) {
-        /* a reset was under way and is abandoned: atoms its chunks
-         * brought beyond what we knew before cannot be vouched for */
-        for (uint32_t i = 0; i < s->rec_count; i++) {
-            rec_t *r = &s->recs[i];
-            if (r->type == SL_CRDT_NONE)
-                continue;
-            if (r->type == SL_CRDT_LWW) {
-                sl_crdt_item_t a = {.dot = rec_dot(s, r)};
-                if (uncovered_partial(s, &a))
-                    rec_delete(s, i);
-                continue;
-            }
-            sl_crdt_val_drop(r->u.val, uncovered_partial, s);
-            if (r->u.val->count == 0)
-                rec_delete(s, i);
-        }
-    }
-    /* a reset already under way keeps the vv it started from */
-    uint64_t *old = sl_calloc(s->rep_count + 1, sizeof *old);
-    if (!old)
-        return SL_ENOMEM;
-    for (uint32_t i = 0; i < s->rep_count; i++) {
-        old[i] = s->reps[i].seq;
-        if (i < s->snap_old_len && s->snap_old[i] > old[i])
-            old[i] = s->snap_old[i];
-    }
-    sl_free(s->snap_old);
-    s->snap_old = old;
-    s->snap_old_len = s->rep_count;
-    for (uint32_t i = 0; i < s->rep_count; i++) {
-        if (i == s->self_rix)
-            continue;
-        bool f1, f2;
-        pairs_get(m->ranges, m->range_count, s->reps[i].rid, &f1);
-        pairs_get(m->retired, m->retired_count, s->reps[i].rid, &f2);
-        if (f1 || f2) {
-            s->reps[i].seq = 0;
-            s->reps[i].retired = 0;
-        }
-    }
-    drop_ctx_t dc = {m, s->rid};
-    for (uint32_t i = 0; i < s->rec_count; i++) {
-        rec_t *r = &s->recs[i];
+#define SWAP(f)                                                                                    \
+    do {                                                                                           \
+        __typeof__(a->f) t_ = a->f;                                                                \
+        a->f = b->f;                                                                               \
+        b->f = t_;                                                                                 \
+    } while (0)
+
+/* Exchanges the map (records, index, arena, replicas) of two stores. */
+static void swap_maps(sl_store_t *a, sl_store_t *b) {
+    SWAP(recs); SWAP(rec_count); SWAP(rec_cap); SWAP(free_recs); SWAP(free_count);
+    SWAP(free_cap); SWAP(slots); SWAP(slot_mask); SWAP(indexed); SWAP(blocks);
+    SWAP(block_count); SWAP(block_cap); SWAP(block_pos); SWAP(arena_used); SWAP(arena_garbage);
+    SWAP(reps); SWAP(rep_count); SWAP(rep_cap); SWAP(rmap); SWAP(rmap_mask); SWAP(self_rix);
+}
+
+/* A RESET snapshot is built aside (the shadow) and replaces the map only
+ * when its last chunk arrives: the shadow then takes every atom of ours
+ * the snapshot's sender did not know (our own, and writes the cluster
+ * never saw), and the version vectors join. An abandoned snapshot is
+ * simply dropped, so nothing is ever half replaced. */
+static sl_err reset_complete(sl_store_t *s, const sl_store_dmsg_t *m) {
+    sl_store_t *sh = s->shadow;
+    sl_err err = SL_OK;
+    for (uint32_t i = 0; !err && i < s->rec_count; i++) {
+        const rec_t *r = &s->recs[i];
         if (r->type == SL_CRDT_NONE)
             continue;
-        if (r->type == SL_CRDT_LWW) {
-            sl_dot_t d = rec_dot(s, r);
-            sl_crdt_item_t a = {.dot = d};
-            if (drop_known(&dc, &a))
-                rec_delete(s, i);
-            continue;
+        uint32_t atoms = r->type == SL_CRDT_LWW ? 1 : r->u.val->count;
+        for (uint32_t a = 0; !err && a < atoms; a++) {
+            sl_store_item_t item;
+            cand_item(s, i, a, &item);
+            if (item.it.dot.rid == s->rid || item.it.dot.seq > snap_knows(m, item.it.dot.rid))
+                err = shadow_apply(sh, &item);
         }
-        sl_crdt_val_drop(r->u.val, drop_known, &dc);
-        if (r->u.val->count == 0)
-            rec_delete(s, i);
     }
+    for (uint32_t i = 0; !err && i < s->rep_count; i++) {
+        const replica_t *r = &s->reps[i];
+        uint32_t rix;
+        if ((err = rix_get(sh, r->rid, &rix)))
+            break;
+        uint64_t k = snap_knows(m, r->rid);
+        sh->reps[rix].seq = r->seq > k ? r->seq : k;
+        sh->reps[rix].retired = r->retired && r->seq >= k;
+        sh->reps[rix].retire_pending = r->retire_pending || (r->retired && r->seq < k);
+    }
+    for (int t = 0; !err && t < 2; t++) {
+        const sl_store_range_t *p = t ? m->retired : m->ranges;
+        uint32_t n = t ? m->retired_count : m->range_count;
+        for (uint32_t i = 0; !err && i < n; i++) {
+            uint32_t rix;
+            if (p[i].rid == s->rid || (err = rix_get(sh, p[i].rid, &rix)))
+                continue;
+            if (p[i].to > sh->reps[rix].seq)
+                sh->reps[rix].seq = p[i].to;
+            if (t && sh->reps[rix].seq == p[i].to)
+                sh->reps[rix].retired = 1;
+        }
+    }
+    if (err)
+        return err;
+    swap_maps(s, sh);
+    sl_store_destroy(&s->shadow); /* now holding the old map */
+    /* replica numbers changed: garbage collection starts afresh */
+    sl_free(s->gc_cut);
+    sl_free(s->gc_cut_next);
+    sl_free(s->gc_target);
+    s->gc_cut = s->gc_cut_next = s->gc_target = NULL;
+    s->gc_cut_len = s->gc_len = 0;
+    s->gc_active = false;
+    s->want_reset = false;
     return SL_OK;
 }
 
 static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *changed) {
     *changed = false;
     sl_err err = SL_OK;
+    bool reset = m->flags & SL_STORE_SNAP_RESET;
     if (m->chunk == 0) {
         s->snap_from = m->sender;
         s->snap_id = m->snap_id;
         s->snap_next = 0;
-        s->snap_flags = m->flags;
-        if ((m->flags & SL_STORE_SNAP_RESET) && (err = snapshot_reset(s, m)))
-            return err;
-    } else if (m->sender != s->snap_from || m->snap_id != s->snap_id || m->chunk != s->snap_next) {
+        sl_store_destroy(&s->shadow);
+        if (reset) {
+            sl_store_config_t cfg = s->cfg;
+            if ((err = sl_store_new(s->rid, &cfg, &s->shadow)))
+                return err;
+            s->want_reset = true; /* until this one completes */
+        }
+    } else if (m->sender != s->snap_from || m->snap_id != s->snap_id || m->chunk != s->snap_next ||
+               (reset && !s->shadow)) {
         s->st.gaps++;
-        return SL_OK; /* not the chunk we wait for: the next digest starts over */
+        if (reset)
+            s->want_reset = true; /* ask again: the next one starts over */
+        return SL_OK;
     }
     for (uint32_t i = 0; i < m->item_count; i++) {
         const sl_store_item_t *item = &m->items[i];
@@ -1339,63 +1338,47 @@ static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *chan
             continue; /* my own atoms: I have every one */
         if (item->it.dot.seq > SEQ_MAX)
             return SL_EPROTO;
+        if (reset) {
+            if ((err = shadow_apply(s->shadow, item)))
+                return err;
+            continue;
+        }
         uint32_t rix;
         if ((err = rix_get(s, item->it.dot.rid, &rix)))
             return err;
-        if (!(m->flags & SL_STORE_SNAP_RESET) &&
-            (s->reps[rix].retired || item->it.dot.seq <= s->reps[rix].seq)) {
+        if (s->reps[rix].retired || item->it.dot.seq <= s->reps[rix].seq) {
             s->st.dup++;
             continue;
         }
         bool ch;
         if ((err = apply_item(s, item->key, item->key_len, &item->it, rix, &ch)))
             return err;
-        if (ch) {
+        if (ch)
             s->st.applied++;
-            *changed = true;
-        }
     }
     s->snap_next = m->chunk + 1;
     if (m->chunk + 1 < m->chunks)
         return SL_OK;
+    s->snap_from = s->snap_id = 0;
+    *changed = true;
+    if (reset)
+        return reset_complete(s, m);
     /* last chunk: the snapshot's vv and retired list join ours */
     for (int t = 0; t < 2; t++) {
         const sl_store_range_t *p = t ? m->retired : m->ranges;
         uint32_t n = t ? m->retired_count : m->range_count;
         for (uint32_t i = 0; i < n; i++) {
+            uint32_t rix;
             if (p[i].rid == s->rid)
                 continue;
-            uint32_t rix;
             if ((err = rix_get(s, p[i].rid, &rix)))
                 return err;
-            uint64_t seq = p[i].to;
-            if ((m->flags & SL_STORE_SNAP_RESET) && rix < s->snap_old_len && s->snap_old[rix] > seq)
-                seq = s->snap_old[rix];
-            if (seq > s->reps[rix].seq) {
-                s->reps[rix].seq = seq;
-                *changed = true;
-            }
+            if (p[i].to > s->reps[rix].seq)
+                s->reps[rix].seq = p[i].to;
             if (t)
                 s->reps[rix].retired = 1;
         }
     }
-    if (m->flags & SL_STORE_SNAP_RESET) {
-        /* replicas the snapshot did not mention keep their old entries */
-        for (uint32_t i = 0; i < s->snap_old_len && i < s->rep_count; i++)
-            if (s->reps[i].seq < s->snap_old[i] && i != s->self_rix) {
-                bool f1, f2;
-                pairs_get(m->ranges, m->range_count, s->reps[i].rid, &f1);
-                pairs_get(m->retired, m->retired_count, s->reps[i].rid, &f2);
-                if (!f1 && !f2)
-                    s->reps[i].seq = s->snap_old[i];
-            }
-        sl_free(s->snap_old);
-        s->snap_old = NULL;
-        s->snap_old_len = 0;
-        s->want_reset = false;
-    }
-    s->snap_from = s->snap_id = 0;
-    *changed = true;
     return SL_OK;
 }
 
@@ -1585,6 +1568,21 @@ size_t sl_store_gc(sl_store_t *s) {
             rep->retire_pending = 0;
         }
     }
+    /* a replica that is neither live nor retired (a crashed peer, an old
+     * incarnation not retired yet) may still bring atoms concurrent with
+     * a removal: nothing is stable until it is back or retired */
+    for (uint32_t r = 0; r < s->rep_count; r++) {
+        const replica_t *rep = &s->reps[r];
+        if (r == s->self_rix || rep->retired || rep->seq == 0)
+            continue;
+        bool live = false;
+        for (uint32_t i = 0; i < s->live_count && !live; i++)
+            live = s->live[i] == rep->rid;
+        if (!live) {
+            s->gc_active = false;
+            goto done;
+        }
+    }
     uint32_t n;
 start:
     n = s->rep_count;
@@ -1714,8 +1712,7 @@ sl_err sl_store_check(const sl_store_t *s) {
         for (uint32_t a = 0; a < atoms; a++) {
             sl_dot_t d = r->type == SL_CRDT_LWW ? rec_dot(s, r) : r->u.val->atoms[a].dot;
             uint32_t rix = rix_find(s, d.rid);
-            bool covered = rix != NO_REC && (s->reps[rix].retired || d.seq <= s->reps[rix].seq ||
-                                             s->snap_old != NULL);
+            bool covered = rix != NO_REC && (s->reps[rix].retired || d.seq <= s->reps[rix].seq);
             if (!covered) {
                 sl_log(SL_LOG_ERR, "STORE-CHECK", "atom %016" PRIx64 ":%" PRIu64
                        " is not covered by the version vector", d.rid, d.seq);

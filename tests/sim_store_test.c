@@ -302,6 +302,17 @@ static void note_issued(world_t *w, const sl_store_msg_t *m) {
         }
         w->issued_seq[k] = dot.seq;
         const sl_crdt_item_t *it = &d.items[i].it;
+        const char *tk = getenv("SL_TRACE_KEY");
+        if (tk && strlen(tk) == d.items[i].key_len && memcmp(tk, d.items[i].key, d.items[i].key_len) == 0) {
+            fprintf(stderr, "TRACE %lld op kind %d flags %d dot %llx:%llu a=%.*s ctx:",
+                    (long long)sl_sim_now(w->sim), it->kind, it->flags,
+                    (unsigned long long)dot.rid, (unsigned long long)dot.seq, (int)it->a_len,
+                    it->a ? (const char *)it->a : "");
+            for (uint32_t c = 0; c < it->ctx_count; c++)
+                fprintf(stderr, " %llx:%llu", (unsigned long long)it->ctx[c].rid,
+                        (unsigned long long)it->ctx[c].seq);
+            fprintf(stderr, "\n");
+        }
         if (it->kind == SL_ITEM_LWW && (it->flags & SL_ITEM_DELETED)) {
             int key = atoi((const char *)d.items[i].key + 2);
             if (sl_crdt_lww_cmp(it->hlc, it->dot, w->tomb_hlc[key], w->tomb_dot[key]) > 0) {
@@ -452,8 +463,10 @@ static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
     if (n->live_version != w->live_version) {
         uint64_t live[NODES];
         size_t c = 0;
+        /* membership's member list: every node's current incarnation,
+         * up or crashed (a crashed member stays until it comes back) */
         for (uint32_t i = 0; i < NODES; i++)
-            if (i != id && w->nodes[i].store)
+            if (i != id && w->nodes[i].rid)
                 live[c++] = w->nodes[i].rid;
         CHECK_OK(sl_store_set_live(n->store, live, c));
         n->live_version = w->live_version;
@@ -520,13 +533,21 @@ static int check_s3(world_t *w, sl_store_t *s) {
         sl_store_entry_t e;
         int key = atoi(a->key + 2);
         if (sl_store_lookup(s, a->key, strlen(a->key), &e) != SL_OK) {
-            if (sl_crdt_lww_cmp(w->tomb_hlc[key], w->tomb_dot[key], a->hlc, a->dot) <= 0)
+            if (sl_crdt_lww_cmp(w->tomb_hlc[key], w->tomb_dot[key], a->hlc, a->dot) <= 0) {
                 broken++;
+                if (getenv("SL_SEED"))
+                    fprintf(stderr, "S3 lost (absent): %s %llx:%llu\n", a->key,
+                            (unsigned long long)a->dot.rid, (unsigned long long)a->dot.seq);
+            }
             continue;
         }
         int c = sl_crdt_lww_cmp(e.hlc, e.dot, a->hlc, a->dot);
-        if (c < 0 || (c == 0 && (e.val_len != a->len || memcmp(e.val, a->val, a->len) != 0)))
+        if (c < 0 || (c == 0 && (e.val_len != a->len || memcmp(e.val, a->val, a->len) != 0))) {
             broken++;
+            if (getenv("SL_SEED"))
+                fprintf(stderr, "S3 lost: %s %llx:%llu\n", a->key, (unsigned long long)a->dot.rid,
+                        (unsigned long long)a->dot.seq);
+        }
     }
     for (size_t i = 0; i < w->set_ack_count; i++) {
         const set_ack_t *a = &w->set_acks[i];
@@ -534,8 +555,12 @@ static int check_s3(world_t *w, sl_store_t *s) {
         bool present = sl_store_lookup(s, a->key, strlen(a->key), &e) == SL_OK &&
                        e.type == SL_CRDT_SET &&
                        sl_crdt_set_contains(e.crdt, (const uint8_t *)a->elem, (uint32_t)strlen(a->elem));
-        if (!present && !covered_by_removal(w, a))
+        if (!present && !covered_by_removal(w, a)) {
             broken++;
+            if (getenv("SL_SEED"))
+                fprintf(stderr, "S3 lost: %s %s %llx:%llu\n", a->key, a->elem,
+                        (unsigned long long)a->dot.rid, (unsigned long long)a->dot.seq);
+        }
     }
     return broken;
 }
@@ -685,10 +710,10 @@ static result_t run_seed(uint64_t seed, bug_t bug, int64_t chaos_ms) {
     return res;
 }
 
-/* Virtual milliseconds of faults per seed ($SL_CHAOS_MS, else 6000). */
+/* Virtual milliseconds of faults per seed ($SL_CHAOS_MS, else 12000). */
 static int64_t chaos_ms(void) {
     const char *e = getenv("SL_CHAOS_MS");
-    return e ? atoll(e) : 6000;
+    return e ? atoll(e) : 12000;
 }
 
 static void test_seeds(void) {

@@ -40,8 +40,10 @@
  * (cut) and maximum (target) of the vvs, and once every live vv reaches the
  * target, drops every DEAD atom and tombstone whose dot is under the cut
  * (all replicas have it, and nothing concurrent with it can still arrive).
- * Retired replicas (old incarnations) leave the version vectors once every
- * live peer has all their dots.
+ * A replica in the vv that is neither live nor retired (a crashed peer, an
+ * old incarnation) holds collection back: it may still bring atoms
+ * concurrent with a removal. Retired replicas (old incarnations) leave the
+ * version vectors once every live peer has all their dots.
  *
  * Memory: keys and LWW values live in an arena of 1 MiB blocks, records are
  * 32 bytes in one array, the index is open addressing over 32-bit record
@@ -217,12 +219,13 @@ sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t 
  * back (atoms the cluster never saw are kept). */
 void sl_store_request_reset(sl_store_t *s);
 
-/* The whole state as one SNAPSHOT body (the disk snapshot; no size cap).
- * SL_EAGAIN while a RESET snapshot is half applied: try again later. */
+/* The whole state as one SNAPSHOT body (the disk snapshot; no size cap). */
 sl_err sl_store_snapshot(sl_store_t *s, sl_store_msg_t *out);
 
-/* The replicas (other than this one) that are alive now, from membership:
- * garbage collection waits for all of them. */
+/* The replicas (other than this one) that are members now, from
+ * membership: each member's current incarnation, alive or down (a crashed
+ * member counts until it comes back as a new incarnation, or is removed
+ * for good). Garbage collection waits for all of them. */
 sl_err sl_store_set_live(sl_store_t *s, const uint64_t *rids, size_t count);
 /* Marks an old incarnation as gone for good: it leaves the version vectors
  * once every live peer has seen all its dots. */
