@@ -283,6 +283,50 @@ static void test_train_cfg(void) {
     CHECK(cfg.seed != seed);
 }
 
+/* Random mutations of a valid spec: refused or accepted, never a crash
+ * (the sanitizer build runs this too), and an accepted one is valid. */
+static void test_mutations(void) {
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 5);
+    size_t n = strlen(base);
+    char *buf = malloc(n + 64);
+    static const char charset[] = "{}[]\":,0123456789.-eE tfnul\\";
+    int accepted = 0;
+    for (int i = 0; i < 20000; i++) {
+        memcpy(buf, base, n + 1);
+        size_t len = n;
+        int edits = 1 + (int)sl_rng_below(&rng, 3);
+        for (int e = 0; e < edits; e++) {
+            size_t at = sl_rng_below(&rng, len);
+            switch (sl_rng_below(&rng, 3)) {
+            case 0: /* replace a byte */
+                buf[at] = charset[sl_rng_below(&rng, sizeof charset - 1)];
+                break;
+            case 1: /* delete a byte */
+                memmove(buf + at, buf + at + 1, len - at);
+                len--;
+                break;
+            default: /* duplicate a byte */
+                memmove(buf + at + 1, buf + at, len - at + 1);
+                len++;
+                break;
+            }
+        }
+        sl_study_spec_t s;
+        char why[256] = "";
+        sl_err err = sl_study_spec_parse(buf, len, &s, why, sizeof why);
+        if (err == SL_OK) {
+            accepted++;
+            CHECK(s.param_count >= 1 && s.rung_count >= 1 && s.budget_trials >= 1);
+        } else {
+            CHECK_MSG(why[0] != '\0', "refused without a reason: %.*s", (int)len, buf);
+            CHECK(strchr(why, ':') != NULL); /* "field: problem" */
+        }
+    }
+    free(buf);
+    CHECK(accepted > 0);
+}
+
 int main(void) {
     sl_test_run("base", test_base);
     sl_test_run("ladders", test_ladders);
@@ -291,5 +335,6 @@ int main(void) {
     sl_test_run("not_json", test_not_json);
     sl_test_run("alloc_failures", test_alloc_failures);
     sl_test_run("train_cfg", test_train_cfg);
+    sl_test_run("mutations", test_mutations);
     return sl_test_finish();
 }
