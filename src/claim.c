@@ -243,3 +243,82 @@ sl_err sl_result_decode(const char *json, size_t len, sl_result_t *out) {
     *out = r;
     return SL_OK;
 }
+
+/* ---- picking trials, and what a worker does after an epoch ---- */
+
+/* a before b in claim priority. */
+static bool cand_before(const sl_claim_cand_t *a, const sl_claim_cand_t *b) {
+    if (a->rung != b->rung)
+        return a->rung > b->rung;
+    if (a->ordinal != b->ordinal)
+        return a->ordinal < b->ordinal;
+    return strcmp(a->trial_id, b->trial_id) < 0;
+}
+
+sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
+                     const sl_round_member_t *members, size_t member_count, const char *self,
+                     uint64_t now_ms, uint32_t lease_ms, size_t *pick, sl_claim_t *next,
+                     size_t *pick_count) {
+    *pick_count = 0;
+    if (count == 0)
+        return SL_OK;
+    size_t *order = sl_malloc(count * sizeof *order);
+    const char **ids = sl_malloc(count * sizeof *ids);
+    int *owner = sl_malloc(count * sizeof *owner);
+    sl_err err = SL_ENOMEM;
+    if (!order || !ids || !owner)
+        goto fail;
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        const sl_claim_cand_t *c = &cands[i];
+        if (!c->needs_work ||
+            !sl_claim_may_take(sl_claim_status_of(&c->claim, self, now_ms, c->owner_alive)))
+            continue;
+        size_t j = n++;
+        while (j > 0 && cand_before(c, &cands[order[j - 1]])) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (size_t k = 0; k < n; k++)
+        ids[k] = cands[order[k]].trial_id;
+    if ((err = sl_round_assign(members, member_count, ids, n, owner)))
+        goto fail;
+    for (size_t k = 0; k < n; k++) {
+        if (owner[k] < 0 || strcmp(members[owner[k]].id, self) != 0)
+            continue;
+        const sl_claim_cand_t *c = &cands[order[k]];
+        if (sl_claim_take(&c->claim, self, now_ms, c->owner_alive, lease_ms,
+                          &next[*pick_count]) != SL_OK)
+            continue;
+        pick[(*pick_count)++] = order[k];
+    }
+    err = SL_OK;
+fail:
+    sl_free(order);
+    sl_free(ids);
+    sl_free(owner);
+    return err;
+}
+
+sl_epoch_outcome sl_claim_after_epoch(const sl_study_spec_t *spec, int rung, int epoch,
+                                      bool failed, int failures) {
+    if (failed)
+        return failures > spec->retries ? SL_EPOCH_FAILED : SL_EPOCH_RETRY;
+    if (rung < 0)
+        rung = 0;
+    if (rung >= spec->rung_count)
+        rung = spec->rung_count - 1;
+    if (epoch < spec->rungs[rung])
+        return SL_EPOCH_CONTINUE;
+    return rung == spec->rung_count - 1 ? SL_EPOCH_DONE : SL_EPOCH_PAUSE;
+}
+
+bool sl_claim_checkpoint_due(const sl_study_spec_t *spec, int epoch, sl_epoch_outcome outcome) {
+    if (outcome == SL_EPOCH_PAUSE || outcome == SL_EPOCH_DONE)
+        return true;
+    if (outcome != SL_EPOCH_CONTINUE)
+        return false;
+    return spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0;
+}

@@ -170,8 +170,74 @@ static void test_codecs(void) {
     CHECK_ERR(sl_result_decode(rb, strlen(rb), &q), SL_EPROTO);
 }
 
+static void test_pick(void) {
+    sl_round_member_t m[3] = {{"a", true, 1}, {"b", true, 2}, {"c", false, 5}};
+    char ids[6][17];
+    sl_claim_cand_t c[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(ids[i], sizeof ids[i], "%016d", i + 1);
+        memset(&c[i], 0, sizeof c[i]);
+        c[i].trial_id = ids[i];
+        c[i].ordinal = (uint64_t)i;
+        c[i].needs_work = true;
+    }
+    c[5].rung = 1;                           /* a promotion: claimed first */
+    c[2].claim = claim("c", 4, 10000, false); /* owner dead in the view: takeover */
+    c[3].claim = claim("b", 1, 10000, false); /* held by a live owner */
+    c[3].owner_alive = true;
+    c[4].needs_work = false;                 /* paused or done */
+    size_t pa[6], pb[6], na, nb;
+    sl_claim_t xa[6], xb[6];
+    CHECK_OK(sl_claim_pick(c, 6, m, 3, "a", 500, 1000, pa, xa, &na));
+    CHECK_OK(sl_claim_pick(c, 6, m, 3, "b", 500, 1000, pb, xb, &nb));
+    /* a has 1 slot, b 2, c is dead: 3 of the 4 claimable trials go */
+    CHECK_INT(na, 1);
+    CHECK_INT(nb, 2);
+    bool taken[6] = {false};
+    for (size_t i = 0; i < na; i++) {
+        taken[pa[i]] = true;
+        CHECK_STR(xa[i].owner, "a");
+        CHECK_INT(xa[i].epoch, c[pa[i]].claim.epoch + 1);
+        CHECK_INT(xa[i].lease_expiry_ms, 1500);
+    }
+    for (size_t i = 0; i < nb; i++) {
+        CHECK(!taken[pb[i]]); /* the same view: disjoint picks */
+        taken[pb[i]] = true;
+    }
+    CHECK(taken[5]);              /* the promotion went first */
+    CHECK(!taken[3] && !taken[4]); /* held, not needing work */
+    /* no free slot: nothing */
+    m[0].free_slots = 0;
+    CHECK_OK(sl_claim_pick(c, 6, m, 3, "a", 500, 1000, pa, xa, &na));
+    CHECK_INT(na, 0);
+}
+
+static void test_after_epoch(void) {
+    const char *j = "{\"name\": \"x\", \"trainer\": {\"type\": \"command\", \"command\": \"t\"},"
+                    " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0, \"high\": 1}},"
+                    " \"scheduler\": {\"type\": \"asha\", \"min_epochs\": 1, \"max_epochs\": 9},"
+                    " \"objectives\": [{\"metric\": \"a\", \"goal\": \"max\"}],"
+                    " \"budget\": {\"trials\": 5}, \"retries\": 1, \"checkpoint_every\": 2}";
+    sl_study_spec_t s;
+    char why[200] = "";
+    CHECK_MSG(sl_study_spec_parse(j, strlen(j), &s, why, sizeof why) == SL_OK, "%s", why);
+    CHECK_INT(sl_claim_after_epoch(&s, 0, 1, false, 0), SL_EPOCH_PAUSE);
+    CHECK_INT(sl_claim_after_epoch(&s, 1, 2, false, 0), SL_EPOCH_CONTINUE);
+    CHECK_INT(sl_claim_after_epoch(&s, 1, 3, false, 0), SL_EPOCH_PAUSE);
+    CHECK_INT(sl_claim_after_epoch(&s, 2, 9, false, 0), SL_EPOCH_DONE);
+    CHECK_INT(sl_claim_after_epoch(&s, 2, 5, true, 1), SL_EPOCH_RETRY);
+    CHECK_INT(sl_claim_after_epoch(&s, 2, 5, true, 2), SL_EPOCH_FAILED);
+    CHECK(sl_claim_checkpoint_due(&s, 4, SL_EPOCH_CONTINUE));
+    CHECK(!sl_claim_checkpoint_due(&s, 5, SL_EPOCH_CONTINUE));
+    CHECK(sl_claim_checkpoint_due(&s, 3, SL_EPOCH_PAUSE));
+    CHECK(sl_claim_checkpoint_due(&s, 9, SL_EPOCH_DONE));
+    CHECK(!sl_claim_checkpoint_due(&s, 4, SL_EPOCH_RETRY));
+}
+
 int main(void) {
     sl_test_run("codecs", test_codecs);
+    sl_test_run("pick", test_pick);
+    sl_test_run("after_epoch", test_after_epoch);
     sl_test_run("lifecycle", test_lifecycle);
     sl_test_run("split_brain", test_split_brain);
     sl_test_run("merge_laws", test_merge_laws);

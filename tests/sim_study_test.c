@@ -176,10 +176,12 @@ static int epoch_ms(const world_t *w, int t) {
 /* Trials that fail on their own at epoch 1, every time. */
 static bool bad_trial(const world_t *w, int t) { return w->props[t].ordinal % 9 == 4; }
 
+/* The last epoch with a recorded metric. */
 static int recorded(const rtrial_t *r) {
     int e = 0;
-    while (e < MAX_E && (r->metrics >> e & 1))
-        e++;
+    for (int i = 0; i < MAX_E; i++)
+        if (r->metrics >> i & 1)
+            e = i + 1;
     return e;
 }
 
@@ -398,39 +400,24 @@ static void take_claims(world_t *w, int p, const view_t *v) {
     peer_t *me = &w->peers[p];
     if (me->job_count >= w->concurrency)
         return;
-    /* claimable trials, by priority: higher rung first, then ordinal */
-    int cand[MAX_T], n = 0;
+    (void)v;
+    sl_claim_cand_t cand[MAX_T];
+    sl_claim_status st[MAX_T];
     for (int i = 0; i < w->prop_count; i++) {
         const rtrial_t *r = &me->rep.t[i];
-        if (!r->known || r->has_result || recorded(r) >= w->spec.rungs[r->rung])
-            continue;
+        sl_claim_cand_t *c = &cand[i];
         int owner = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
-        bool owner_alive = owner >= 0 && alive_in_view(w, p, owner);
-        sl_claim_status st = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now, owner_alive);
-        if (w->bug == BUG_T5_NO_TAKEOVER && (st == SL_CLAIM_OWNER_DEAD || st == SL_CLAIM_LAPSED))
-            continue;
-        if (!sl_claim_may_take(st))
-            continue;
-        bool mine = false;
-        for (int j = 0; j < me->job_count; j++)
-            mine |= me->jobs[j].t == i;
-        if (mine)
-            continue;
-        int k = n++;
-        while (k > 0) {
-            const rtrial_t *o = &me->rep.t[cand[k - 1]];
-            bool before = r->rung > o->rung ||
-                          (r->rung == o->rung && w->props[i].ordinal < w->props[cand[k - 1]].ordinal);
-            if (!before)
-                break;
-            cand[k] = cand[k - 1];
-            k--;
-        }
-        cand[k] = i;
+        c->trial_id = w->props[i].id;
+        c->ordinal = w->props[i].ordinal;
+        c->rung = r->rung;
+        c->claim = r->claim;
+        c->owner_alive = owner >= 0 && alive_in_view(w, p, owner);
+        c->needs_work = r->known && !r->has_result && recorded(r) < w->spec.rungs[r->rung];
+        st[i] = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now, c->owner_alive);
+        if (w->bug == BUG_T5_NO_TAKEOVER && (st[i] == SL_CLAIM_OWNER_DEAD || st[i] == SL_CLAIM_LAPSED))
+            c->needs_work = false;
     }
-    if (n == 0)
-        return;
-    /* rendezvous assignment over the members alive in this view */
+    /* the members alive in this view, with the free slots this view shows */
     sl_round_member_t m[PEERS];
     for (int q = 0; q < PEERS; q++) {
         m[q].id = w->peers[q].id;
@@ -447,34 +434,26 @@ static void take_claims(world_t *w, int p, const view_t *v) {
         }
         m[q].free_slots = w->concurrency - busy;
     }
-    const char *ids[MAX_T];
-    int owner[MAX_T];
-    for (int i = 0; i < n; i++)
-        ids[i] = w->props[cand[i]].id;
-    sl_round_assign(m, PEERS, ids, (size_t)n, owner);
-    (void)v;
-    for (int i = 0; i < n && me->job_count < w->concurrency; i++) {
-        if (owner[i] != p)
-            continue;
-        int t = cand[i];
+    size_t pick[MAX_T], n = 0;
+    sl_claim_t next[MAX_T];
+    if (sl_claim_pick(cand, (size_t)w->prop_count, m, PEERS, me->id, (uint64_t)w->now, LEASE_MS,
+                      pick, next, &n) != SL_OK) {
+        violate(w, "claim_pick failed");
+        return;
+    }
+    for (size_t k = 0; k < n && me->job_count < w->concurrency; k++) {
+        int t = (int)pick[k];
         rtrial_t *r = &me->rep.t[t];
-        int o = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
-        sl_claim_status st = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now,
-                                                o >= 0 && alive_in_view(w, p, o));
-        sl_claim_t next;
-        if (sl_claim_take(&r->claim, me->id, (uint64_t)w->now, o >= 0 && alive_in_view(w, p, o),
-                          LEASE_MS, &next) != SL_OK)
-            continue;
-        if (st == SL_CLAIM_OWNER_DEAD || st == SL_CLAIM_LAPSED)
+        if (st[t] == SL_CLAIM_OWNER_DEAD || st[t] == SL_CLAIM_LAPSED)
             w->takeovers++;
-        r->claim = next;
+        r->claim = next[k];
         if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
             r->metrics = 0; /* the bug: a new claim starts a new metric map */
-            r->metrics_claim = next.epoch;
+            r->metrics_claim = next[k].epoch;
         }
         job_t *j = &me->jobs[me->job_count++];
         j->t = t;
-        j->epoch = next.epoch;
+        j->epoch = next[k].epoch;
         j->next_epoch = r->ckpt + 1; /* resume from the latest checkpoint */
         j->epoch_end = w->now + epoch_ms(w, t);
     }
@@ -513,42 +492,30 @@ static void work(world_t *w, int p) {
             violate(w, "test: epoch %d over %d", e, MAX_E);
             return;
         }
-        if (bad_trial(w, j->t) && e == 1) {
-            /* fails on its own: counted once per claim epoch */
+        bool failed = bad_trial(w, j->t) && e == 1;
+        if (failed) /* counted once per claim epoch */
             r->fails |= 1ull << (j->epoch < 63 ? j->epoch : 63);
-            if (__builtin_popcountll(r->fails) > w->spec.retries) {
-                sl_result_t *res = &r->result;
-                memset(res, 0, sizeof *res);
-                memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
-                res->state = SL_TRIAL_FAILED;
-                res->claim_epoch = j->epoch;
-                snprintf(res->writer, sizeof res->writer, "%s", me->id);
-                snprintf(res->reason, sizeof res->reason, "diverged at epoch 1");
-                r->has_result = true;
-            }
-            sl_claim_t rel;
-            if (sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
-                r->claim = rel;
-            drop_job(me, k--);
-            continue;
+        sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, r->rung, e, failed,
+                                                    __builtin_popcountll(r->fails));
+        if (!failed) {
+            r->metrics |= 1u << (e - 1);
+            w->reported[j->t][e - 1] = true;
         }
-        r->metrics |= 1u << (e - 1);
-        w->reported[j->t][e - 1] = true;
-        if (e % w->spec.checkpoint_every == 0 && e > r->ckpt)
+        if (sl_claim_checkpoint_due(&w->spec, e, out) && e > r->ckpt)
             r->ckpt = e;
-        int target = w->spec.rungs[r->rung];
-        if (e >= target) {
-            if (r->rung == w->spec.rung_count - 1) {
-                sl_result_t *res = &r->result;
-                memset(res, 0, sizeof *res);
-                memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
-                res->state = SL_TRIAL_DONE;
-                res->epochs = e;
-                res->claim_epoch = j->epoch;
-                snprintf(res->writer, sizeof res->writer, "%s", me->id);
-                snprintf(res->reason, sizeof res->reason, "completed");
-                r->has_result = true;
-            }
+        if (out == SL_EPOCH_DONE || out == SL_EPOCH_FAILED) {
+            sl_result_t *res = &r->result;
+            memset(res, 0, sizeof *res);
+            memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
+            res->state = out == SL_EPOCH_DONE ? SL_TRIAL_DONE : SL_TRIAL_FAILED;
+            res->epochs = out == SL_EPOCH_DONE ? e : e - 1;
+            res->claim_epoch = j->epoch;
+            snprintf(res->writer, sizeof res->writer, "%s", me->id);
+            snprintf(res->reason, sizeof res->reason, "%s",
+                     out == SL_EPOCH_DONE ? "completed" : "diverged at epoch 1");
+            r->has_result = true;
+        }
+        if (out != SL_EPOCH_CONTINUE) {
             sl_claim_t rel;
             if (sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
                 r->claim = rel;
@@ -945,7 +912,7 @@ static void planted(bug_t bug, const char *json, const char *prefix) {
 
 static void test_planted_t1(void) { planted(BUG_T1_SKIP_STOPS, asha_json, "T1"); }
 static void test_planted_t2(void) { planted(BUG_T2_METRICS_BY_CLAIM, asha_json, "T2"); }
-static void test_planted_t3(void) { planted(BUG_T3_IGNORE_EPOCH, asha_json, "T3"); }
+static void test_planted_t3(void) { planted(BUG_T3_IGNORE_EPOCH, asha_json, "T3: peer-"); }
 static void test_planted_t3_quiet(void) {
     planted_in(BUG_T3_SAME_EPOCH, asha_json, "T3: 2 peers work on trial", false);
 }

@@ -28,6 +28,7 @@
 #include "starling/common.h"
 #include "starling/nn.h"
 #include "starling/rng.h"
+#include "starling/round.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -399,6 +400,48 @@ bool sl_claim_must_stop(const sl_claim_t *seen, const char *self, uint64_t epoch
  * idempotent): higher epoch wins; at equal epochs the smaller owner id
  * wins, then released, then the later expiry. */
 void sl_claim_merge(const sl_claim_t *a, const sl_claim_t *b, sl_claim_t *out);
+
+/* A trial a worker might claim, as its replica shows it. */
+typedef struct {
+    const char *trial_id; /* borrowed */
+    uint64_t ordinal;     /* proposal order */
+    int rung;             /* target rung: higher rungs are claimed first */
+    sl_claim_t claim;     /* its claim register */
+    bool owner_alive;     /* the claim's owner is alive in this peer's view */
+    bool needs_work;      /* no result, and fewer epochs recorded than its rung's */
+} sl_claim_cand_t;
+
+/* Which trials `self` claims now, and the registers to write. Among the
+ * candidates that need work and that `self` may take (sl_claim_status_of),
+ * in priority order (higher rung, then ordinal, then id), each goes to the
+ * alive member with free slots that weighs highest for it
+ * (sl_round_assign; `members` must include `self` with its own free
+ * slots); those that land on `self` are picked: pick[k] indexes cands,
+ * next[k] is the register to write (epoch + 1, a fresh lease). `pick` and
+ * `next` hold `count` entries. */
+sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
+                     const sl_round_member_t *members, size_t member_count, const char *self,
+                     uint64_t now_ms, uint32_t lease_ms, size_t *pick, sl_claim_t *next,
+                     size_t *pick_count);
+
+/* What a worker does after training epoch `epoch` of a trial at `rung`. */
+typedef enum {
+    SL_EPOCH_CONTINUE = 0, /* train the next epoch */
+    SL_EPOCH_PAUSE = 1,    /* reached its rung (not the top): checkpoint, release */
+    SL_EPOCH_DONE = 2,     /* reached the top rung: checkpoint, write done, release */
+    SL_EPOCH_RETRY = 3,    /* failed on its own, retries left: record it, release */
+    SL_EPOCH_FAILED = 4    /* failed on its own `retries` + 1 times: write failed */
+} sl_epoch_outcome;
+
+/* `failed`: this epoch failed on its own (exit status, divergence,
+ * timeout); `failures`: the failures recorded for the trial, this one
+ * included. */
+sl_epoch_outcome sl_claim_after_epoch(const sl_study_spec_t *spec, int rung, int epoch,
+                                      bool failed, int failures);
+/* A checkpoint is due after this epoch: every checkpoint_every epochs, and
+ * whenever the trial stops training here (pause, done), so a promotion
+ * resumes exactly where the rung ended. */
+bool sl_claim_checkpoint_due(const sl_study_spec_t *spec, int epoch, sl_epoch_outcome outcome);
 
 /* A trial's final result, idempotent under duplicate writes. */
 typedef struct {
