@@ -49,6 +49,7 @@ typedef struct {
     uint64_t seq;           /* version vector entry: dots 1..seq seen */
     uint8_t retired;        /* left the vv: treated as all seen */
     uint8_t retire_pending; /* retire once every live peer has seq */
+    uint64_t durable;       /* seq as of the last sl_store_mark_durable */
 } replica_t;
 
 typedef struct {
@@ -102,7 +103,14 @@ struct sl_store {
     sl_store_stats_t st;        /* counters */
     sl_store_bug bug;           /* planted bug (tests only) */
     bool want_reset;            /* ask peers for a RESET snapshot */
+    bool track_durable;         /* digests report `durable`, not `seq` */
 };
+
+void sl_store_mark_durable(sl_store_t *s) {
+    s->track_durable = true;
+    for (uint32_t i = 0; i < s->rep_count; i++)
+        s->reps[i].durable = s->reps[i].seq;
+}
 
 void sl_store_request_reset(sl_store_t *s) { s->want_reset = true; }
 
@@ -767,7 +775,7 @@ static int range_cmp(const void *a, const void *b) {
 }
 
 /* The vv (non-retired) and the retired list, both sorted by rid. */
-static sl_err vv_lists(const sl_store_t *s, sl_store_range_t **vv, uint32_t *vn,
+static sl_err vv_lists(const sl_store_t *s, bool durable, sl_store_range_t **vv, uint32_t *vn,
                        sl_store_range_t **ret, uint32_t *rn) {
     *vv = sl_calloc(s->rep_count, sizeof **vv);
     *ret = sl_calloc(s->rep_count, sizeof **ret);
@@ -783,7 +791,7 @@ static sl_err vv_lists(const sl_store_t *s, sl_store_range_t **vv, uint32_t *vn,
         if (r->retired)
             (*ret)[(*rn)++] = (sl_store_range_t){r->rid, 0, r->seq};
         else if (r->seq || i == s->self_rix)
-            (*vv)[(*vn)++] = (sl_store_range_t){r->rid, 0, r->seq};
+            (*vv)[(*vn)++] = (sl_store_range_t){r->rid, 0, durable ? r->durable : r->seq};
     }
     qsort(*vv, *vn, sizeof **vv, range_cmp);
     qsort(*ret, *rn, sizeof **ret, range_cmp);
@@ -793,7 +801,7 @@ static sl_err vv_lists(const sl_store_t *s, sl_store_range_t **vv, uint32_t *vn,
 sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out) {
     sl_store_dmsg_t m = {.type = SL_STORE_MSG_DIGEST, .sender = s->rid, .reply = reply,
                          .want_reset = s->want_reset};
-    sl_err err = vv_lists(s, &m.ranges, &m.range_count, &m.retired, &m.retired_count);
+    sl_err err = vv_lists(s, s->track_durable, &m.ranges, &m.range_count, &m.retired, &m.retired_count);
     if (err)
         return err;
     /* the self entry is 0 before the first write: send it only when > 0 */
@@ -1063,7 +1071,7 @@ fail:
 static sl_err build_snapshot(sl_store_t *s, uint8_t flags, size_t max_len, sl_store_out_t *out) {
     sl_store_dmsg_t m = {.type = SL_STORE_MSG_SNAPSHOT, .sender = s->rid, .flags = flags};
     uint32_t *starts = NULL, nchunks = 0, cap_chunks = 0;
-    sl_err err = vv_lists(s, &m.ranges, &m.range_count, &m.retired, &m.retired_count);
+    sl_err err = vv_lists(s, false, &m.ranges, &m.range_count, &m.retired, &m.retired_count);
     if (err)
         return err;
     /* pass 1: where chunks start (record numbers) */
@@ -1341,6 +1349,7 @@ static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *chan
         if (reset) {
             if ((err = shadow_apply(s->shadow, item)))
                 return err;
+            *changed = true; /* every chunk goes to the WAL: replay rebuilds the reset */
             continue;
         }
         uint32_t rix;

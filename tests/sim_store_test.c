@@ -427,6 +427,7 @@ static void sync_disk(world_t *w, uint32_t id) {
         free(p->body);
     }
     n->disk.pcount = 0;
+    sl_store_mark_durable(n->store);
     for (size_t i = 0; i < n->unacked_count; i++) {
         if (w->bug != BUG_ACK_EARLY)
             acknowledge(w, &n->unacked[i]);

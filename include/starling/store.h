@@ -212,6 +212,12 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
  * replies). */
 sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len);
 
+/* Tells the store that everything applied so far is on disk (call after
+ * each WAL sync). From the first call on, digests report this durable
+ * version vector: peers then never count, for garbage collection, on
+ * atoms this replica would lose in a crash. */
+void sl_store_mark_durable(sl_store_t *s);
+
 /* Asks peers for a RESET snapshot (through this replica's digests) until
  * one has been applied. Call after recovering from disk, and when
  * membership says this peer had been declared dead: state that others
