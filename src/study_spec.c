@@ -415,6 +415,21 @@ static sl_err check_model(const sl_study_spec_t *spec, char *why, size_t why_len
                                       "search_space.%s: gives model \"%s\" that does not parse: "
                                       "%s",
                                       p->name, text, msg);
+                    /* the 28x28 data sets: every model must fit the images */
+                    uint64_t params, flops;
+                    sl_nn_shape_t mnist = {.channels = 1, .height = 28, .width = 28,
+                                           .classes = 10};
+                    sl_err merr = SL_OK;
+                    if (strcmp(spec->dataset, "fashion-mnist") == 0 ||
+                        strcmp(spec->dataset, "mnist") == 0)
+                        merr = sl_nn_spec_measure(&ns, &mnist, &params, &flops, msg, sizeof msg);
+                    if (merr == SL_ENOMEM)
+                        return merr;
+                    if (merr)
+                        return refuse(why, why_len,
+                                      "search_space.%s: gives model \"%s\" that does not fit "
+                                      "28x28 images: %s",
+                                      p->name, text, msg);
                 }
             }
         }

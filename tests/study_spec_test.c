@@ -141,6 +141,7 @@ static const bad_t bad[] = {
     {"\"layers\": [1, 2]", "\"layers\": [1, 1]", "search_space.arch.layers[1]: 1 given twice"},
     {"\"layers\": [1, 2]", "\"layers\": [0]", "search_space.arch.layers[0]: must be an integer in"},
     {"\"layers\": [1, 2]", "\"layers\": []", "search_space.arch.layers: must hold 1 to"},
+    {"\"layers\": [1, 2]", "\"layers\": [1, 6]", "does not fit 28x28 images"},
     {"\"kernel\": [3, 5]", "\"kernel\": [3, 99]", "search_space.arch.kernel[1]: must be an integer"},
     {"\"width\": [16, 32]", "\"width\": [16], \"units\": [8]",
      "search_space.arch.width: give width, or units"},
