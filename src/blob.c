@@ -1,0 +1,241 @@
+/* Blobs: see include/starling/blob.h. */
+#include "starling/blob.h"
+
+#include <string.h>
+
+#include "starling/mpack.h"
+
+static int planted_bug; /* sl_blob_set_bug: tests only */
+
+void sl_blob_set_bug(int bug) { planted_bug = bug; }
+
+void sl_blob_manifest_fini(sl_blob_manifest_t *m) {
+    sl_free(m->chunks);
+    memset(m, 0, sizeof *m);
+}
+
+sl_err sl_blob_manifest_build(const void *data, size_t len, uint32_t chunk_len,
+                              sl_blob_manifest_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!chunk_len)
+        chunk_len = SL_BLOB_CHUNK_LEN;
+    uint64_t count = (len + chunk_len - 1) / chunk_len;
+    if (count > SL_BLOB_MAX_CHUNKS)
+        return SL_ETOOBIG;
+    if (count && !(out->chunks = sl_malloc(count * SL_BLAKE2B_LEN)))
+        return SL_ENOMEM;
+    const uint8_t *p = data;
+    for (uint64_t i = 0; i < count; i++) {
+        size_t n = len - i * chunk_len < chunk_len ? len - i * chunk_len : chunk_len;
+        sl_blake2b(p + i * chunk_len, n, out->chunks[i]);
+    }
+    sl_blake2b(data, len, out->hash);
+    out->size = len;
+    out->chunk_len = chunk_len;
+    out->chunk_count = (uint32_t)count;
+    return SL_OK;
+}
+
+sl_err sl_blob_manifest_encode(const sl_blob_manifest_t *m, uint8_t **out, size_t *len) {
+    sl_mpack_writer_t w;
+    sl_mpack_writer_init(&w, 64 + (size_t)m->chunk_count * 40);
+    sl_mpack_write_map(&w, 4);
+    sl_mpack_write_uint(&w, 0);
+    sl_mpack_write_bin(&w, m->hash, SL_BLAKE2B_LEN);
+    sl_mpack_write_uint(&w, 1);
+    sl_mpack_write_uint(&w, m->size);
+    sl_mpack_write_uint(&w, 2);
+    sl_mpack_write_uint(&w, m->chunk_len);
+    sl_mpack_write_uint(&w, 3);
+    sl_mpack_write_array(&w, m->chunk_count);
+    for (uint32_t i = 0; i < m->chunk_count; i++)
+        sl_mpack_write_bin(&w, m->chunks[i], SL_BLAKE2B_LEN);
+    return sl_mpack_writer_finish(&w, out, len);
+}
+
+sl_err sl_blob_manifest_decode(const uint8_t *buf, size_t len, sl_blob_manifest_t *out) {
+    memset(out, 0, sizeof *out);
+    sl_mpack_reader_t r;
+    sl_mpack_map_t map;
+    uint64_t key, v;
+    const uint8_t *p;
+    size_t n;
+    uint32_t seen = 0;
+    sl_mpack_reader_init(&r, buf, len);
+    sl_mpack_map_begin(&r, 8, &map);
+    while (sl_mpack_map_next(&r, &map, &key)) {
+        seen |= key < 4 ? 1u << key : 0;
+        switch (key) {
+        case 0:
+            if (!sl_mpack_read_bin(&r, SL_BLAKE2B_LEN, SL_BLAKE2B_LEN, &p, &n))
+                memcpy(out->hash, p, SL_BLAKE2B_LEN);
+            break;
+        case 1: sl_mpack_read_uint(&r, UINT64_MAX, &out->size); break;
+        case 2:
+            sl_mpack_read_uint(&r, UINT32_MAX, &v);
+            out->chunk_len = (uint32_t)v;
+            if (!r.err && v == 0)
+                sl_mpack_reader_fail(&r, SL_EPROTO);
+            break;
+        case 3: {
+            uint32_t count;
+            if (sl_mpack_read_array(&r, SL_BLOB_MAX_CHUNKS, &count))
+                break;
+            if ((size_t)count * (SL_BLAKE2B_LEN + 2) > sl_mpack_reader_left(&r)) {
+                sl_mpack_reader_fail(&r, SL_ETRUNC);
+                break;
+            }
+            if (count && !(out->chunks = sl_malloc((size_t)count * SL_BLAKE2B_LEN))) {
+                sl_mpack_reader_fail(&r, SL_ENOMEM);
+                break;
+            }
+            out->chunk_count = count;
+            for (uint32_t i = 0; i < count && !r.err; i++)
+                if (!sl_mpack_read_bin(&r, SL_BLAKE2B_LEN, SL_BLAKE2B_LEN, &p, &n))
+                    memcpy(out->chunks[i], p, SL_BLAKE2B_LEN);
+            break;
+        }
+        default: sl_mpack_skip(&r, 2); break;
+        }
+    }
+    sl_mpack_reader_end(&r);
+    if (!r.err && seen != 0xf)
+        sl_mpack_reader_fail(&r, SL_EPROTO);
+    /* the chunk count must be what size and chunk_len say */
+    if (!r.err && out->chunk_count != (out->size + out->chunk_len - 1) / out->chunk_len)
+        sl_mpack_reader_fail(&r, SL_EPROTO);
+    if (r.err) {
+        sl_blob_manifest_fini(out);
+        return r.err;
+    }
+    return SL_OK;
+}
+
+static uint64_t blob_round(const uint8_t hash[SL_BLAKE2B_LEN]) {
+    uint64_t r = 0;
+    for (int i = 0; i < 8; i++)
+        r = r << 8 | hash[i];
+    return r;
+}
+
+size_t sl_blob_place(const uint8_t hash[SL_BLAKE2B_LEN], const char *const *names, size_t n,
+                     size_t r, size_t *out) {
+    uint64_t round = blob_round(hash);
+    size_t k = 0;
+    uint64_t best_w[16];
+    if (r > 16)
+        r = 16;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t w = sl_hrw_weight(names[i], strlen(names[i]), round);
+        /* insert into the top-r list, highest first (ties by index) */
+        size_t j = k < r ? k++ : r;
+        while (j > 0 && best_w[j - 1] < w) {
+            if (j < r) {
+                best_w[j] = best_w[j - 1];
+                out[j] = out[j - 1];
+            }
+            j--;
+        }
+        if (j < r) {
+            best_w[j] = w;
+            out[j] = i;
+        }
+    }
+    return k;
+}
+
+sl_err sl_blob_plan(const uint8_t hash[SL_BLAKE2B_LEN], const char *const *names, const bool *holds,
+                    size_t n, size_t r, sl_blob_plan_t *out) {
+    memset(out, 0, sizeof *out);
+    if (r == 0 || r > 16)
+        return SL_EINVAL;
+    size_t placed[16];
+    size_t k = sl_blob_place(hash, names, n, r, placed);
+    bool have_source = false;
+    for (size_t i = 0; i < n; i++)
+        if (holds[i]) {
+            out->source = i;
+            have_source = true;
+            break;
+        }
+    out->lost = !have_source;
+    bool all_placed_hold = true;
+    for (size_t j = 0; j < k; j++) {
+        if (holds[placed[j]])
+            continue;
+        all_placed_hold = false;
+        if (have_source && planted_bug != 1)
+            out->fetch[out->fetch_count++] = placed[j];
+    }
+    if (all_placed_hold)
+        for (size_t i = 0; i < n && out->drop_count < 16; i++) {
+            bool is_placed = false;
+            for (size_t j = 0; j < k; j++)
+                is_placed |= placed[j] == i;
+            if (holds[i] && !is_placed)
+                out->drop[out->drop_count++] = i;
+        }
+    return SL_OK;
+}
+
+sl_err sl_blob_verify(const void *data, size_t len, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    uint8_t got[SL_BLAKE2B_LEN];
+    sl_blake2b(data, len, got);
+    return memcmp(got, hash, SL_BLAKE2B_LEN) == 0 ? SL_OK : SL_ECORRUPT;
+}
+
+sl_err sl_blob_write(sl_disk_t *disk, const void *data, size_t len, uint32_t chunk_len,
+                     sl_blob_manifest_t *out) {
+    sl_err err = sl_blob_manifest_build(data, len, chunk_len, out);
+    const uint8_t *p = data;
+    for (uint32_t i = 0; !err && i < out->chunk_count; i++) {
+        char hex[2 * SL_BLAKE2B_LEN + 1];
+        sl_hex(out->chunks[i], SL_BLAKE2B_LEN, hex);
+        size_t off = (size_t)i * out->chunk_len;
+        size_t n = len - off < out->chunk_len ? len - off : out->chunk_len;
+        err = sl_disk_chunk_put(disk, hex, p + off, n);
+    }
+    if (err)
+        sl_blob_manifest_fini(out);
+    return err;
+}
+
+sl_err sl_blob_read(sl_disk_t *disk, const sl_blob_manifest_t *m, uint8_t **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    if (m->size > (uint64_t)m->chunk_count * m->chunk_len)
+        return SL_EPROTO;
+    uint8_t *buf = sl_malloc(m->size ? m->size : 1);
+    if (!buf)
+        return SL_ENOMEM;
+    sl_err err = SL_OK;
+    char hex[2 * SL_BLAKE2B_LEN + 1];
+    for (uint32_t i = 0; !err && i < m->chunk_count; i++) {
+        uint8_t *c;
+        size_t n;
+        sl_hex(m->chunks[i], SL_BLAKE2B_LEN, hex);
+        if ((err = sl_disk_chunk_get(disk, hex, &c, &n)))
+            break;
+        size_t off = (size_t)i * m->chunk_len;
+        size_t want = m->size - off < m->chunk_len ? m->size - off : m->chunk_len;
+        if (n != want || sl_blob_verify(c, n, m->chunks[i]) != SL_OK) {
+            sl_log(SL_LOG_ERR, "BLOB-CORRUPT", "chunk %s does not match its hash: refusing it", hex);
+            err = SL_ECORRUPT;
+        } else {
+            memcpy(buf + off, c, n);
+        }
+        sl_free(c);
+    }
+    if (!err && sl_blob_verify(buf, m->size, m->hash) != SL_OK) {
+        sl_hex(m->hash, SL_BLAKE2B_LEN, hex);
+        sl_log(SL_LOG_ERR, "BLOB-CORRUPT", "blob %s does not match its hash", hex);
+        err = SL_ECORRUPT;
+    }
+    if (err) {
+        sl_free(buf);
+        return err;
+    }
+    *data = buf;
+    *len = m->size;
+    return SL_OK;
+}
