@@ -861,6 +861,9 @@ static void probe_indirect(sl_swim_t *s) {
         s->stats.ping_reqs_sent++;
     }
     p->expected_nacks = n;
+    /* and one more direct try (memberlist's fallback probe): on a lossy
+     * network it turns most lost PING/ACK pairs into a late answer */
+    send_to_member(s, SL_MSG_PING, tidx, p->seq, s->members[tidx].name, NULL);
 }
 
 static void probe_verdict(sl_swim_t *s) {
