@@ -386,6 +386,63 @@ static void test_alloc_failures(void) {
     }
 }
 
+/* proto/vectors/store/store.txt: valid vectors decode and re-encode byte
+ * for byte (every strict prefix is SL_ETRUNC), compat ones re-encode
+ * without their unknown keys, invalid ones fail with exactly their error. */
+static void test_vectors(void) {
+    char path[4096];
+    sl_test_source_path("proto/vectors/store/store.txt", path, sizeof path);
+    size_t len;
+    char *text = (char *)sl_test_read_file(path, &len);
+    CHECK_MSG(text != NULL, "cannot read %s", path);
+    if (!text)
+        return;
+    int counts[3] = {0};
+    static uint8_t h[8], b[1 << 16], re[1 << 16];
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#' || line[0] == 0)
+            continue;
+        char kind[16], name[64], f1[64], f2[1 << 17], f3[1 << 17], f4[1 << 17];
+        int nt = sscanf(line, "%15s %63s %63s %131071s %131071s %131071s", kind, name, f1, f2, f3, f4);
+        bool inv = strcmp(kind, "invalid") == 0, compat = strcmp(kind, "compat") == 0;
+        const char *hh = inv ? f2 : f1, *bb = inv ? f3 : f2;
+        long hl = sl_test_unhex(hh, h, sizeof h), bl = sl_test_unhex(bb, b, sizeof b);
+        CHECK_MSG(nt >= 4 && hl == 4 && bl >= 0, "%s: malformed line", name);
+        if (hl != 4 || bl < 0)
+            continue;
+        sl_store_dmsg_t m;
+        sl_err err = sl_store_msg_decode(h[3], b, (size_t)bl, &m);
+        if (inv) {
+            CHECK_MSG(strcmp(sl_errname(err), f1) == 0, "%s: got %s, want %s", name,
+                      sl_errname(err), f1);
+            if (err == SL_OK)
+                sl_store_dmsg_fini(&m);
+            counts[2]++;
+            continue;
+        }
+        CHECK_MSG(err == SL_OK, "%s: %s", name, sl_errname(err));
+        if (err)
+            continue;
+        sl_store_msg_t out;
+        CHECK_OK(sl_store_msg_encode(&m, SIZE_MAX, &out));
+        long rl = compat ? sl_test_unhex(f3, re, sizeof re) : bl;
+        const uint8_t *want = compat ? re : b;
+        CHECK_MSG(out.len == (size_t)rl && memcmp(out.body, want, out.len) == 0,
+                  "%s: re-encoding differs", name);
+        sl_store_msg_fini(&out);
+        sl_store_dmsg_fini(&m);
+        for (long cut = 0; !compat && cut < bl; cut++) {
+            err = sl_store_msg_decode(h[3], b, (size_t)cut, &m);
+            CHECK_MSG(err == SL_ETRUNC, "%s: prefix %ld: %s", name, cut, sl_errname(err));
+            if (err == SL_OK)
+                sl_store_dmsg_fini(&m);
+        }
+        counts[compat]++;
+    }
+    free(text);
+    CHECK(counts[0] >= 10 && counts[1] >= 1 && counts[2] >= 20);
+}
+
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("local_ops", test_local_ops);
@@ -396,5 +453,6 @@ int main(void) {
     sl_test_run("snapshot_replay", test_snapshot_replay);
     sl_test_run("hostile", test_hostile);
     sl_test_run("alloc_failures", test_alloc_failures);
+    sl_test_run("vectors", test_vectors);
     return sl_test_finish();
 }
