@@ -736,6 +736,12 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
         refuse(why, why_len, "study: must be a JSON object");
         goto fail;
     }
+    while (end && end < json + len && isspace((unsigned char)*end))
+        end++;
+    if (end != json + len && !(end && *end == '\0' && end + 1 == json + len)) {
+        refuse(why, why_len, "study: text after the JSON object (byte %zu)", (size_t)(end - json));
+        goto fail;
+    }
     if ((err = check_keys(root, "", keys, why, why_len)) ||
         (err = get_str(root, "", "name", true, s->name, sizeof s->name, why, why_len)))
         goto fail;

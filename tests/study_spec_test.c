@@ -199,6 +199,7 @@ static const bad_t bad[] = {
     {"\"scheduler\": {", "\"scheduler2\": {", "scheduler2: unknown field"},
     {"{\"name\"", "[{\"name\"", "study: not valid JSON"},
     {"\"dataset\": \"fashion-mnist\",", "", "dataset: required for the builtin trainer"},
+    {"\"budget\": {\"trials\": 20}}", "\"budget\": {\"trials\": 20}} {}", "study: text after the JSON object"},
 };
 
 static void test_invalid(void) {
