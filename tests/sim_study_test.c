@@ -1,7 +1,8 @@
 /* A study on a simulated fleet: N peers run the real study cores (spec,
  * searcher, scheduler, rounds, claims) on a virtual clock, with simulated
  * training time, under random kills (the round leader among them),
- * pauses-by-partition, restarts and partitions, over many seeds.
+ * pauses (SIGSTOP: a peer neither trains nor talks, then carries on),
+ * restarts and partitions, over many seeds.
  *
  * The replicated store is modelled in the test: every peer holds a replica
  * whose fields are joins (proposals: a set; target rung: max; claim:
@@ -94,6 +95,7 @@ typedef struct {
 typedef struct {
     char id[16];                 /* "peer-N" */
     bool up;                     /* running */
+    int64_t paused_until;        /* SIGSTOPped until then: no steps, no messages */
     int64_t down_until;          /* restart time when down */
     replica_t rep;               /* persisted replica */
     job_t jobs[2];               /* running trials (volatile) */
@@ -126,6 +128,8 @@ typedef struct {
     int64_t last_fault;   /* last crash, restart, partition or heal */
     int64_t double_since[MAX_T]; /* T3: two workers on the trial since (0: not) */
     int quiet_steps;      /* steps checked as quiet */
+    int pauses;           /* SIGSTOPs */
+    int64_t faults_until; /* faults stop then: 5, 10 or 15 s by seed */
 } world_t;
 
 static void violate(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -145,8 +149,12 @@ static int find_prop(const world_t *w, const char *id) {
     return -1;
 }
 
+static bool running(const world_t *w, int p) {
+    return w->peers[p].up && w->now >= w->peers[p].paused_until;
+}
+
 static bool connected(const world_t *w, int a, int b) {
-    return w->peers[a].up && w->peers[b].up && w->group[a] == w->group[b];
+    return running(w, a) && running(w, b) && w->group[a] == w->group[b];
 }
 
 static bool alive_in_view(const world_t *w, int p, int q) {
@@ -541,6 +549,12 @@ static void inject_faults(world_t *w) {
     sl_rng_t *rng = &w->rng;
     for (int p = 0; p < PEERS; p++) {
         peer_t *me = &w->peers[p];
+        if (me->up && w->now < me->paused_until) /* frozen: its epochs do not advance */
+            for (int k = 0; k < me->job_count; k++)
+                me->jobs[k].epoch_end += STEP_MS;
+    }
+    for (int p = 0; p < PEERS; p++) {
+        peer_t *me = &w->peers[p];
         if (!me->up && w->now >= me->down_until) {
             me->up = true;
             w->last_fault = w->now;
@@ -553,7 +567,7 @@ static void inject_faults(world_t *w) {
         w->heal_at = 0;
         w->last_fault = w->now;
     }
-    if (!w->faults || w->now >= FAULTS_UNTIL_MS)
+    if (!w->faults || w->now >= w->faults_until)
         return;
     uint64_t dice = sl_rng_below(rng, 1000);
     if (dice < 15) {
@@ -576,7 +590,16 @@ static void inject_faults(world_t *w) {
         }
         if (w->peers[victim].up)
             crash(w, victim, 300 + (int64_t)sl_rng_below(rng, 3000));
-    } else if (dice < 20 && !w->heal_at) {
+    } else if (dice < 20) {
+        /* SIGSTOP a peer for 0.5-4 s: it neither trains nor talks, then
+         * carries on with what it had (claims it may have lost) */
+        int victim = (int)sl_rng_below(rng, PEERS);
+        if (running(w, victim)) {
+            w->peers[victim].paused_until = w->now + 500 + (int64_t)sl_rng_below(rng, 3500);
+            w->last_fault = w->peers[victim].paused_until;
+            w->pauses++;
+        }
+    } else if (dice < 25 && !w->heal_at) {
         for (int p = 0; p < PEERS; p++)
             w->group[p] = (int)sl_rng_below(rng, 2);
         w->heal_at = w->now + 500 + (int64_t)sl_rng_below(rng, 4000);
@@ -591,7 +614,7 @@ static const char *asha_json =
     " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true}},"
     " \"scheduler\": {\"type\": \"asha\", \"min_epochs\": 1, \"max_epochs\": 9, \"reduction\": 3},"
     " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}],"
-    " \"budget\": {\"trials\": 24}, \"retries\": 1, \"checkpoint_every\": 2}";
+    " \"budget\": {\"trials\": 36}, \"retries\": 1, \"checkpoint_every\": 2}";
 static const char *sh_json =
     "{\"name\": \"sim-sh\", \"trainer\": {\"type\": \"command\", \"command\": \"t {lr}\"},"
     " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0.0001, \"high\": 0.1, \"log\": true}},"
@@ -639,7 +662,7 @@ static void checks_step(world_t *w) {
      * before anti-entropy met) must resolve within DOUBLE_WORK_MS */
     bool quiet = !w->heal_at && w->now >= w->last_fault + LEASE_MS + DEAD_AFTER_MS;
     for (int p = 0; p < PEERS; p++)
-        quiet &= w->peers[p].up;
+        quiet &= running(w, p);
     w->quiet_steps += quiet;
     for (int i = 0; i < w->prop_count; i++) {
         int workers = 0;
@@ -662,7 +685,7 @@ static void checks_step(world_t *w) {
     uint64_t round[PEERS];
     for (int p = 0; p < PEERS; p++) {
         leader[p] = -2;
-        if (!w->peers[p].up)
+        if (!running(w, p))
             continue;
         build_view(w, p, &v);
         sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials,
@@ -697,6 +720,7 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
     w->spec.seed = seed;
     sl_study_spec_id(&w->spec, w->study_id);
     w->concurrency = 1 + (int)(seed % 2);
+    w->faults_until = FAULTS_UNTIL_MS / 3 * (1 + (int64_t)(seed % 3));
     sl_rng_seed(&w->rng, seed * 7919 + 17);
     for (int p = 0; p < PEERS; p++) {
         snprintf(w->peers[p].id, sizeof w->peers[p].id, "peer-%d", p);
@@ -717,7 +741,7 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
                     merge_replica(w, &w->peers[q].rep, &w->peers[p].rep);
         /* each peer: lead if leader, claim, train */
         for (int p = 0; p < PEERS; p++) {
-            if (!w->peers[p].up)
+            if (!running(w, p))
                 continue;
             build_view(w, p, &v);
             if (!w->peers[p].rep.finished) {
@@ -732,9 +756,9 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         }
         checks_step(w);
         /* done: every peer up, finished, idle */
-        bool all = w->now >= FAULTS_UNTIL_MS && !w->heal_at;
+        bool all = w->now >= w->faults_until && !w->heal_at;
         for (int p = 0; p < PEERS && all; p++)
-            all = w->peers[p].up && w->peers[p].rep.finished && w->peers[p].job_count == 0;
+            all = running(w, p) && w->peers[p].rep.finished && w->peers[p].job_count == 0;
         if (all) {
             w->finished_all = true;
             break;
@@ -821,7 +845,7 @@ static uint64_t first_seed(void) {
 
 static void test_asha_faults(void) {
     int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150);
-    int kills = 0, takeovers = 0, promotions = 0, quiet = 0;
+    int kills = 0, takeovers = 0, promotions = 0, quiet = 0, pauses = 0;
     for (int i = 0; i < seeds; i++) {
         uint64_t seed = first_seed() + (uint64_t)i;
         run_world(&W, asha_json, seed, true, BUG_NONE);
@@ -831,18 +855,21 @@ static void test_asha_faults(void) {
             break;
         if (getenv("SL_VERBOSE"))
             printf("  seed %llu: finished at %.1f s, %d trials, %d promotions, %d leader kills, "
-                   "%d takeovers, %d quiet steps\n", (unsigned long long)seed, W.now / 1000.0,
-                   W.prop_count, W.promotions, W.leader_kills, W.takeovers, W.quiet_steps);
+                   "%d takeovers, %d pauses, %d quiet steps\n", (unsigned long long)seed,
+                   W.now / 1000.0, W.prop_count, W.promotions, W.leader_kills, W.takeovers,
+                   W.pauses, W.quiet_steps);
         kills += W.leader_kills;
         takeovers += W.takeovers;
         promotions += W.promotions;
         quiet += W.quiet_steps;
+        pauses += W.pauses;
     }
     /* the faults did happen */
     CHECK_MSG(kills > seeds / 4, "only %d leader kills", kills);
     CHECK_MSG(takeovers > seeds / 4, "only %d takeovers", takeovers);
     CHECK(promotions > seeds);
     CHECK(quiet > 0);
+    CHECK_MSG(pauses > seeds / 4, "only %d pauses", pauses);
 }
 
 /* Synchronous schedulers (sh, hyperband, grid, generational evolution)
