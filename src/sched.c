@@ -91,7 +91,11 @@ double sl_trial_metric_at(const sl_trial_t *t, int epoch) {
 /* Hyperband bracket sizes (before the trials budget caps them). */
 static uint64_t hb_size(const sl_study_spec_t *spec, int b) {
     int smax = spec->rung_count - 1, sb = smax - b;
-    return (uint64_t)ceil((double)(smax + 1) / (sb + 1) * pow(spec->reduction, sb));
+    /* ceil((s+1)/(s_b+1) * eta^s_b) in integers: the same on every machine */
+    uint64_t p = 1;
+    for (int i = 0; i < sb; i++)
+        p *= (uint64_t)spec->reduction;
+    return ((uint64_t)(smax + 1) * p + (uint64_t)sb) / (uint64_t)(sb + 1);
 }
 
 /* Bracket of a proposal ordinal; -1 past the last bracket. */

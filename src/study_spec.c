@@ -705,8 +705,10 @@ int sl_study_spec_param(const sl_study_spec_t *spec, const char *name) {
 /* Hyperband: configs of bracket b (starting at rung b of the ladder). */
 static uint64_t hb_bracket_size(const sl_study_spec_t *s, int b) {
     int smax = s->rung_count - 1, sb = smax - b;
-    double n = ceil((double)(smax + 1) / (sb + 1) * pow(s->reduction, sb));
-    return (uint64_t)n;
+    uint64_t p = 1; /* ceil((s+1)/(s_b+1) * eta^s_b) in integers */
+    for (int i = 0; i < sb; i++)
+        p *= (uint64_t)s->reduction;
+    return ((uint64_t)(smax + 1) * p + (uint64_t)sb) / (uint64_t)(sb + 1);
 }
 
 sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, char *why,
