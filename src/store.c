@@ -2,7 +2,9 @@
  *
  * Layout (sized for 10^6 keys and more):
  *   recs    32-byte records in one array; a free list reuses them
- *   slots   open addressing (linear probing) over record numbers + 1
+ *   slots   open addressing (linear probing): 32 bits of the key's hash
+ *           (home slot and tag: most misses never touch a record) and the
+ *           record number + 1
  *   blocks  the arena: 1 MiB blocks holding each key followed by its LWW
  *           value; an overwrite that fits is done in place, otherwise the
  *           old bytes become garbage, and the arena is compacted when
@@ -71,7 +73,7 @@ struct sl_store {
     uint32_t *free_recs;        /* free record numbers */
     uint32_t free_count;        /* entries in free_recs */
     uint32_t free_cap;          /* allocated */
-    uint32_t *slots;            /* index: record number + 1, 0 empty */
+    uint64_t *slots;            /* index: hash32 << 32 | record number + 1; 0 empty */
     uint32_t slot_mask;         /* slots - 1 (a power of two minus one) */
     uint32_t indexed;           /* records in the index */
     uint8_t **blocks;           /* arena blocks */
@@ -124,7 +126,26 @@ static uint8_t *arena_ptr(const sl_store_t *s, uint64_t kv) {
 
 static const uint8_t *rec_key(const sl_store_t *s, const rec_t *r) { return arena_ptr(s, r->kv); }
 
-static uint64_t key_hash(const void *key, size_t len) { return sl_hash64(key, len, KEY_SEED); }
+/* Hash of a key: 64-bit multiply-mix over 8-byte words (fast; keys come
+ * from authenticated peers, and the seed is fixed per build). */
+static uint64_t key_hash(const void *key, size_t len) {
+    const uint8_t *p = key;
+    uint64_t h = KEY_SEED ^ (len * 0x9e3779b97f4a7c15ull);
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ (w * 0xbf58476d1ce4e5b9ull)) * 0x94d049bb133111ebull;
+        h ^= h >> 29;
+        p += 8;
+        len -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ (w * 0xbf58476d1ce4e5b9ull)) * 0x94d049bb133111ebull;
+    return sl_mix64(h);
+}
+
+static uint32_t slot_hash(uint64_t h) { return (uint32_t)(h >> 32); }
 
 static sl_err grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
     if (need <= *cap)
@@ -276,33 +297,35 @@ static sl_dot_t rec_dot(const sl_store_t *s, const rec_t *r) {
 /* ---- index ---- */
 
 static uint32_t find(const sl_store_t *s, const void *key, size_t len, uint64_t h, uint32_t *slot) {
-    for (uint32_t i = (uint32_t)h & s->slot_mask;; i = (i + 1) & s->slot_mask) {
-        uint32_t v = s->slots[i];
+    uint32_t tag = slot_hash(h);
+    for (uint32_t i = tag & s->slot_mask;; i = (i + 1) & s->slot_mask) {
+        uint64_t v = s->slots[i];
         if (!v) {
             if (slot)
                 *slot = i;
             return NO_REC;
         }
-        const rec_t *r = &s->recs[v - 1];
+        if ((uint32_t)(v >> 32) != tag)
+            continue;
+        const rec_t *r = &s->recs[(uint32_t)v - 1];
         if (r->key_len == len && memcmp(rec_key(s, r), key, len) == 0) {
             if (slot)
                 *slot = i;
-            return v - 1;
+            return (uint32_t)v - 1;
         }
     }
 }
 
 static sl_err index_grow(sl_store_t *s) {
     uint32_t size = (s->slot_mask + 1) * 2;
-    uint32_t *slots = sl_calloc(size, sizeof *slots);
+    uint64_t *slots = sl_calloc(size, sizeof *slots);
     if (!slots)
         return SL_ENOMEM;
     for (uint32_t i = 0; i <= s->slot_mask; i++) {
-        uint32_t v = s->slots[i];
+        uint64_t v = s->slots[i];
         if (!v)
             continue;
-        const rec_t *r = &s->recs[v - 1];
-        uint32_t j = (uint32_t)key_hash(rec_key(s, r), r->key_len) & (size - 1);
+        uint32_t j = (uint32_t)(v >> 32) & (size - 1);
         while (slots[j])
             j = (j + 1) & (size - 1);
         slots[j] = v;
@@ -320,8 +343,7 @@ static void rec_delete(sl_store_t *s, uint32_t idx) {
     find(s, rec_key(s, r), r->key_len, key_hash(rec_key(s, r), r->key_len), &i);
     s->slots[i] = 0;
     for (uint32_t j = (i + 1) & s->slot_mask; s->slots[j]; j = (j + 1) & s->slot_mask) {
-        const rec_t *o = &s->recs[s->slots[j] - 1];
-        uint32_t home = (uint32_t)key_hash(rec_key(s, o), o->key_len) & s->slot_mask;
+        uint32_t home = (uint32_t)(s->slots[j] >> 32) & s->slot_mask;
         /* move j back to i unless its home lies cyclically in (i, j] */
         bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (!stays) {
@@ -373,7 +395,7 @@ static sl_err rec_create(sl_store_t *s, const void *key, size_t len, uint64_t h,
     memcpy(arena_ptr(s, kv), key, len);
     uint32_t slot;
     find(s, key, len, h, &slot);
-    s->slots[slot] = idx + 1;
+    s->slots[slot] = (uint64_t)slot_hash(h) << 32 | (idx + 1);
     s->indexed++;
     *out = idx;
     return SL_OK;
@@ -413,10 +435,9 @@ static sl_err lww_store(sl_store_t *s, uint32_t idx, const sl_crdt_item_t *it, u
 }
 
 /* Joins one atom (already checked) into the map. */
-static sl_err apply_item(sl_store_t *s, const uint8_t *key, size_t key_len, const sl_crdt_item_t *it,
-                         uint32_t rix, bool *changed) {
+static sl_err apply_item_h(sl_store_t *s, const uint8_t *key, size_t key_len, uint64_t h,
+                           const sl_crdt_item_t *it, uint32_t rix, bool *changed) {
     *changed = false;
-    uint64_t h = key_hash(key, key_len);
     uint32_t idx = find(s, key, key_len, h, NULL);
     sl_err err;
     if (it->kind == SL_ITEM_LWW) {
@@ -451,6 +472,39 @@ static sl_err apply_item(sl_store_t *s, const uint8_t *key, size_t key_len, cons
     if (r->u.val->type != SL_CRDT_NONE)
         r->type = r->u.val->type;
     return err;
+}
+
+static sl_err apply_item(sl_store_t *s, const uint8_t *key, size_t key_len, const sl_crdt_item_t *it,
+                         uint32_t rix, bool *changed) {
+    return apply_item_h(s, key, key_len, key_hash(key, key_len), it, rix, changed);
+}
+
+/* Prefetching for a batch of atoms (random keys miss the cache three
+ * times: slot, record, key bytes): stage 1 hashes item i + 8 and fetches
+ * its slot, stage 2 fetches the record of item i + 4, stage 3 its key. */
+#define PF_SLOT 8
+#define PF_REC 4
+#define PF_KEY 2
+static void prefetch_item(const sl_store_t *s, const sl_store_dmsg_t *m, uint64_t *hs, uint32_t i) {
+    if (i + PF_SLOT < m->item_count) {
+        const sl_store_item_t *a = &m->items[i + PF_SLOT];
+        uint64_t h = key_hash(a->key, a->key_len);
+        hs[(i + PF_SLOT) % 16] = h;
+        __builtin_prefetch(&s->slots[slot_hash(h) & s->slot_mask]);
+    }
+    if (i + PF_REC < m->item_count) {
+        uint64_t v = s->slots[slot_hash(hs[(i + PF_REC) % 16]) & s->slot_mask];
+        if (v && (uint32_t)v - 1 < s->rec_count)
+            __builtin_prefetch(&s->recs[(uint32_t)v - 1]);
+    }
+    if (i + PF_KEY < m->item_count) {
+        uint64_t v = s->slots[slot_hash(hs[(i + PF_KEY) % 16]) & s->slot_mask];
+        if (v && (uint32_t)v - 1 < s->rec_count) {
+            const rec_t *r = &s->recs[(uint32_t)v - 1];
+            if (r->type != SL_CRDT_NONE)
+                __builtin_prefetch(arena_ptr(s, r->kv));
+        }
+    }
 }
 
 /* ---- lifecycle ---- */
@@ -1206,8 +1260,13 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
         }
         ok[g] = 1;
     }
+    uint64_t hs[16];
+    for (uint32_t i = 0; i < PF_SLOT && i < m->item_count; i++)
+        hs[i % 16] = key_hash(m->items[i].key, m->items[i].key_len);
     for (uint32_t i = 0; !err && i < m->item_count; i++) {
         const sl_store_item_t *item = &m->items[i];
+        uint64_t h = hs[i % 16];
+        prefetch_item(s, m, hs, i);
         uint32_t g;
         if (!range_of(m, item->it.dot.rid, &g) || !ok[g])
             continue;
@@ -1216,7 +1275,7 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
             continue;
         }
         bool ch;
-        if ((err = apply_item(s, item->key, item->key_len, &item->it, rixs[g], &ch)))
+        if ((err = apply_item_h(s, item->key, item->key_len, h, &item->it, rixs[g], &ch)))
             break;
         if (ch)
             s->st.applied++;
@@ -1680,7 +1739,7 @@ void sl_store_stats(const sl_store_t *s, sl_store_stats_t *out) {
     out->arena_bytes = s->arena_used;
     out->arena_garbage = s->arena_garbage;
     out->mem_bytes = (uint64_t)s->rec_cap * sizeof(rec_t) + (uint64_t)s->free_cap * 4 +
-                     (uint64_t)(s->slot_mask + 1) * 4 + (uint64_t)s->block_count * BLOCK_LEN +
+                     (uint64_t)(s->slot_mask + 1) * 8 + (uint64_t)s->block_count * BLOCK_LEN +
                      (uint64_t)s->rep_cap * sizeof(replica_t) + (uint64_t)(s->rmap_mask + 1) * 4;
     out->clock_rejected = s->st.clock_rejected;
 }
