@@ -70,9 +70,7 @@ struct sl_store {
     rec_t *recs;                /* records */
     uint32_t rec_count;         /* records ever used (high-water mark) */
     uint32_t rec_cap;           /* allocated */
-    uint32_t *free_recs;        /* free record numbers */
-    uint32_t free_count;        /* entries in free_recs */
-    uint32_t free_cap;          /* allocated */
+    uint64_t free_head;         /* first free record + 1 (free records chain through kv) */
     uint64_t *slots;            /* index: hash32 << 32 | record number + 1; 0 empty */
     uint32_t slot_mask;         /* slots - 1 (a power of two minus one) */
     uint32_t indexed;           /* records in the index */
@@ -359,8 +357,8 @@ static void rec_delete(sl_store_t *s, uint32_t idx) {
         sl_free(r->u.val);
     }
     memset(r, 0, sizeof *r);
-    /* the free list has room: it never holds more than rec_count entries */
-    s->free_recs[s->free_count++] = idx;
+    r->kv = s->free_head; /* chain the free record */
+    s->free_head = (uint64_t)idx + 1;
 }
 
 /* Creates a record for `key` (not present; `slot` from find) with `extra`
@@ -373,19 +371,21 @@ static sl_err rec_create(sl_store_t *s, const void *key, size_t len, uint64_t h,
             return err;
     }
     uint32_t idx;
-    if (s->free_count) {
-        idx = s->free_recs[--s->free_count];
+    if (s->free_head) {
+        idx = (uint32_t)(s->free_head - 1);
+        s->free_head = s->recs[idx].kv;
     } else {
         if (s->rec_count == NO_REC - 1)
             return SL_ETOOBIG;
-        if ((err = grow((void **)&s->recs, &s->rec_cap, s->rec_count + 1, sizeof *s->recs)) ||
-            (err = grow((void **)&s->free_recs, &s->free_cap, s->rec_count + 1, sizeof *s->free_recs)))
+        if ((err = grow((void **)&s->recs, &s->rec_cap, s->rec_count + 1, sizeof *s->recs)))
             return err;
         idx = s->rec_count++;
     }
     uint64_t kv;
     if ((err = arena_alloc(s, len + extra, &kv))) {
-        s->free_recs[s->free_count++] = idx;
+        s->recs[idx].type = SL_CRDT_NONE;
+        s->recs[idx].kv = s->free_head;
+        s->free_head = (uint64_t)idx + 1;
         return err;
     }
     rec_t *r = &s->recs[idx];
@@ -442,8 +442,12 @@ static sl_err apply_item_h(sl_store_t *s, const uint8_t *key, size_t key_len, ui
     sl_err err;
     if (it->kind == SL_ITEM_LWW) {
         if (idx == NO_REC) {
-            if ((err = rec_create(s, key, key_len, h, 0, &idx)))
+            /* room for the value right after the key: written in place */
+            uint32_t len = (it->flags & SL_ITEM_DELETED) ? 0 : it->a_len;
+            if ((err = rec_create(s, key, key_len, h, len, &idx)))
                 return err;
+            s->recs[idx].type = SL_CRDT_LWW;
+            s->recs[idx].val_len = len;
         } else {
             const rec_t *r = &s->recs[idx];
             if (r->type == SL_CRDT_LWW &&
@@ -556,7 +560,6 @@ void sl_store_destroy(sl_store_t **sp) {
     }
     sl_free(s->blocks);
     sl_free(s->recs);
-    sl_free(s->free_recs);
     sl_free(s->slots);
     sl_free(s->reps);
     sl_free(s->rmap);
@@ -1313,8 +1316,7 @@ static sl_err shadow_apply(sl_store_t *sh, const sl_store_item_t *item) {
 
 /* Exchanges the map (records, index, arena, replicas) of two stores. */
 static void swap_maps(sl_store_t *a, sl_store_t *b) {
-    SWAP(recs); SWAP(rec_count); SWAP(rec_cap); SWAP(free_recs); SWAP(free_count);
-    SWAP(free_cap); SWAP(slots); SWAP(slot_mask); SWAP(indexed); SWAP(blocks);
+    SWAP(recs); SWAP(rec_count); SWAP(rec_cap); SWAP(free_head); SWAP(slots); SWAP(slot_mask); SWAP(indexed); SWAP(blocks);
     SWAP(block_count); SWAP(block_cap); SWAP(block_pos); SWAP(arena_used); SWAP(arena_garbage);
     SWAP(reps); SWAP(rep_count); SWAP(rep_cap); SWAP(rmap); SWAP(rmap_mask); SWAP(self_rix);
 }
@@ -1738,7 +1740,7 @@ void sl_store_stats(const sl_store_t *s, sl_store_stats_t *out) {
     }
     out->arena_bytes = s->arena_used;
     out->arena_garbage = s->arena_garbage;
-    out->mem_bytes = (uint64_t)s->rec_cap * sizeof(rec_t) + (uint64_t)s->free_cap * 4 +
+    out->mem_bytes = (uint64_t)s->rec_cap * sizeof(rec_t) +
                      (uint64_t)(s->slot_mask + 1) * 8 + (uint64_t)s->block_count * BLOCK_LEN +
                      (uint64_t)s->rep_cap * sizeof(replica_t) + (uint64_t)(s->rmap_mask + 1) * 4;
     out->clock_rejected = s->st.clock_rejected;
