@@ -104,7 +104,19 @@ struct sl_store {
     sl_store_bug bug;           /* planted bug (tests only) */
     bool want_reset;            /* ask peers for a RESET snapshot */
     bool track_durable;         /* digests report `durable`, not `seq` */
+    char addr[SL_STORE_MAX_ADDR + 1]; /* where peers answer our digests */
 };
+
+sl_err sl_store_set_addr(sl_store_t *s, const char *addr) {
+    size_t n = strlen(addr);
+    if (n > SL_STORE_MAX_ADDR)
+        return SL_ETOOBIG;
+    for (size_t i = 0; i < n; i++)
+        if ((uint8_t)addr[i] < 0x20 || addr[i] == 0x7f)
+            return SL_EINVAL;
+    memcpy(s->addr, addr, n + 1);
+    return SL_OK;
+}
 
 void sl_store_mark_durable(sl_store_t *s) {
     s->track_durable = true;
@@ -857,7 +869,8 @@ static sl_err vv_lists(const sl_store_t *s, bool durable, sl_store_range_t **vv,
 
 sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out) {
     sl_store_dmsg_t m = {.type = SL_STORE_MSG_DIGEST, .sender = s->rid, .reply = reply,
-                         .want_reset = s->want_reset};
+                         .want_reset = s->want_reset, .reply_to = (const uint8_t *)s->addr,
+                         .reply_to_len = (uint32_t)strlen(s->addr)};
     sl_err err = vv_lists(s, s->track_durable, &m.ranges, &m.range_count, &m.retired, &m.retired_count);
     if (err)
         return err;
@@ -1544,8 +1557,11 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
         }
     }
     bool changed = false;
-    if (type == SL_STORE_MSG_DIGEST)
+    if (type == SL_STORE_MSG_DIGEST) {
+        memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
+        replies->reply_to[m.reply_to_len] = 0;
         err = handle_digest(s, &m, replies);
+    }
     else if (type == SL_STORE_MSG_DELTA)
         err = apply_delta(s, &m, false, &changed);
     else

@@ -139,7 +139,7 @@ sl_err sl_store_msg_encode(const sl_store_dmsg_t *m, size_t max_len, sl_store_ms
     out->len = 0;
     switch (m->type) {
     case SL_STORE_MSG_DIGEST:
-        sl_mpack_write_map(&w, 5);
+        sl_mpack_write_map(&w, 6);
         sl_mpack_write_uint(&w, 0);
         sl_mpack_write_uint(&w, m->sender);
         sl_mpack_write_uint(&w, 1);
@@ -150,6 +150,8 @@ sl_err sl_store_msg_encode(const sl_store_dmsg_t *m, size_t max_len, sl_store_ms
         write_pairs(&w, m->retired, m->retired_count, false);
         sl_mpack_write_uint(&w, 4);
         sl_mpack_write_bool(&w, m->want_reset);
+        sl_mpack_write_uint(&w, 5);
+        sl_mpack_write_str(&w, m->reply_to, m->reply_to_len);
         break;
     case SL_STORE_MSG_DELTA:
         sl_mpack_write_map(&w, 3);
@@ -375,7 +377,7 @@ sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_sto
     sl_mpack_reader_init(&r, body, len);
     sl_mpack_map_t map;
     uint64_t key, v;
-    static const uint32_t nkeys[] = {5, 3, 8};
+    static const uint32_t nkeys[] = {6, 3, 8};
     uint32_t want = nkeys[type - SL_STORE_MSG_DIGEST];
     uint32_t seen = 0;
     sl_mpack_map_begin(&r, 16, &map);
@@ -399,8 +401,16 @@ sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_sto
                 read_pairs(&r, false, &out->ranges, &out->range_count);
             else if (key == 3)
                 read_pairs(&r, false, &out->retired, &out->retired_count);
-            else
+            else if (key == 4)
                 sl_mpack_read_bool(&r, &out->want_reset);
+            else {
+                size_t n = 0;
+                sl_mpack_read_str(&r, 0, SL_STORE_MAX_ADDR, &out->reply_to, &n);
+                out->reply_to_len = (uint32_t)n;
+                for (size_t i = 0; !r.err && i < n; i++)
+                    if (out->reply_to[i] < 0x20 || out->reply_to[i] == 0x7f)
+                        sl_mpack_reader_fail(&r, SL_EPROTO); /* no control characters */
+            }
             break;
         case SL_STORE_MSG_DELTA:
             if (key == 1)

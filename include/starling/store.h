@@ -67,6 +67,7 @@ extern "C" {
 #define SL_STORE_MAX_VALUE_LEN 65536   /* bytes of a value; larger: blobs */
 #define SL_STORE_MAX_RANGES 4096       /* ranges or vv entries per message */
 #define SL_STORE_MAX_REPLICAS 65535    /* replica ids one store can know */
+#define SL_STORE_MAX_ADDR 128          /* bytes of a DIGEST's reply address */
 
 /* Wire message types (proto/store.md). */
 #define SL_STORE_MSG_DIGEST 16
@@ -95,6 +96,8 @@ typedef struct {
     sl_store_msg_t *msgs; /* messages */
     size_t count;         /* messages in msgs */
     size_t cap;           /* allocated */
+    char reply_to[SL_STORE_MAX_ADDR + 1]; /* where they go: the DIGEST's
+                                             reply address ("" if none) */
 } sl_store_out_t;
 
 void sl_store_msg_fini(sl_store_msg_t *m);
@@ -120,6 +123,8 @@ typedef struct {
     uint64_t sender;            /* sender's replica id */
     bool reply;                 /* DIGEST: answers a DIGEST (no digest back) */
     bool want_reset;            /* DIGEST: asks for a RESET snapshot */
+    const uint8_t *reply_to;    /* DIGEST: the sender's address (into the body) */
+    uint32_t reply_to_len;      /* DIGEST: its bytes, 0..SL_STORE_MAX_ADDR */
     uint64_t snap_id;           /* SNAPSHOT: identifies one snapshot */
     uint32_t chunk;             /* SNAPSHOT: this chunk's index */
     uint32_t chunks;            /* SNAPSHOT: number of chunks */
@@ -197,6 +202,10 @@ void sl_store_scan(const sl_store_t *s, const void *prefix, size_t prefix_len,
                    void *ctx);
 
 /* ---- Anti-entropy ---- */
+
+/* The address peers should answer this replica's digests at (the
+ * transport's advertised endpoint); empty by default. */
+sl_err sl_store_set_addr(sl_store_t *s, const char *addr);
 
 /* This replica's DIGEST (`reply` marks an answer to one). */
 sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out);

@@ -37,9 +37,9 @@ def mp(pairs):
 NIL, T, F = b'\xc0', b'\xc3', b'\xc2'
 def pairs(lst): return arr([uint(x) for p in lst for x in p])
 
-def digest(sender, vv, retired=(), reply=False, reset=False):
+def digest(sender, vv, retired=(), reply=False, reset=False, addr=''):
     return mp([(0, uint(sender)), (1, T if reply else F), (2, pairs(vv)), (3, pairs(retired)),
-               (4, T if reset else F)])
+               (4, T if reset else F), (5, s(addr))])
 
 def lww(ridx, seq, key, hlc, val):
     return arr([uint(1), uint(ridx), uint(seq), s(key), uint(hlc), NIL if val is None else bn(val)])
@@ -69,7 +69,8 @@ def invalid(name, err, t, body):
 A, B, C = 0x0000000100000001, 0x0000000200000003, 0x7fffffffffffffff
 valid('digest-empty', 16, digest(A, []))
 valid('digest-two', 16, digest(A, [(A, 5), (B, 300)], reply=True))
-valid('digest-retired-reset', 16, digest(B, [(B, 1)], retired=[(A, 70000)], reset=True))
+valid('digest-retired-reset', 16, digest(B, [(B, 1)], retired=[(A, 70000)], reset=True,
+      addr='tcp://10.0.0.7:7600'))
 valid('delta-lww', 17, delta(A, [(A, 4, 5)], [lww(0, 5, 'study/s1/trial/7/claim', HLC, b'x' * 64)]))
 valid('delta-tombstone', 17, delta(A, [(A, 5, 6)], [lww(0, 6, 'k', HLC + 1, None)]))
 valid('delta-empty-value', 17, delta(A, [(A, 0, 1)], [lww(0, 1, 'k', 1, b'')]))
@@ -85,7 +86,7 @@ valid('snapshot-one', 18, snap(A, 77, 0, 1, 0, [(A, 3), (B, 2)], [(C, 9)],
       [lww(0, 3, 'k1', HLC, b'v'), ctr(1, 2, 'c', 1, 0), add(2, 9, 's', b'e')]))
 valid('snapshot-reset-chunk', 18, snap(B, 1, 2, 5, 1, [(B, 20)], [], [lww(0, 20, 'k', HLC, b'v')]))
 compat('digest-unknown-key', 16,
-       mp([(0, uint(A)), (1, F), (2, pairs([])), (3, pairs([])), (4, F), (9, arr([uint(1)]))]),
+       mp([(0, uint(A)), (1, F), (2, pairs([])), (3, pairs([])), (4, F), (5, s('')), (9, arr([uint(1)]))]),
        digest(A, []))
 
 d = delta(A, [(A, 4, 5)], [lww(0, 5, 'k', HLC, b'v')])
@@ -114,9 +115,12 @@ invalid('missing-items', 'SL_EPROTO', 17, mp([(0, uint(A)), (1, pairs([]))]))
 invalid('sender-zero', 'SL_EPROTO', 17, delta(0, [], []))
 invalid('trailing-bytes', 'SL_EPROTO', 17, d + NIL)
 invalid('items-count-lies', 'SL_ETRUNC', 17, mp([(0, uint(A)), (1, pairs([])), (2, b'\xdd\x00\x10\x00\x00')]))
-invalid('digest-not-bool', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, uint(1)), (2, pairs([])), (3, pairs([])), (4, F)]))
-invalid('digest-odd-pairs', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, F), (2, arr([uint(A)])), (3, pairs([])), (4, F)]))
-invalid('digest-float', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, F), (2, pairs([])), (3, pairs([])), (4, F), (5, b'\xcb' + bytes(8))]))
+invalid('digest-not-bool', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, uint(1)), (2, pairs([])), (3, pairs([])), (4, F), (5, s(''))]))
+invalid('digest-odd-pairs', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, F), (2, arr([uint(A)])), (3, pairs([])), (4, F), (5, s(''))]))
+invalid('digest-float', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, F), (2, pairs([])), (3, pairs([])), (4, F), (5, s('')), (6, b'\xcb' + bytes(8))]))
+invalid('digest-missing-addr', 'SL_EPROTO', 16, mp([(0, uint(A)), (1, F), (2, pairs([])), (3, pairs([])), (4, F)]))
+invalid('digest-addr-129', 'SL_ETOOBIG', 16, digest(A, [], addr='a' * 129))
+invalid('digest-addr-control', 'SL_EPROTO', 16, digest(A, [], addr='tcp://x\n'))
 invalid('snapshot-chunk-past-count', 'SL_EPROTO', 18, snap(A, 1, 3, 3, 0, [(A, 1)], [], []))
 invalid('snapshot-vv-and-retired', 'SL_EPROTO', 18, snap(A, 1, 0, 1, 0, [(A, 1)], [(A, 1)], []))
 invalid('snapshot-flag-unknown', 'SL_EPROTO', 18, snap(A, 1, 0, 1, 2, [(A, 1)], [], []))
