@@ -1557,6 +1557,7 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
         }
     }
     bool changed = false;
+    replies->from = m.sender;
     if (type == SL_STORE_MSG_DIGEST) {
         memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
         replies->reply_to[m.reply_to_len] = 0;

@@ -98,6 +98,7 @@ typedef struct {
     size_t cap;           /* allocated */
     char reply_to[SL_STORE_MAX_ADDR + 1]; /* where they go: the DIGEST's
                                              reply address ("" if none) */
+    uint64_t from;        /* the handled message's sender replica id */
 } sl_store_out_t;
 
 void sl_store_msg_fini(sl_store_msg_t *m);

@@ -1,0 +1,59 @@
+/* The store inside the peer daemon: attaches a replicated store
+ * (store.h) with its disk (disk.h) to a running sl_node (peer.h) through
+ * the node's extension points, and answers the store's control commands.
+ *
+ *   routes    message types 16..18 (proto/store.md)
+ *   ticks     anti-entropy (a DIGEST to one random alive member every
+ *             sync_ms), group commit of received deltas, garbage
+ *             collection, retiring old incarnations, snapshots
+ *   commands  put KEY VALUE      store a register value (UTF-8 or bytes);
+ *                                the reply comes once the write is synced
+ *             get KEY            the value's bytes (SL_ENOTFOUND)
+ *             del KEY            delete (any type)
+ *             keys [PREFIX]      JSON array of the live keys, sorted
+ *
+ * Members are matched to replica ids through the reply address their
+ * digests carry: a member whose address now comes with a new replica id
+ * has restarted, and its old id is retired. A member not heard from yet
+ * holds garbage collection back.
+ *
+ * Call sl_store_node_destroy after sl_node_destroy (the node holds
+ * pointers to this module until then). */
+#ifndef STARLING_STORE_NODE_H
+#define STARLING_STORE_NODE_H
+
+#include "starling/peer.h"
+#include "starling/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_store_node sl_store_node_t;
+
+typedef struct {
+    const char *dir;           /* the store's directory (WAL, snapshot, blobs); created */
+    uint32_t sync_ms;          /* anti-entropy period (0: 200 ms) */
+    uint32_t snapshot_records; /* WAL records between snapshots (0: 100000) */
+} sl_store_node_config_t;
+
+/* Opens the store's disk (a new incarnation), recovers, and registers the
+ * routes, ticks and commands on `node`. */
+sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
+                            sl_store_node_t **out);
+void sl_store_node_destroy(sl_store_node_t **sn);
+
+/* The store (read it freely between loop turns; write through the calls
+ * below so writes are logged, synced and pushed). */
+sl_store_t *sl_store_node_store(sl_store_node_t *sn);
+
+/* Local writes: applied, appended to the WAL, synced, then pushed to two
+ * alive members. SL_OK means durable here. */
+sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, const void *val,
+                         size_t val_len);
+sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,190 @@
+/* The store inside the daemon's loop: two peers on loopback in one
+ * process, stepped in turn. A write on one reaches the other through the
+ * routed store messages; the control commands answer; a restarted peer
+ * comes back with its data (a new incarnation) and converges again. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "starling/msg.h"
+#include "starling/peer.h"
+#include "starling/platform.h"
+#include "starling/store_node.h"
+#include "testlib.h"
+
+#define DEADLINE_MS 15000
+
+static char tmpdir[256];
+
+static uint64_t ms_since(uint64_t t0) { return (sl_plat_now_ns() - t0) / 1000000ull; }
+
+static void rm_rf(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[768];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            rm_rf(p);
+        else
+            unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+typedef struct {
+    sl_node_t *node;        /* the loop */
+    sl_store_node_t *store; /* the store module */
+} peer_t;
+
+static void start(peer_t *p, const char *name, const char *seed) {
+    char data[512], sdir[600];
+    snprintf(data, sizeof data, "%s/%s", tmpdir, name);
+    snprintf(sdir, sizeof sdir, "%s/%s-store", tmpdir, name);
+    const char *seeds[1] = {seed};
+    sl_node_config_t cfg = {.name = name, .listen = "tcp://127.0.0.1:0", .data_dir = data,
+                            .seeds = seeds, .seed_count = seed ? 1 : 0, .leave_wait_ms = 100};
+    sl_swim_config_defaults(&cfg.swim);
+    cfg.swim.timing.probe_interval_ms = 100;
+    cfg.swim.timing.probe_timeout_ms = 50;
+    cfg.swim.timing.gossip_interval_ms = 20;
+    CHECK_OK(sl_node_new(&cfg, &p->node));
+    sl_store_node_config_t scfg = {.dir = sdir, .sync_ms = 50};
+    if (p->node)
+        CHECK_OK(sl_store_node_attach(p->node, &scfg, &p->store));
+}
+
+static void stop(peer_t *p) {
+    sl_node_destroy(&p->node);
+    sl_store_node_destroy(&p->store);
+}
+
+static void step(peer_t *ps, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].node)
+            sl_node_step(ps[i].node, 1);
+}
+
+static bool has(peer_t *p, const char *key, const char *want) {
+    const uint8_t *v;
+    size_t n;
+    if (sl_store_get(sl_store_node_store(p->store), key, strlen(key), &v, &n) != SL_OK)
+        return want == NULL;
+    return want && n == strlen(want) && memcmp(v, want, n) == 0;
+}
+
+/* A control request from a client while the peers are stepped. */
+static sl_err call(peer_t *ps, size_t np, peer_t *to, const char *cmd, const char *a0, const char *a1,
+                   char *out, size_t cap, uint32_t *status) {
+    sl_net_client_t *c = NULL;
+    sl_err err = sl_net_client_new(sl_node_addr(to->node), NULL, &c);
+    if (err)
+        return err;
+    sl_msg_t req;
+    memset(&req, 0, sizeof req);
+    req.type = SL_MSG_CTL_REQ;
+    req.u.ctl_req.id = 5;
+    req.u.ctl_req.cmd = (sl_bytes_t){(const uint8_t *)cmd, strlen(cmd)};
+    const char *args[2] = {a0, a1};
+    for (int i = 0; i < 2 && args[i]; i++)
+        req.u.ctl_req.args[req.u.ctl_req.arg_count++] =
+            (sl_bytes_t){(const uint8_t *)args[i], strlen(args[i])};
+    uint8_t h[SL_WIRE_HEADER_LEN], *b = NULL;
+    size_t bl = 0;
+    CHECK_OK(sl_msg_encode(&req, h, &b, &bl));
+    CHECK_OK(sl_net_client_send(c, h, b, bl, DEADLINE_MS));
+    sl_free(b);
+    size_t used = 0;
+    out[0] = 0;
+    uint64_t t0 = sl_plat_now_ns();
+    err = SL_ETIMEDOUT;
+    while (ms_since(t0) < DEADLINE_MS) {
+        step(ps, np);
+        uint8_t *rh = NULL, *rb = NULL;
+        size_t rhl, rbl;
+        if (sl_net_client_recv(c, 1, &rh, &rhl, &rb, &rbl) != SL_OK)
+            continue;
+        sl_msg_t rep;
+        CHECK_OK(sl_msg_decode(rh, rhl, rb, rbl, &rep));
+        *status = rep.u.ctl_rep.status;
+        size_t l = rep.u.ctl_rep.body.len;
+        if (used + l < cap) {
+            memcpy(out + used, rep.u.ctl_rep.body.ptr, l);
+            used += l;
+            out[used] = 0;
+        }
+        bool more = rep.u.ctl_rep.more;
+        sl_msg_fini(&rep);
+        sl_free(rh);
+        sl_free(rb);
+        if (!more) {
+            err = SL_OK;
+            break;
+        }
+    }
+    sl_net_client_destroy(&c);
+    return err;
+}
+
+#define WAIT_FOR(cond)                                                                             \
+    do {                                                                                           \
+        uint64_t t0_ = sl_plat_now_ns();                                                           \
+        while (!(cond) && ms_since(t0_) < DEADLINE_MS)                                             \
+            step(ps, 2);                                                                           \
+        CHECK_MSG(cond, "timed out waiting for %s", #cond);                                        \
+    } while (0)
+
+static void test_two_peers(void) {
+    peer_t ps[2] = {{0}};
+    start(&ps[0], "a", NULL);
+    if (!ps[0].node)
+        return;
+    start(&ps[1], "b", sl_node_addr(ps[0].node));
+    WAIT_FOR(sl_swim_alive_count(sl_node_swim(ps[0].node)) == 2 &&
+             sl_swim_alive_count(sl_node_swim(ps[1].node)) == 2);
+    CHECK_OK(sl_store_node_put(ps[0].store, "study/s1/state", 14, "running", 7));
+    WAIT_FOR(has(&ps[1], "study/s1/state", "running"));
+    char out[4096];
+    uint32_t st = 99;
+    CHECK_OK(call(ps, 2, &ps[1], "put", "trial/1", "claimed", out, sizeof out, &st));
+    CHECK_INT(st, SL_OK);
+    WAIT_FOR(has(&ps[0], "trial/1", "claimed"));
+    CHECK_OK(call(ps, 2, &ps[0], "get", "trial/1", NULL, out, sizeof out, &st));
+    CHECK_INT(st, SL_OK);
+    CHECK_STR(out, "claimed");
+    CHECK_OK(call(ps, 2, &ps[0], "keys", NULL, NULL, out, sizeof out, &st));
+    CHECK_STR(out, "[\"study/s1/state\",\"trial/1\"]");
+    CHECK_OK(call(ps, 2, &ps[0], "get", "nope", NULL, out, sizeof out, &st));
+    CHECK_INT(st, SL_ENOTFOUND);
+    CHECK_OK(call(ps, 2, &ps[0], "del", "trial/1", NULL, out, sizeof out, &st));
+    CHECK_INT(st, SL_OK);
+    WAIT_FOR(has(&ps[1], "trial/1", NULL));
+    /* b restarts: a new incarnation, its data back from disk */
+    stop(&ps[1]);
+    CHECK_OK(sl_store_node_put(ps[0].store, "while/away", 10, "x", 1));
+    start(&ps[1], "b", sl_node_addr(ps[0].node));
+    CHECK(has(&ps[1], "study/s1/state", "running"));
+    WAIT_FOR(has(&ps[1], "while/away", "x"));
+    WAIT_FOR(sl_store_state_hash(sl_store_node_store(ps[0].store)) ==
+             sl_store_state_hash(sl_store_node_store(ps[1].store)));
+    stop(&ps[0]);
+    stop(&ps[1]);
+}
+
+int main(void) {
+    sl_log_set_level(SL_LOG_ERR);
+    snprintf(tmpdir, sizeof tmpdir, "%s/sl-store-node-%d",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+    mkdir(tmpdir, 0700);
+    sl_test_run("two_peers", test_two_peers);
+    rm_rf(tmpdir);
+    return sl_test_finish();
+}
