@@ -44,6 +44,12 @@ typedef struct {
     uint64_t due_ns;    /* when it asked to run next (0: every turn) */
 } tick_t;
 
+/* A registered membership-event listener. */
+typedef struct {
+    sl_node_member_fn fn; /* callback */
+    void *ctx;            /* its context */
+} listener_t;
+
 struct sl_ctl_call {
     sl_node_t *node;       /* the node answering */
     sl_net_route_t route;  /* the client's connection */
@@ -68,6 +74,8 @@ struct sl_node {
     size_t route_count;                /* entries in routes */
     tick_t ticks[SL_NODE_MAX_TICKS];   /* timer callbacks */
     size_t tick_count;                 /* entries in ticks */
+    listener_t listeners[SL_NODE_MAX_LISTENERS]; /* membership-event listeners */
+    size_t listener_count;             /* entries in listeners */
     uint64_t decode_ok;                /* messages decoded */
     uint64_t decode_bad;               /* messages the codec rejected */
     uint64_t decode_err[SL_ERR_COUNT]; /* rejections by error */
@@ -345,6 +353,15 @@ sl_err sl_node_route_register(sl_node_t *node, uint8_t lo, uint8_t hi, sl_node_m
     return SL_OK;
 }
 
+sl_err sl_node_member_listen(sl_node_t *node, sl_node_member_fn fn, void *ctx) {
+    if (!fn)
+        return SL_EINVAL;
+    if (node->listener_count == SL_NODE_MAX_LISTENERS)
+        return SL_EBUSY;
+    node->listeners[node->listener_count++] = (listener_t){fn, ctx};
+    return SL_OK;
+}
+
 sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx) {
     if (!fn)
         return SL_EINVAL;
@@ -429,6 +446,8 @@ static void flush_swim(sl_node_t *node) {
             addr[al] = 0;
             sl_net_disconnect(node->net, addr);
         }
+        for (size_t i = 0; i < node->listener_count; i++)
+            node->listeners[i].fn(node->listeners[i].ctx, node, &ev);
     }
     incarnation_save(node, sl_swim_incarnation(node->swim));
 }
@@ -614,6 +633,14 @@ const sl_net_t *sl_node_net(const sl_node_t *node) {
 
 const char *sl_node_addr(const sl_node_t *node) {
     return node->addr;
+}
+
+const char *sl_node_name(const sl_node_t *node) {
+    return node->name;
+}
+
+const char *sl_node_data_dir(const sl_node_t *node) {
+    return node->data_dir;
 }
 
 sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {

@@ -126,9 +126,21 @@ static sl_err call(sl_node_t *n, const char *cmd, const char *arg, char *out, si
     return err;
 }
 
+/* A module listening to membership events. */
+static int joins_seen, lefts_seen;
+static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
+    if (ev->kind == SL_SWIM_EV_JOIN)
+        joins_seen++;
+    if (ev->kind == SL_SWIM_EV_STATE && ev->new_state == SL_STATE_LEFT)
+        lefts_seen++;
+}
+
 static void test_cluster_in_one_process(void) {
     sl_node_t *nodes[3] = {NULL, NULL, NULL};
     nodes[0] = start("a", NULL);
+    CHECK_OK(sl_node_member_listen(nodes[0], on_member, NULL));
+    CHECK_STR(sl_node_name(nodes[0]), "a");
+    CHECK(sl_node_data_dir(nodes[0]) && strstr(sl_node_data_dir(nodes[0]), "/a"));
     nodes[1] = start("b", sl_node_addr(nodes[0]));
     nodes[2] = start("c", sl_node_addr(nodes[0]));
     uint64_t t0 = sl_plat_now_ns();
@@ -186,6 +198,8 @@ static void test_cluster_in_one_process(void) {
                m.state == SL_STATE_LEFT;
     }
     CHECK(left);
+    CHECK_INT(joins_seen, 2);
+    CHECK_INT(lefts_seen, 1);
     for (int i = 0; i < 3; i++)
         sl_node_destroy(&nodes[i]);
 }

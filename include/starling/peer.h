@@ -10,6 +10,8 @@
  *     64..65, and sl_node_route_register(lo, hi, fn, ctx) claims a range
  *     inside 16..63 for a module that decodes its own bodies;
  *   - sl_node_tick_register(fn, ctx) runs a module's timers;
+ *   - sl_node_member_listen(fn, ctx) tells a module of every membership
+ *     event (join, state change, update, reap);
  *   - sl_node_send sends a raw message to a member's address. */
 #ifndef STARLING_PEER_H
 #define STARLING_PEER_H
@@ -31,6 +33,7 @@ extern "C" {
 #define SL_NODE_MAX_CTL 64      /* registered control commands */
 #define SL_NODE_MAX_ROUTES 16   /* registered message-type ranges */
 #define SL_NODE_MAX_TICKS 16    /* registered timer callbacks */
+#define SL_NODE_MAX_LISTENERS 16 /* registered membership-event listeners */
 
 typedef struct sl_node sl_node_t;
 
@@ -76,6 +79,13 @@ const sl_net_t *sl_node_net(const sl_node_t *node);
 /* This peer's advertised address ("tcp://host:port"). */
 const char *sl_node_addr(const sl_node_t *node);
 
+/* This peer's member name. */
+const char *sl_node_name(const sl_node_t *node);
+
+/* The state directory (--data), or NULL when the node keeps none. Modules
+ * keep their files under it (the store's log, blobs). */
+const char *sl_node_data_dir(const sl_node_t *node);
+
 /* ---- Control commands ---- */
 
 /* A request being answered. Valid only during the handler call. */
@@ -111,6 +121,12 @@ sl_err sl_node_route_register(sl_node_t *node, uint8_t lo, uint8_t hi, sl_node_m
 typedef uint64_t (*sl_node_tick_fn)(void *ctx, sl_node_t *node, uint64_t now_ns);
 
 sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx);
+
+/* Called for each membership event, after the node has logged it. The
+ * event's views are valid only during the call. */
+typedef void (*sl_node_member_fn)(void *ctx, sl_node_t *node, const sl_swim_event_t *ev);
+
+sl_err sl_node_member_listen(sl_node_t *node, sl_node_member_fn fn, void *ctx);
 
 /* Sends a message of any type to the peer at `addr` (never blocks;
  * SL_EAGAIN when dropped). */
