@@ -316,7 +316,8 @@ static sl_err ctl_keys(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_c
     key_list_t l = {0};
     sl_store_scan(sn->store, req->arg_count ? req->args[0].ptr : NULL,
                   req->arg_count ? req->args[0].len : 0, collect_key, &l);
-    qsort(l.keys, l.count, sizeof *l.keys, bytes_cmp);
+    if (l.count)
+        qsort(l.keys, l.count, sizeof *l.keys, bytes_cmp);
     /* JSON, in parts of about 1 MiB */
     char *buf = sl_malloc(KEYS_PART_LEN + 8 * SL_STORE_MAX_KEY_LEN);
     sl_err err = buf ? SL_OK : SL_ENOMEM;

@@ -237,7 +237,8 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
             cands[ncand++] = (cand_t){((uint64_t)rank[rix] << SEQ_BITS) | seq, i, a};
         }
     }
-    qsort(cands, ncand, sizeof *cands, cand_cmp);
+    if (ncand)
+        qsort(cands, ncand, sizeof *cands, cand_cmp);
     b.ranges = sl_calloc(s->rep_count, sizeof *b.ranges);
     if (!b.ranges) {
         err = SL_ENOMEM;
