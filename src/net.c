@@ -277,7 +277,9 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
         goto fail;
     set_int(net->router, ZMQ_LINGER, 0);
     set_int(net->router, ZMQ_ROUTER_MANDATORY, 1);
-    set_int(net->router, ZMQ_SNDHWM, net->sndhwm);
+    /* The ROUTER sends only replies to clients: a stream of parts may queue
+     * further than a peer's messages. */
+    set_int(net->router, ZMQ_SNDHWM, cfg->reply_hwm ? cfg->reply_hwm : 1024);
     set_int(net->router, ZMQ_RCVHWM, net->rcvhwm);
     set_int(net->router, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
     /* Hard cap: ZeroMQ drops the connection of a sender past twice the

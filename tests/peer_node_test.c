@@ -59,6 +59,14 @@ static sl_err ctl_echo(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_c
     return err;
 }
 
+/* A module's command streaming many parts. */
+static sl_err ctl_stream(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
+    sl_err err = SL_OK;
+    for (int i = 0; i < 500 && err == SL_OK; i++)
+        err = sl_ctl_reply(call, SL_OK, "x", 1, i < 499);
+    return err;
+}
+
 /* A module's message range. */
 static int routed;
 static uint8_t routed_type;
@@ -173,6 +181,10 @@ static void test_cluster_in_one_process(void) {
     CHECK_OK(call(nodes[1], "echo", NULL, out, sizeof out, &status));
     CHECK_INT(status, SL_EINVAL);
     CHECK_INT(echo_calls, 2);
+    CHECK_OK(sl_node_ctl_register(nodes[1], "stream", ctl_stream, NULL));
+    CHECK_OK(call(nodes[1], "stream", NULL, out, sizeof out, &status));
+    CHECK_INT(status, SL_OK);
+    CHECK_INT(strlen(out), 500);
 
     /* Routing of types 16..63. */
     CHECK_OK(sl_node_route_register(nodes[2], 16, 23, on_store_msg, NULL));

@@ -78,6 +78,7 @@ typedef struct {
     const sl_net_key_t *key;  /* cluster key, or NULL for an open cluster */
     size_t max_conns;         /* outbound cap; 0 means SL_NET_MAX_CONNS */
     int sndhwm;               /* messages queued per outbound socket; 0 means 64 */
+    int reply_hwm;            /* reply parts queued per client; 0 means 1024 */
     int rcvhwm;               /* messages queued per inbound connection; 0 means 256 */
     size_t max_msg_len;       /* body bytes accepted; 0 means SL_MSG_MAX_LEN */
     int connect_grace_ms;     /* how long a message waits for a fresh connection; 0 means 1000 */
@@ -135,7 +136,8 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
                    const uint8_t *body, size_t body_len);
 
 /* Replies on the inbound connection `route` (to a client). Never blocks;
- * SL_EAGAIN when the client is gone or not reading. */
+ * SL_EAGAIN when the client is gone or not reading (more than reply_hwm
+ * parts waiting: send fewer, larger parts). */
 sl_err sl_net_reply(sl_net_t *net, const sl_net_route_t *route,
                     const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
                     size_t body_len);

@@ -102,7 +102,10 @@ typedef sl_err (*sl_ctl_fn)(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 sl_err sl_node_ctl_register(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *ctx);
 
 /* Sends one reply part: `status` SL_OK with a JSON (or byte) body, or an
- * error with a message for people as the body. */
+ * error with a message for people as the body. Parts go out without
+ * waiting for the client: up to 1024 may queue, so stream few large parts
+ * (up to about 4 MiB each) rather than many small ones. SL_EAGAIN when the
+ * part was dropped (client gone or too far behind): stop sending. */
 sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t len, bool more);
 
 /* ---- Other message types ---- */
