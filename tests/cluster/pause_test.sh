@@ -15,8 +15,9 @@ wait_until 60 "5 peers converge" converged "${names[@]}"
 stress-ng --cpu "$(nproc)" --timeout 60s >/dev/null 2>&1 &
 EXTRA_PIDS+=($!)
 STRESS=$!
-# Let the load start before the pause.
-wait_until 10 "stress-ng is running" pgrep -P "$STRESS"
+# Let the load start before the pause: stress-ng has forked its workers.
+has_children() { grep -qs "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status; }
+wait_until 10 "stress-ng is running" has_children "$STRESS"
 
 # Watch every other peer's view of p2 from now until well after the pause.
 watch_views() {
