@@ -49,6 +49,13 @@ table=$(STARLING_PEER=$(addr_of a) "$PEERCTL_BIN" members) || fail "members via 
 echo "$table" | grep -q "^NAME  *ADDRESS  *STATE  *INCARNATION  *META" || fail "no table header: $table"
 echo "$table" | grep -q "^a (self) .* alive .*gpus=0 version=.* zone=lab" || fail "a's row wrong: $table"
 echo "$table" | grep -q "^2 members: 2 alive, 0 suspect, 0 dead, 0 left" || fail "no summary: $table"
+# --advertise is what the others are told, apart from --listen.
+PORT[c]=$(free_port)
+"$PEER_BIN" --name c --listen "127.0.0.1:${PORT[c]}" --advertise "localhost:${PORT[c]}" \
+    --data "$CLUSTER_DIR/data/c" --join "$(addr_of a)" $FAST_TIMERS >>"$CLUSTER_DIR/c.log" 2>&1 &
+PID[c]=$!
+wait_until 30 "a sees c alive" sees a c alive
+members_json b | grep -q "\"addr\":\"tcp://localhost:${PORT[c]}\"" || fail "c's advertised address not used"
 expect 0 "^net.msgs_in" "$PEERCTL_BIN" stats --peer "$(addr_of b)"
 expect 0 '"bad_input"' "$PEERCTL_BIN" --peer "$(addr_of b)" stats --json
 log "PASS"
