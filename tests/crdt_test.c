@@ -64,7 +64,7 @@ static void gen_universe(universe_t *u, sl_rng_t *r) {
             }
         } else if (type == SL_CRDT_LWW) {
             it->kind = SL_ITEM_LWW;
-            it->hlc = hlc += sl_rng_below(r, 3);
+            it->hlc = hlc += sl_rng_below(r, 2);
             if (sl_rng_below(r, 5) == 0) {
                 it->flags = SL_ITEM_DELETED;
             } else {
@@ -82,7 +82,7 @@ static void gen_universe(universe_t *u, sl_rng_t *r) {
             it->n += sl_rng_below(r, 3);
         } else {
             it->kind = SL_ITEM_FIELD;
-            it->hlc = hlc += sl_rng_below(r, 3);
+            it->hlc = hlc += sl_rng_below(r, 2);
             it->a = u->bytes[k];
             it->a_len = 2;
             u->bbytes[k][0] = (uint8_t)sl_rng_next(r);
@@ -91,7 +91,6 @@ static void gen_universe(universe_t *u, sl_rng_t *r) {
         }
         CHECK_OK(sl_crdt_item_check(it));
         seq[rep]++;
-        hlc++;
         u->count++;
         CHECK_OK(sl_crdt_val_apply(v, it, NULL));
         /* gossip a few random earlier atoms to random replicas */
@@ -183,6 +182,36 @@ static void test_laws(void) {
         if (sl_test_failures)
             break;
     }
+}
+
+/* S1's checker fires on a planted bug: LWW ties that ignore the replica
+ * id make the join depend on the order. */
+static void test_planted_bug(void) {
+    int saved = sl_test_failures;
+    sl_crdt_set_bug(1);
+    int seeds = 0;
+    for (int seed = 1; seed <= 200 && sl_test_failures == saved; seed++, seeds++) {
+        sl_rng_t r;
+        sl_rng_seed(&r, (uint64_t)seed);
+        universe_t u;
+        gen_universe(&u, &r);
+        sl_crdt_val_t a, b, ab, ba;
+        random_state(&u, &r, &a);
+        random_state(&u, &r, &b);
+        CHECK_OK(sl_crdt_val_copy(&ab, &a));
+        CHECK_OK(sl_crdt_val_join(&ab, &b));
+        CHECK_OK(sl_crdt_val_copy(&ba, &b));
+        CHECK_OK(sl_crdt_val_join(&ba, &a));
+        if (!sl_crdt_val_equal(&ab, &ba))
+            sl_test_failures++; /* the checker caught it */
+        sl_crdt_val_t *all[] = {&a, &b, &ab, &ba};
+        for (int i = 0; i < 4; i++)
+            sl_crdt_val_fini(all[i]);
+    }
+    sl_crdt_set_bug(0);
+    bool fired = sl_test_failures > saved;
+    sl_test_failures = saved;
+    CHECK_MSG(fired, "the commutativity check missed the planted bug in %d seeds", seeds);
 }
 
 static sl_crdt_item_t lww(uint64_t rid, uint64_t seq, uint64_t hlc, const char *v) {
@@ -302,6 +331,7 @@ static void test_item_check(void) {
 
 int main(void) {
     sl_test_run("laws", test_laws);
+    sl_test_run("planted_bug", test_planted_bug);
     sl_test_run("lww", test_lww);
     sl_test_run("set_add_wins", test_set_add_wins);
     sl_test_run("counter_gmap_gc", test_counter_gmap_gc);
