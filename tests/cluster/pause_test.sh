@@ -49,4 +49,16 @@ for o in p0 p1 p3 p4; do
 done
 log "views of p2 during and after the pause: $(sort "$CLUSTER_DIR/views.txt" | awk '{print $2}' | sort | uniq -c | tr '\n' ' ')"
 wait_until 30 "everyone sees p2 alive again" all_see alive p2 p0 p1 p3 p4
+
+# Control: the check above can fail. A pause as long as it takes to be
+# declared dead is seen in the logs; resumed, the member refutes with a
+# higher incarnation and is alive again everywhere.
+declared_dead() { grep -q "PEER-MEMBER *p3 is now dead" "$CLUSTER_DIR"/p[0124].log; }
+inc_before=$(incarnation_of p0 p3)
+kill -STOP "${PID[p3]}"
+wait_until 60 "a long pause of p3 is declared dead (the check can fail)" declared_dead
+kill -CONT "${PID[p3]}"
+wait_until 60 "p3 refutes and is alive everywhere again" all_see alive p3 p0 p1 p2 p4
+inc_after=$(incarnation_of p0 p3)
+[ "$inc_after" -gt "$inc_before" ] || fail "p3 came back without a higher incarnation ($inc_before -> $inc_after)"
 log "PASS"
