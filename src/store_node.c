@@ -200,6 +200,17 @@ static void update_live(sl_store_node_t *sn) {
                 rid = sn->peers[k].rid;
         live[n++] = rid;
     }
+    /* members that left or were reaped: their replica ids go for good */
+    for (size_t k = 0; k < sn->peer_count; k++) {
+        sl_swim_member_t m;
+        sl_bytes_t a = {(const uint8_t *)sn->peers[k].addr, strlen(sn->peers[k].addr)};
+        bool member = false;
+        for (size_t i = 0; i < count && !member; i++)
+            member = sl_swim_member_at(sw, i, &m) == SL_OK && m.state != SL_STATE_LEFT &&
+                     m.addr.len == a.len && memcmp(m.addr.ptr, a.ptr, a.len) == 0;
+        if (!member)
+            sl_store_retire(sn->store, sn->peers[k].rid);
+    }
     qsort(live, n, sizeof *live, u64_cmp);
     if (n == sn->live_count && (n == 0 || memcmp(live, sn->live, n * sizeof *live) == 0)) {
         sl_free(live);
