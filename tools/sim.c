@@ -178,6 +178,7 @@ int main(int argc, char **argv) {
     if (o.join < 0)
         o.join = o.nodes <= 2000;
     sl_log_set_level(SL_LOG_WARNING);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows in a log file */
     sl_swim_config_t defaults;
     sl_swim_config_defaults(&defaults);
     sl_simswim_config_t cfg = {0};
