@@ -570,6 +570,10 @@ static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *chan
     *changed = false;
     sl_err err = SL_OK;
     bool reset = m->flags & SL_STORE_SNAP_RESET;
+    /* a plain snapshot is a disk snapshot: one chunk, applied whole (its
+     * vv covers its atoms only at the end, so it may not be cut) */
+    if (!reset && m->chunks != 1)
+        return SL_EPROTO;
     if (m->chunk == 0) {
         s->snap_from = m->sender;
         s->snap_id = m->snap_id;
@@ -720,6 +724,14 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
         sl_log(SL_LOG_NOTICE, "STORE-BAD-MSG", "store message type %u refused: %s", type,
                sl_strerror(err));
         return err;
+    }
+    if (m.sender == s->rid || (type == SL_STORE_MSG_SNAPSHOT && !(m.flags & SL_STORE_SNAP_RESET))) {
+        /* our own id, or a disk snapshot sent over the network */
+        sl_store_dmsg_fini(&m);
+        s->st.rejected++;
+        sl_log(SL_LOG_NOTICE, "STORE-BAD-MSG", "store message type %u refused: not from a peer",
+               type);
+        return SL_EPROTO;
     }
     if (type != SL_STORE_MSG_DIGEST) {
         uint64_t h = item_max_hlc(&m);
