@@ -12,6 +12,8 @@
 #include "starling/net.h"
 #include "starling/peer.h"
 #include "starling/platform.h"
+#include "starling/store_node.h"
+#include "starling/study_node.h"
 
 #define MAX_META 16
 
@@ -31,6 +33,8 @@ typedef struct {
     int log_level;                    /* --log-level */
     sl_swim_config_t swim;            /* timers (defaults + fast-timer flags) */
     int leave_wait_ms;                /* --leave-wait MS */
+    int slots;                        /* --slots N: trials run at once (0: the study's) */
+    int threads;                      /* --threads N: BLAS threads per trial (0: the study's) */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -68,7 +72,11 @@ static void usage(FILE *f) {
         "  --suspicion-mult N     suspicion timeout >= N * log10(members) * interval (default %u)\n"
         "  --sync-interval MS     push-pull of the member table with a random member (default %u,\n"
         "                         scaled up with log N past 32 members)\n"
-        "  --leave-wait MS        after announcing a leave, keep serving this long (default 500)\n",
+        "  --leave-wait MS        after announcing a leave, keep serving this long (default 500)\n"
+        "\n"
+        "studies (docs/studies.md):\n"
+        "  --slots N              trials this peer trains at once (default: the study's concurrency)\n"
+        "  --threads N            BLAS threads per builtin trial (default: the study's threads)\n",
         SL_NET_DEFAULT_PORT, SL_NET_DEFAULT_PORT, MAX_META,
         (unsigned)d.timing.probe_interval_ms, (unsigned)d.timing.probe_timeout_ms,
         (unsigned)d.timing.suspicion_mult, (unsigned)d.timing.push_pull_interval_ms);
@@ -199,7 +207,7 @@ static int parse(opts_t *o, int argc, char **argv) {
         static const char *const known[] = {
             "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
             "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
-            "--sync-interval", "--leave-wait"};
+            "--sync-interval", "--leave-wait", "--slots", "--threads"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= !strcmp(flag, known[k]);
@@ -261,6 +269,12 @@ static int parse(opts_t *o, int argc, char **argv) {
         } else if (!strcmp(flag, "--leave-wait")) {
             rc = parse_ms(flag, v, 0, 60000, &n);
             o->leave_wait_ms = (int)n;
+        } else if (!strcmp(flag, "--slots")) {
+            rc = parse_ms(flag, v, 1, 64, &n);
+            o->slots = (int)n;
+        } else if (!strcmp(flag, "--threads")) {
+            rc = parse_ms(flag, v, 1, 256, &n);
+            o->threads = (int)n;
         } else {
             return bad("unknown option '%s'", flag);
         }
@@ -374,6 +388,8 @@ int main(int argc, char **argv) {
     uint8_t *meta = NULL;
     size_t meta_len = 0;
     sl_node_t *node = NULL;
+    sl_store_node_t *store = NULL;
+    sl_study_node_t *study = NULL;
     rc = 1;
     if (o.key_file) {
         sl_err err = sl_net_key_load(o.key_file, &key);
@@ -429,10 +445,24 @@ int main(int argc, char **argv) {
                "(make a key with `peerctl keygen > cluster.key`, then start every peer with "
                "--key cluster.key)",
                o.listen);
+    char store_dir[4200];
+    snprintf(store_dir, sizeof store_dir, "%s/store", o.data_dir);
+    sl_store_node_config_t scfg = {.dir = store_dir};
+    if ((err = sl_store_node_attach(node, &scfg, &store)) != SL_OK) {
+        fprintf(stderr, "peer: cannot open the store in %s: %s\n", store_dir, sl_strerror(err));
+        goto done;
+    }
+    sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads};
+    if ((err = sl_study_node_attach(node, store, &ycfg, &study)) != SL_OK) {
+        fprintf(stderr, "peer: cannot start the study runtime: %s\n", sl_strerror(err));
+        goto done;
+    }
     err = sl_node_run(node);
     rc = err == SL_OK ? 0 : 1;
 done:
     sl_node_destroy(&node);
+    sl_study_node_destroy(&study);
+    sl_store_node_destroy(&store);
     memset(&key, 0, sizeof key);
     sl_free(meta);
     for (size_t i = 0; i < o.seed_count; i++)

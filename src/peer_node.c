@@ -50,6 +50,12 @@ typedef struct {
     void *ctx;            /* its context */
 } listener_t;
 
+/* A registered pre-leave hook (sl_node_stop_listen). */
+typedef struct {
+    sl_node_stop_fn fn; /* callback */
+    void *ctx;          /* its context */
+} stop_hook_t;
+
 struct sl_ctl_call {
     sl_node_t *node;       /* the node answering */
     sl_net_route_t route;  /* the client's connection */
@@ -76,6 +82,8 @@ struct sl_node {
     size_t tick_count;                 /* entries in ticks */
     listener_t listeners[SL_NODE_MAX_LISTENERS]; /* membership-event listeners */
     size_t listener_count;             /* entries in listeners */
+    stop_hook_t stop_hooks[SL_NODE_MAX_LISTENERS]; /* run on SIGTERM before the leave */
+    size_t stop_hook_count;            /* entries in stop_hooks */
     uint64_t decode_ok;                /* messages decoded */
     uint64_t decode_bad;               /* messages the codec rejected */
     uint64_t decode_err[SL_ERR_COUNT]; /* rejections by error */
@@ -350,6 +358,15 @@ sl_err sl_node_route_register(sl_node_t *node, uint8_t lo, uint8_t hi, sl_node_m
     if (node->route_count == SL_NODE_MAX_ROUTES)
         return SL_EBUSY;
     node->routes[node->route_count++] = (route_t){lo, hi, fn, ctx};
+    return SL_OK;
+}
+
+sl_err sl_node_stop_listen(sl_node_t *node, sl_node_stop_fn fn, void *ctx) {
+    if (!node || !fn)
+        return SL_EINVAL;
+    if (node->stop_hook_count == SL_NODE_MAX_LISTENERS)
+        return SL_EBUSY;
+    node->stop_hooks[node->stop_hook_count++] = (stop_hook_t){fn, ctx};
     return SL_OK;
 }
 
@@ -717,5 +734,7 @@ sl_err sl_node_run(sl_node_t *node) {
         }
     }
     sl_log(SL_LOG_NOTICE, "PEER-STOP", "signal %d: stopping", sl_plat_stop_requested());
+    for (size_t i = 0; i < node->stop_hook_count; i++)
+        node->stop_hooks[i].fn(node->stop_hooks[i].ctx, node);
     return sl_node_leave(node, node->leave_wait_ms);
 }

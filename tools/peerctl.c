@@ -6,6 +6,8 @@
 
 #include "peerctl.h"
 #include "peerctl_client.h"
+#include "peerctl_store.h"
+#include "peerctl_study.h"
 #include "starling/common.h"
 #include "starling/net.h"
 
@@ -21,6 +23,18 @@ static const command_t commands[] = {
     {"stats", sl_cmd_stats, "this peer's counters: messages, drops, bad input, memory [--json]"},
     {"keygen", sl_cmd_keygen, "print a new cluster key file (peerctl keygen > cluster.key)"},
     {"train", sl_cmd_train, "train a model locally"},
+    {"put", sl_cmd_put, "store a value: put KEY VALUE | put KEY --file FILE"},
+    {"get", sl_cmd_get, "print a stored value: get KEY"},
+    {"del", sl_cmd_del, "delete a key: del KEY"},
+    {"keys", sl_cmd_keys, "list stored keys: keys [PREFIX]"},
+    {"submit", sl_cmd_submit, "submit a study: submit STUDY.json (prints the study id)"},
+    {"status", sl_cmd_status, "a study's trials: status STUDY [--json]"},
+    {"watch", sl_cmd_watch, "a study's progress, redrawn until it ends: watch STUDY"},
+    {"logs", sl_cmd_logs, "a trial's log: logs STUDY TRIAL [-f]"},
+    {"results", sl_cmd_results, "leaderboard, models.json, pareto.json: results STUDY [--json] [--out DIR]"},
+    {"fetch", sl_cmd_fetch, "a trial's trained weights (.npz): fetch STUDY TRIAL DIR"},
+    {"plot", sl_cmd_plot, "SVG training curves and Pareto front: plot STUDY --out DIR"},
+    {"cancel", sl_cmd_cancel, "stop a study: cancel STUDY"},
 };
 
 static void usage(FILE *f) {

@@ -131,6 +131,14 @@ typedef void (*sl_node_member_fn)(void *ctx, sl_node_t *node, const sl_swim_even
 
 sl_err sl_node_member_listen(sl_node_t *node, sl_node_member_fn fn, void *ctx);
 
+/* Called once on SIGTERM/SIGINT inside sl_node_run, before the leave is
+ * announced: a module stops its work and writes what must survive (the
+ * studies checkpoint and release their claims). The hook may call
+ * sl_node_step to keep the node serving while it waits. */
+typedef void (*sl_node_stop_fn)(void *ctx, sl_node_t *node);
+
+sl_err sl_node_stop_listen(sl_node_t *node, sl_node_stop_fn fn, void *ctx);
+
 /* Sends a message of any type to the peer at `addr` (never blocks;
  * SL_EAGAIN when dropped). */
 sl_err sl_node_send(sl_node_t *node, const char *addr, uint8_t type, const uint8_t *body,

@@ -1,0 +1,414 @@
+/* A trial's worker thread: the builtin trainer or a command's child
+ * process. See study_worker.h. Touches processes and files (like
+ * the platform layer): it is the daemon's I/O edge for trainers. */
+#include "study_worker.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "starling/platform.h"
+
+/* Data sets shared by the builtin workers of a peer. */
+struct sl_study_data {
+    pthread_mutex_t mu;     /* guards the fields below */
+    char name[256];         /* data set loaded ("" = none) */
+    sl_nn_data_t *train;    /* training set */
+    sl_nn_data_t *test;     /* test set, or NULL */
+    char why[256];          /* load error, if the last load failed */
+};
+
+struct sl_study_worker {
+    sl_study_job_t job;     /* what to run (a copy) */
+    pthread_t thread;       /* the thread */
+    pthread_mutex_t mu;     /* guards the queue */
+    sl_wev_t *head;         /* queue: oldest first */
+    sl_wev_t *tail;         /* queue: newest */
+    atomic_bool stop;       /* asked to stop */
+    atomic_bool ended;      /* the thread is done */
+    atomic_int child;       /* a command's process group, 0 when none */
+};
+
+sl_err sl_study_data_new(sl_study_data_t **out) {
+    sl_study_data_t *d = sl_calloc(1, sizeof *d);
+    if (!d)
+        return SL_ENOMEM;
+    pthread_mutex_init(&d->mu, NULL);
+    *out = d;
+    return SL_OK;
+}
+
+void sl_study_data_destroy(sl_study_data_t **d) {
+    if (!d || !*d)
+        return;
+    sl_nn_data_destroy(&(*d)->train);
+    sl_nn_data_destroy(&(*d)->test);
+    pthread_mutex_destroy(&(*d)->mu);
+    sl_free(*d);
+    *d = NULL;
+}
+
+/* Loads `name` once (the first worker to need it pays). */
+static sl_err data_get(sl_study_data_t *d, const char *name, sl_nn_data_t **tr,
+                       sl_nn_data_t **te, char *why, size_t why_len) {
+    pthread_mutex_lock(&d->mu);
+    sl_err err = SL_OK;
+    if (strcmp(d->name, name) != 0) {
+        sl_nn_data_destroy(&d->train);
+        sl_nn_data_destroy(&d->test);
+        d->name[0] = 0;
+        err = sl_nn_data_load(name, &d->train, &d->test, why, why_len);
+        if (err == SL_OK)
+            snprintf(d->name, sizeof d->name, "%s", name);
+    }
+    *tr = d->train;
+    *te = d->test;
+    pthread_mutex_unlock(&d->mu);
+    return err;
+}
+
+static void push(sl_study_worker_t *w, sl_wev_t *ev) {
+    ev->next = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->tail)
+        w->tail->next = ev;
+    else
+        w->head = ev;
+    w->tail = ev;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void push_simple(sl_study_worker_t *w, sl_wev_kind kind, bool failed, const char *text) {
+    sl_wev_t *ev = sl_calloc(1, sizeof *ev);
+    if (!ev)
+        return;
+    ev->kind = kind;
+    ev->failed = failed;
+    snprintf(ev->text, sizeof ev->text, "%s", text);
+    push(w, ev);
+}
+
+static void push_report(sl_study_worker_t *w, const sl_report_t *r) {
+    sl_wev_t *ev = sl_calloc(1, sizeof *ev);
+    if (!ev)
+        return;
+    ev->kind = SL_WEV_EPOCH;
+    ev->report = *r;
+    push(w, ev);
+}
+
+/* ---- the builtin trainer ---- */
+
+static void run_builtin(sl_study_worker_t *w) {
+    sl_study_job_t *j = &w->job;
+    char why[256] = "", model[SL_STUDY_TEMPLATE_MAX];
+    sl_nn_data_t *tr = NULL, *te = NULL;
+    sl_nn_backend_t *be = NULL;
+    sl_nn_trainer_t *tn = NULL;
+    sl_nn_train_cfg_t cfg;
+    bool failed = true;
+    if (sl_study_train_cfg(&j->spec, &j->config, j->trial_id, j->target_epochs, &cfg, model,
+                           sizeof model, why, sizeof why) != SL_OK)
+        goto out;
+    if (data_get(j->data, j->spec.dataset, &tr, &te, why, sizeof why) != SL_OK)
+        goto out;
+    int threads = j->threads > 0 ? j->threads : (j->spec.threads > 0 ? j->spec.threads : 1);
+    if (sl_nn_backend_open("cpu", threads, &be, why, sizeof why) != SL_OK)
+        goto out;
+    cfg.checkpoint_dir = j->dir;
+    cfg.resume = true;
+    if (sl_nn_trainer_new(be, &cfg, tr, te, &tn, why, sizeof why) != SL_OK)
+        goto out;
+    char line[SL_STUDY_TEMPLATE_MAX + 128];
+    snprintf(line, sizeof line, "builtin trainer: %s, from epoch %d to %d, %d thread(s)", model,
+             sl_nn_trainer_epochs_done(tn), j->target_epochs, threads);
+    push_simple(w, SL_WEV_LOG, false, line);
+    while (!atomic_load(&w->stop)) {
+        sl_nn_epoch_t m;
+        sl_err err = sl_nn_trainer_epoch(tn, &m, why, sizeof why);
+        if (err == SL_ESTATE) {
+            failed = false;
+            snprintf(why, sizeof why, "trained to epoch %d", j->target_epochs);
+            break;
+        }
+        if (err != SL_OK)
+            goto out;
+        if (!isfinite(m.train_loss)) {
+            snprintf(why, sizeof why, "diverged at epoch %d (loss %g)", m.epoch, m.train_loss);
+            goto out;
+        }
+        sl_report_t r;
+        sl_report_from_epoch(&m, sl_nn_trainer_params(tn), sl_nn_trainer_flops(tn), &r);
+        char enc[SL_REPORT_LINE_MAX];
+        size_t len;
+        if (sl_report_encode(&r, enc, sizeof enc, &len) == SL_OK)
+            push_simple(w, SL_WEV_LOG, false, enc);
+        push_report(w, &r);
+    }
+    if (atomic_load(&w->stop)) {
+        failed = false;
+        snprintf(why, sizeof why, "stopped");
+    }
+out:
+    sl_nn_trainer_destroy(&tn);
+    sl_nn_backend_destroy(&be);
+    push_simple(w, SL_WEV_END, failed, why[0] ? why : "failed");
+}
+
+/* ---- a command's child process ---- */
+
+static uint64_t mono_ms(void) { return sl_plat_now_ns() / 1000000ull; }
+
+/* Kills the child's process group and reaps it. */
+static int reap(pid_t pid, int grace_ms) {
+    int status = 0;
+    uint64_t end = mono_ms() + (uint64_t)grace_ms;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return status;
+        if (r < 0)
+            return -1;
+        if (mono_ms() >= end)
+            break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL); /* polling a child's exit: no condition to wait on */
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
+static void run_command(sl_study_worker_t *w) {
+    sl_study_job_t *j = &w->job;
+    char cmd[SL_STUDY_TEMPLATE_MAX * 2], why[256] = "", cfgjson[SL_CONFIG_JSON_MAX];
+    size_t cl = 0;
+    bool failed = true;
+    int last = 0;
+    if (sl_space_render(&j->spec, &j->config, j->trial_id, j->spec.command, cmd, sizeof cmd, why,
+                        sizeof why) != SL_OK ||
+        sl_space_encode(&j->spec, &j->config, cfgjson, sizeof cfgjson, &cl) != SL_OK) {
+        push_simple(w, SL_WEV_END, true, why[0] ? why : "cannot render the command");
+        return;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        push_simple(w, SL_WEV_END, true, "pipe failed");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        push_simple(w, SL_WEV_END, true, "fork failed");
+        return;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        setenv("STARLING_TRIAL_ID", j->trial_id, 1);
+        setenv("STARLING_CHECKPOINT_DIR", j->dir, 1);
+        setenv("STARLING_CONFIG", cfgjson, 1);
+        char ep[16];
+        snprintf(ep, sizeof ep, "%d", j->target_epochs);
+        setenv("STARLING_EPOCHS", ep, 1);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    atomic_store(&w->child, (int)pid);
+    close(fds[1]);
+    char buf[SL_REPORT_LINE_MAX + 1];
+    size_t n = 0;
+    uint64_t deadline = j->spec.command_timeout_s
+                            ? mono_ms() + (uint64_t)j->spec.command_timeout_s * 1000ull
+                            : UINT64_MAX;
+    bool reached = false, timed_out = false, eof = false;
+    int garbage = 0;
+    while (!eof && !reached && !atomic_load(&w->stop)) {
+        if (mono_ms() >= deadline) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd p = {fds[0], POLLIN, 0};
+        int r = poll(&p, 1, 200);
+        if (r <= 0)
+            continue;
+        ssize_t got = read(fds[0], buf + n, sizeof buf - 1 - n);
+        if (got <= 0) {
+            eof = true;
+            got = 0;
+        }
+        n += (size_t)got;
+        for (;;) {
+            char *nl = memchr(buf, '\n', n);
+            size_t ll = nl ? (size_t)(nl - buf) : n;
+            if (!nl && !(eof && n > 0) && n < sizeof buf - 1)
+                break;
+            buf[ll] = 0;
+            sl_report_t rep;
+            char pw[128];
+            sl_err err = sl_report_parse(buf, ll, &rep, pw, sizeof pw);
+            if (err == SL_OK && rep.epoch == last + 1) {
+                last = rep.epoch;
+                push_report(w, &rep);
+            } else if (err == SL_OK) {
+                if (rep.epoch > last + 1 || last == 0) {
+                    /* resumed: a command restarts where its checkpoint says */
+                    last = rep.epoch;
+                    push_report(w, &rep);
+                }
+            } else if (err != SL_ENOTFOUND) {
+                garbage++;
+                char l[512];
+                snprintf(l, sizeof l, "[garbage report: %s] %.300s", pw, buf);
+                push_simple(w, SL_WEV_LOG, false, l);
+            }
+            push_simple(w, SL_WEV_LOG, false, buf);
+            size_t used = nl ? ll + 1 : n;
+            memmove(buf, buf + used, n - used);
+            n -= used;
+            if (last >= j->target_epochs) {
+                reached = true;
+                break;
+            }
+            if (n == 0)
+                break;
+        }
+    }
+    close(fds[0]); /* the child's next write breaks its pipe */
+    int status = reap(pid, reached || atomic_load(&w->stop) ? 2000 : (timed_out ? 0 : 5000));
+    if (reached) {
+        failed = false;
+        snprintf(why, sizeof why, "trained to epoch %d", last);
+    } else if (atomic_load(&w->stop)) {
+        failed = false;
+        snprintf(why, sizeof why, "stopped");
+    } else if (timed_out) {
+        snprintf(why, sizeof why, "timed out after %u s at epoch %d",
+                 (unsigned)j->spec.command_timeout_s, last);
+    } else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        snprintf(why, sizeof why, "exit status %d at epoch %d", WEXITSTATUS(status), last);
+    } else if (status >= 0 && WIFSIGNALED(status)) {
+        snprintf(why, sizeof why, "killed by signal %d at epoch %d", WTERMSIG(status), last);
+    } else {
+        snprintf(why, sizeof why, "ended at epoch %d before epoch %d%s", last, j->target_epochs,
+                 garbage ? " (garbage reports)" : "");
+    }
+    atomic_store(&w->child, 0);
+    push_simple(w, SL_WEV_END, failed, why);
+}
+
+static void *thread_main(void *arg) {
+    sl_study_worker_t *w = arg;
+    if (w->job.spec.trainer == SL_TRAINER_COMMAND)
+        run_command(w);
+    else
+        run_builtin(w);
+    atomic_store(&w->ended, true);
+    return NULL;
+}
+
+sl_err sl_study_worker_start(const sl_study_job_t *job, sl_study_worker_t **out) {
+    sl_study_worker_t *w = sl_calloc(1, sizeof *w);
+    if (!w)
+        return SL_ENOMEM;
+    w->job = *job;
+    pthread_mutex_init(&w->mu, NULL);
+    atomic_init(&w->stop, false);
+    atomic_init(&w->ended, false);
+    atomic_init(&w->child, 0);
+    if (pthread_create(&w->thread, NULL, thread_main, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        sl_free(w);
+        return SL_ENOMEM;
+    }
+    *out = w;
+    return SL_OK;
+}
+
+void sl_study_worker_stop(sl_study_worker_t *w) { atomic_store(&w->stop, true); }
+
+sl_wev_t *sl_study_worker_pop(sl_study_worker_t *w) {
+    pthread_mutex_lock(&w->mu);
+    sl_wev_t *ev = w->head;
+    if (ev) {
+        w->head = ev->next;
+        if (!w->head)
+            w->tail = NULL;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ev;
+}
+
+bool sl_study_worker_ended(sl_study_worker_t *w) { return atomic_load(&w->ended); }
+
+void sl_study_worker_destroy(sl_study_worker_t **wp) {
+    if (!wp || !*wp)
+        return;
+    sl_study_worker_t *w = *wp;
+    atomic_store(&w->stop, true);
+    pthread_join(w->thread, NULL);
+    sl_wev_t *ev;
+    while ((ev = sl_study_worker_pop(w)))
+        sl_free(ev);
+    pthread_mutex_destroy(&w->mu);
+    sl_free(w);
+    *wp = NULL;
+}
+
+void sl_study_worker_abandon(sl_study_worker_t **wp) {
+    if (!wp || !*wp)
+        return;
+    atomic_store(&(*wp)->stop, true);
+    int pid = atomic_load(&(*wp)->child);
+    if (pid > 0)
+        kill(-pid, SIGKILL);
+    pthread_detach((*wp)->thread);
+    *wp = NULL; /* the thread still uses it; the process is about to exit */
+}
+
+int sl_study_dir_files(const char *dir, char names[][128], int max) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= 128 || strstr(e->d_name, ".tmp"))
+            continue;
+        char p[4096 + 300];
+        struct stat st;
+        snprintf(p, sizeof p, "%.1100s/%.127s", dir, e->d_name);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+            snprintf(names[n++], 128, "%s", e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+void sl_study_dir_clear(const char *dir) {
+    char names[64][128];
+    int n = sl_study_dir_files(dir, names, 64);
+    for (int i = 0; i < n; i++) {
+        char p[4096 + 300];
+        snprintf(p, sizeof p, "%.1100s/%.127s", dir, names[i]);
+        unlink(p);
+    }
+}
