@@ -24,10 +24,12 @@ static int state_rank(uint8_t s) { return s; }
 void sl_swim_config_defaults(sl_swim_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
     sl_swim_timing_t *t = &cfg->timing;
-    t->probe_interval_ms = 500;
-    t->probe_timeout_ms = 250;
+    /* Serf's LAN pace (one probe a second); detection stays fast with a
+     * short suspicion (1 s at N <= 10, log10 N s above). */
+    t->probe_interval_ms = 1000;
+    t->probe_timeout_ms = 400;
     t->indirect_count = 3;
-    t->suspicion_mult = 4;
+    t->suspicion_mult = 1;
     t->suspicion_max_mult = 3;
     t->awareness_max = 8;
     t->gossip_interval_ms = 100;

@@ -34,12 +34,25 @@ static sl_swim_t *make(int i, uint64_t inc, const sl_swim_timing_t *timing) {
     addr_of(i, addr, sizeof addr);
     sl_swim_config_t cfg;
     sl_swim_config_defaults(&cfg);
+    /* The expectations below are worked out for this timing (the defaults
+     * until the probe period became 1 s); zero fields of `timing` take it. */
+    cfg.timing.probe_interval_ms = 500;
+    cfg.timing.probe_timeout_ms = 250;
+    cfg.timing.suspicion_mult = 4;
     cfg.name = name;
     cfg.addr = addr;
     cfg.incarnation = inc;
     cfg.seed = 42 + (uint64_t)i;
-    if (timing)
+    if (timing) {
+        sl_swim_timing_t base = cfg.timing;
         cfg.timing = *timing;
+        if (!cfg.timing.probe_interval_ms)
+            cfg.timing.probe_interval_ms = base.probe_interval_ms;
+        if (!cfg.timing.probe_timeout_ms)
+            cfg.timing.probe_timeout_ms = base.probe_timeout_ms;
+        if (!cfg.timing.suspicion_mult)
+            cfg.timing.suspicion_mult = base.suspicion_mult;
+    }
     sl_swim_t *s = NULL;
     CHECK_OK(sl_swim_new(&cfg, &s));
     return s;
@@ -160,7 +173,7 @@ static sl_swim_member_t member(sl_swim_t *s, int i) {
 static void test_config(void) {
     sl_swim_config_t cfg;
     sl_swim_config_defaults(&cfg);
-    CHECK_INT(cfg.timing.probe_interval_ms, 500);
+    CHECK_INT(cfg.timing.probe_interval_ms, 1000);
     CHECK(cfg.timing.probe_timeout_ms < cfg.timing.probe_interval_ms);
     sl_swim_t *s = NULL;
     CHECK_ERR(sl_swim_new(&cfg, &s), SL_EINVAL); /* no name */
