@@ -14,7 +14,7 @@
 #define ZAP_DOMAIN "starling"
 #define PENDING_MAX 16          /* messages queued per connecting socket */
 #define PENDING_POLL_MS 2       /* poll interval while messages wait */
-#define OUT_RCV_MAX 1024        /* we never read DEALERs; refuse big input */
+#define OUT_RCVHWM 16           /* replies queued per outbound DEALER */
 #define HANDSHAKE_IVL_MS 5000   /* a handshake must finish within this */
 #define RECONNECT_IVL_MS 100    /* first reconnect delay */
 #define RECONNECT_MAX_MS 2000   /* reconnect back-off ceiling */
@@ -60,6 +60,8 @@ struct sl_net {
     int handshaking[HANDSHAKING_MAX]; /* fds of accepted connections still in handshake, oldest first */
     size_t handshaking_count;  /* entries in handshaking */
     sl_net_stats_t stats;      /* counters */
+    zmq_pollitem_t *items;     /* poll set: ROUTER, monitor, ZAP if any, open DEALERs */
+    size_t next_conn;          /* where the next DEALER read scan starts (fairness) */
 };
 
 /* ---- Keys ---- */
@@ -250,7 +252,8 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->max_msg_len = cfg->max_msg_len ? cfg->max_msg_len : SL_MSG_MAX_LEN;
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
-    if (!net->conns)
+    net->items = sl_calloc(net->max_conns + 3, sizeof *net->items);
+    if (!net->conns || !net->items)
         goto fail;
     zmq_msg_init(&net->in_route);
     zmq_msg_init(&net->in_header);
@@ -277,8 +280,8 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
         goto fail;
     set_int(net->router, ZMQ_LINGER, 0);
     set_int(net->router, ZMQ_ROUTER_MANDATORY, 1);
-    /* The ROUTER sends only replies to clients: a stream of parts may queue
-     * further than a peer's messages. */
+    /* The ROUTER sends only replies: to clients (a stream of parts may
+     * queue further than a peer's messages) and to peers' requests. */
     set_int(net->router, ZMQ_SNDHWM, cfg->reply_hwm ? cfg->reply_hwm : 1024);
     set_int(net->router, ZMQ_RCVHWM, net->rcvhwm);
     set_int(net->router, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
@@ -332,6 +335,7 @@ void sl_net_destroy(sl_net_t **pnet) {
             conn_close(net, &net->conns[i]);
         sl_free(net->conns);
     }
+    sl_free(net->items);
     zmq_msg_close(&net->in_route);
     zmq_msg_close(&net->in_header);
     zmq_msg_close(&net->in_body);
@@ -384,11 +388,13 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     set_int(s, ZMQ_LINGER, 0);
     set_int(s, ZMQ_IMMEDIATE, 1);
     set_int(s, ZMQ_SNDHWM, net->sndhwm);
-    set_int(s, ZMQ_RCVHWM, 1);
+    /* The destination answers our requests on this connection
+     * (sl_net_send_back); a SYNC reply is as large as a message gets. */
+    set_int(s, ZMQ_RCVHWM, OUT_RCVHWM);
     set_int(s, ZMQ_RECONNECT_IVL, RECONNECT_IVL_MS);
     set_int(s, ZMQ_RECONNECT_IVL_MAX, RECONNECT_MAX_MS);
     set_int(s, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
-    int64_t maxmsg = OUT_RCV_MAX;
+    int64_t maxmsg = (int64_t)net->max_msg_len * 2 + 64;
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if ((net->has_key && apply_curve_client(s, &net->key) != SL_OK) || zmq_connect(s, addr) != 0) {
         zmq_close(s);
@@ -489,17 +495,41 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
     return SL_EAGAIN;
 }
 
+/* Sends one message on the ROUTER to the connection `route`. False when
+ * that connection is gone or its queue is full (ROUTER_MANDATORY). */
+static bool router_send(sl_net_t *net, const sl_net_route_t *route,
+                        const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                        size_t body_len) {
+    if (route->len == 0 || route->len > SL_NET_ROUTE_MAX ||
+        zmq_send(net->router, route->id, route->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return false;
+    /* Multipart messages are atomic: once the first frame is in, the rest
+     * goes in too. */
+    zmq_send(net->router, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(net->router, body, body_len, ZMQ_DONTWAIT);
+    return true;
+}
+
 sl_err sl_net_reply(sl_net_t *net, const sl_net_route_t *route,
                     const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
                     size_t body_len) {
-    if (zmq_send(net->router, route->id, route->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (!router_send(net, route, header, body, body_len)) {
         net->stats.dropped_out++;
         return SL_EAGAIN;
     }
-    zmq_send(net->router, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(net->router, body, body_len, ZMQ_DONTWAIT);
     net->stats.replies_out++;
     net->stats.reply_bytes_out += SL_WIRE_HEADER_LEN + body_len;
+    return SL_OK;
+}
+
+sl_err sl_net_send_back(sl_net_t *net, const sl_net_route_t *route,
+                        const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                        size_t body_len) {
+    if (!router_send(net, route, header, body, body_len))
+        return SL_EAGAIN; /* not counted as dropped: the caller sends it another way */
+    net->stats.msgs_out++;
+    net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
+    net->stats.sent_back++;
     return SL_OK;
 }
 
@@ -660,20 +690,30 @@ static void release_in(sl_net_t *net) {
     net->have_in = false;
 }
 
-/* Reads one message from the ROUTER. SL_OK: a good message; SL_EAGAIN:
- * nothing (or a bad one, counted and dropped). */
-static sl_err read_router(sl_net_t *net, sl_net_in_t *in) {
-    if (zmq_msg_recv(&net->in_route, net->router, ZMQ_DONTWAIT) < 0)
-        return SL_EAGAIN;
-    net->have_in = true;
-    bool ok = zmq_msg_more(&net->in_route) && zmq_msg_size(&net->in_route) <= SL_NET_ROUTE_MAX &&
-              zmq_msg_recv(&net->in_header, net->router, ZMQ_DONTWAIT) >= 0 &&
-              zmq_msg_more(&net->in_header) &&
-              zmq_msg_size(&net->in_header) == SL_WIRE_HEADER_LEN &&
-              zmq_msg_recv(&net->in_body, net->router, ZMQ_DONTWAIT) >= 0 &&
-              !zmq_msg_more(&net->in_body);
+/* Reads one message from the ROUTER (with its routing id) or, when `c` is
+ * not NULL, from that outbound DEALER (header and body only: a reply to
+ * something we sent). SL_OK: a good message; SL_EAGAIN: nothing (or a bad
+ * one, counted and dropped). */
+static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
+    void *sock = c ? c->sock : net->router;
+    bool ok;
+    if (!c) {
+        if (zmq_msg_recv(&net->in_route, sock, ZMQ_DONTWAIT) < 0)
+            return SL_EAGAIN;
+        net->have_in = true;
+        ok = zmq_msg_more(&net->in_route) && zmq_msg_size(&net->in_route) <= SL_NET_ROUTE_MAX &&
+             zmq_msg_recv(&net->in_header, sock, ZMQ_DONTWAIT) >= 0;
+    } else {
+        if (zmq_msg_recv(&net->in_header, sock, ZMQ_DONTWAIT) < 0)
+            return SL_EAGAIN;
+        net->have_in = true;
+        ok = true;
+    }
+    ok = ok && zmq_msg_more(&net->in_header) &&
+         zmq_msg_size(&net->in_header) == SL_WIRE_HEADER_LEN &&
+         zmq_msg_recv(&net->in_body, sock, ZMQ_DONTWAIT) >= 0 && !zmq_msg_more(&net->in_body);
     if (!ok) {
-        drain(net->router);
+        drain(sock);
         net->stats.bad_frames++;
         release_in(net);
         return SL_EAGAIN;
@@ -689,9 +729,31 @@ static sl_err read_router(sl_net_t *net, sl_net_in_t *in) {
     in->header = zmq_msg_data(&net->in_header);
     in->body = body_len ? zmq_msg_data(&net->in_body) : NULL;
     in->body_len = body_len;
-    in->route.len = zmq_msg_size(&net->in_route);
-    memcpy(in->route.id, zmq_msg_data(&net->in_route), in->route.len);
+    in->on_outbound = c != NULL;
+    if (c) {
+        net->stats.received_back++;
+        in->route.len = 0;
+    } else {
+        in->route.len = zmq_msg_size(&net->in_route);
+        memcpy(in->route.id, zmq_msg_data(&net->in_route), in->route.len);
+    }
     return SL_OK;
+}
+
+/* Reads one message from the ROUTER or, failing that, from the outbound
+ * DEALERs, starting after the one read last so none starves. */
+static sl_err read_any(sl_net_t *net, sl_net_in_t *in) {
+    if (read_one(net, NULL, in) == SL_OK)
+        return SL_OK;
+    for (size_t k = 0; k < net->max_conns; k++) {
+        size_t i = (net->next_conn + k) % net->max_conns;
+        conn_t *c = &net->conns[i];
+        if (c->sock && read_one(net, c, in) == SL_OK) {
+            net->next_conn = (i + 1) % net->max_conns;
+            return SL_OK;
+        }
+    }
+    return SL_EAGAIN;
 }
 
 sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
@@ -709,7 +771,7 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
                 waiting |= c->pending_count > 0;
             }
         }
-        if (read_router(net, in) == SL_OK)
+        if (read_any(net, in) == SL_OK)
             return SL_OK;
         int wait_ms;
         if (timeout_ms < 0) {
@@ -722,12 +784,17 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         }
         if (waiting && (wait_ms < 0 || wait_ms > PENDING_POLL_MS))
             wait_ms = PENDING_POLL_MS;
-        zmq_pollitem_t items[3] = {
-            {net->router, 0, ZMQ_POLLIN, 0},
-            {net->monitor, 0, ZMQ_POLLIN, 0},
-            {net->zap, 0, ZMQ_POLLIN, 0},
-        };
-        int rc = zmq_poll(items, net->zap ? 3 : 2, wait_ms);
+        zmq_pollitem_t *items = net->items;
+        items[0] = (zmq_pollitem_t){net->router, 0, ZMQ_POLLIN, 0};
+        items[1] = (zmq_pollitem_t){net->monitor, 0, ZMQ_POLLIN, 0};
+        size_t n = 2;
+        if (net->zap)
+            items[n++] = (zmq_pollitem_t){net->zap, 0, ZMQ_POLLIN, 0};
+        size_t first_conn = n;
+        for (size_t i = 0; i < net->max_conns; i++)
+            if (net->conns[i].sock)
+                items[n++] = (zmq_pollitem_t){net->conns[i].sock, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll(items, (int)n, wait_ms);
         if (rc < 0) {
             if (errno == EINTR)
                 return SL_EAGAIN;
@@ -737,10 +804,11 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
             serve_zap(net);
         if (items[1].revents & ZMQ_POLLIN)
             serve_monitor(net);
-        if (items[0].revents & ZMQ_POLLIN) {
-            if (read_router(net, in) == SL_OK)
-                return SL_OK;
-        }
+        bool readable = items[0].revents & ZMQ_POLLIN;
+        for (size_t j = first_conn; j < n && !readable; j++)
+            readable = items[j].revents & ZMQ_POLLIN;
+        if (readable && read_any(net, in) == SL_OK)
+            return SL_OK;
         if (timeout_ms == 0)
             return SL_EAGAIN;
         if (rc == 0 && !waiting)

@@ -95,6 +95,10 @@ struct sl_node {
     size_t seed_count;                 /* --join / peers-file addresses given */
     char first_seed[SL_ADDR_MAX + 16]; /* the first of them, for messages */
     uint64_t alone_warn_ns;            /* when to warn next that no seed answered */
+    bool back_valid;                   /* back_* describe the message being handled */
+    sl_net_route_t back_route;         /* the ROUTER connection it came in on */
+    char back_addr[SL_ADDR_MAX + 1];   /* its sender's advertised address */
+    size_t back_addr_len;              /* bytes of back_addr */
 };
 
 static int64_t now_ms(void) {
@@ -284,6 +288,8 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "conns_opened", ns.conns_opened);
     add_u64(net, "conns_evicted", ns.conns_evicted);
     add_u64(net, "pending", ns.pending);
+    add_u64(net, "sent_back", ns.sent_back);
+    add_u64(net, "received_back", ns.received_back);
 
     cJSON *dec = cJSON_AddObjectToObject(root, "decode");
     add_u64(dec, "ok", node->decode_ok);
@@ -419,7 +425,19 @@ sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t
     return err;
 }
 
-/* Sends everything the membership core wants sent, and logs its events. */
+/* True for an answer to a request: it goes back on the request's own
+ * connection when that request is the message being handled. */
+static bool is_answer(const sl_msg_t *m) {
+    return m->type == SL_MSG_ACK || m->type == SL_MSG_NACK ||
+           (m->type == SL_MSG_SYNC && m->u.sync.reply);
+}
+
+/* Sends everything the membership core wants sent, and logs its events.
+ * Answers to the message being handled (node->back_valid) go back on the
+ * connection it came in on, so that one TCP connection carries request
+ * and answer and the request's TCP ACK rides on the answer
+ * (docs/transport.md); everything else goes through our own outbound
+ * connection to the destination. */
 static void flush_swim(sl_node_t *node) {
     sl_swim_output_t out;
     while (sl_swim_next_output(node->swim, &out) == SL_OK) {
@@ -437,9 +455,16 @@ static void flush_swim(sl_node_t *node) {
         size_t al = out.to_addr.len < SL_ADDR_MAX ? out.to_addr.len : SL_ADDR_MAX;
         memcpy(addr, out.to_addr.ptr, al);
         addr[al] = 0;
-        sl_net_send(node->net, addr, header, body, body_len);
+        bool back = node->back_valid && is_answer(&out.msg) &&
+                    out.to_addr.len == node->back_addr_len &&
+                    !memcmp(out.to_addr.ptr, node->back_addr, al) &&
+                    sl_net_send_back(node->net, &node->back_route, header, body, body_len) ==
+                        SL_OK;
+        if (!back)
+            sl_net_send(node->net, addr, header, body, body_len);
         sl_free(body);
     }
+    node->back_valid = false;
     sl_swim_event_t ev;
     while (sl_swim_next_event(node->swim, &ev) == SL_OK) {
         int level = SL_LOG_INFO;
@@ -524,12 +549,21 @@ static void handle_in(sl_node_t *node, const sl_net_in_t *in) {
     node->decode_ok++;
     switch (msg.type) {
     case SL_MSG_CTL_REQ:
-        handle_ctl(node, &in->route, &msg.u.ctl_req);
+        if (in->on_outbound)
+            node->unrouted++; /* nobody to answer on that connection */
+        else
+            handle_ctl(node, &in->route, &msg.u.ctl_req);
         break;
     case SL_MSG_CTL_REP:
         node->unrouted++;
         break;
     default:
+        node->back_valid = !in->on_outbound && msg.from_addr.len <= SL_ADDR_MAX;
+        if (node->back_valid) {
+            node->back_route = in->route;
+            memcpy(node->back_addr, msg.from_addr.ptr, msg.from_addr.len);
+            node->back_addr_len = msg.from_addr.len;
+        }
         err = sl_swim_receive(node->swim, now_ms(), &msg);
         if (err != SL_OK) {
             node->swim_rejected++;

@@ -1,5 +1,5 @@
 /* Transport tests on loopback: keys, addresses, send and receive, replies
- * to clients, the outbound connection cap, size and shape limits, and
+ * to clients, answers to peers on the request's connection, the outbound connection cap, size and shape limits, and
  * CurveZMQ with the right, a wrong and no key. Conditions are polled with
  * deadlines; no sleeps. */
 #include <stdlib.h>
@@ -181,6 +181,70 @@ static void test_send_receive_reply(void) {
 
 /* Sending to a port where nobody listens neither blocks nor grows: the
  * message waits out the grace, then is dropped and counted. */
+/* A request answered on the connection it came in on: the answer arrives
+ * on the requester's outbound DEALER (on_outbound), with Curve or
+ * without, up to a large (SYNC-sized) body; a gone connection refuses
+ * without counting a drop, so the caller can send the usual way. */
+static void send_back_case(const sl_net_key_t *key) {
+    sl_net_t *a = open_net(key, 0, 0);
+    sl_net_t *b = open_net(key, 0, 0);
+    uint8_t buf[64];
+    sl_net_in_t in;
+    CHECK_OK(sl_net_send(a, sl_net_endpoint(b), HDR, (const uint8_t *)"ping", 4));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 4);
+    CHECK(!in.on_outbound);
+    CHECK(in.route.len > 0);
+    sl_net_route_t route = in.route;
+
+    CHECK_OK(sl_net_send_back(b, &route, HDR, (const uint8_t *)"ack", 3));
+    CHECK_INT(pump_until_msg(b, a, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    CHECK(in.on_outbound);
+    CHECK_INT(in.route.len, 0);
+    CHECK(!memcmp(buf, "ack", 3));
+
+    /* A SYNC-sized answer: the outbound socket accepts it. */
+    size_t big_len = 200000;
+    uint8_t *big = sl_malloc(big_len);
+    memset(big, 0x5A, big_len);
+    CHECK_OK(sl_net_send_back(b, &route, HDR, big, big_len));
+    CHECK_INT(pump_until_msg(b, a, DEADLINE_MS, buf, sizeof buf, &in), (long)big_len);
+    CHECK(in.on_outbound);
+    sl_free(big);
+
+    sl_net_stats_t sa, sb;
+    sl_net_stats(a, &sa);
+    sl_net_stats(b, &sb);
+    CHECK_INT(sb.sent_back, 2);
+    CHECK_INT(sb.msgs_out, 2);
+    CHECK_INT(sb.replies_out, 0);
+    CHECK_INT(sa.received_back, 2);
+    CHECK_INT(sa.msgs_in, 2);
+    CHECK_INT(sb.received_back, 0);
+
+    /* The requester closed its connection: the route is gone. */
+    sl_net_disconnect(a, sl_net_endpoint(b));
+    uint64_t t0 = sl_plat_now_ns();
+    sl_err err = SL_OK;
+    while (ms_since(t0) < DEADLINE_MS &&
+           (err = sl_net_send_back(b, &route, HDR, (const uint8_t *)"late", 4)) == SL_OK)
+        sl_net_poll(b, 2, &in);
+    CHECK_ERR(err, SL_EAGAIN);
+    sl_net_stats(b, &sb);
+    CHECK_INT(sb.dropped_out, 0);
+    /* A route that never existed is refused too. */
+    sl_net_route_t none = {.len = 0};
+    CHECK_ERR(sl_net_send_back(b, &none, HDR, (const uint8_t *)"x", 1), SL_EAGAIN);
+    sl_net_destroy(&a);
+    sl_net_destroy(&b);
+}
+
+static void test_send_back(void) {
+    send_back_case(NULL);
+    sl_net_key_t key;
+    CHECK_OK(sl_net_key_generate(&key));
+    send_back_case(&key);
+}
+
 static void test_dead_destination(void) {
     sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = 100};
     sl_net_t *a = NULL;
@@ -539,6 +603,7 @@ int main(void) {
     sl_test_run("addr", test_addr);
     sl_test_run("bind_busy", test_bind_busy);
     sl_test_run("send_receive_reply", test_send_receive_reply);
+    sl_test_run("send_back", test_send_back);
     sl_test_run("dead_destination", test_dead_destination);
     sl_test_run("slow_destination", test_slow_destination);
     sl_test_run("lru_cap", test_lru_cap);

@@ -216,6 +216,38 @@ static void test_cluster_in_one_process(void) {
         sl_node_destroy(&nodes[i]);
 }
 
+/* Answers go back on the connection their request came in on: every ACK
+ * of a node's probes arrives on its own outbound connection. */
+static void test_answers_on_request_connection(void) {
+    sl_node_t *nodes[2] = {start("p", NULL), NULL};
+    nodes[1] = start("q", sl_node_addr(nodes[0]));
+    sl_swim_stats_t ss[2];
+    uint64_t t0 = sl_plat_now_ns();
+    for (;;) {
+        step_all(nodes, 2);
+        sl_swim_stats(sl_node_swim(nodes[0]), &ss[0]);
+        sl_swim_stats(sl_node_swim(nodes[1]), &ss[1]);
+        if ((ss[0].probe_acks >= 5 && ss[1].probe_acks >= 5) || ms_since(t0) > DEADLINE_MS)
+            break;
+    }
+    for (int i = 0; i < 2; i++) {
+        sl_net_stats_t ns;
+        sl_net_stats(sl_node_net(nodes[i]), &ns);
+        CHECK(ss[i].probe_acks >= 5);
+        CHECK(ns.received_back >= ss[i].probe_acks); /* plus the SYNC answer */
+        CHECK(ns.sent_back >= 5);
+        CHECK(ns.sent_back <= ns.msgs_out);
+        CHECK_INT(ns.replies_out, 0);
+        CHECK_INT(ns.dropped_out, 0);
+    }
+    char out[65536];
+    uint32_t status = 99;
+    CHECK_OK(call(nodes[0], "stats", NULL, out, sizeof out, &status));
+    CHECK(strstr(out, "\"sent_back\"") && strstr(out, "\"received_back\""));
+    for (int i = 0; i < 2; i++)
+        sl_node_destroy(&nodes[i]);
+}
+
 static void test_incarnation_persisted(void) {
     sl_node_t *n = start("solo", NULL);
     uint64_t first = sl_swim_incarnation(sl_node_swim(n));
@@ -257,6 +289,7 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/sl-peer-node-test.%ld", (long)getpid());
     CHECK_OK(sl_plat_mkdirs(tmpdir, 0700));
     sl_test_run("cluster_in_one_process", test_cluster_in_one_process);
+    sl_test_run("answers_on_request_connection", test_answers_on_request_connection);
     sl_test_run("incarnation_persisted", test_incarnation_persisted);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -3,7 +3,11 @@
  *
  * A peer binds one ROUTER for everything inbound. To send to another peer
  * it uses an outbound DEALER per destination, connected lazily and capped
- * (at most `max_conns` open; the least recently used is closed first). All
+ * (at most `max_conns` open; the least recently used is closed first).
+ * A peer answers a request on the connection it came in on
+ * (sl_net_send_back through the ROUTER), so that request and reply share
+ * one TCP connection and the TCP acknowledgement of the request rides on
+ * the reply; the DEALERs are read too, for those answers. All
  * sockets use ZMQ_IMMEDIATE, small high-water marks and zero linger, so a
  * dead or slow destination never blocks the caller or grows memory: a
  * message that cannot go out now is dropped and counted. A message is two
@@ -85,7 +89,8 @@ typedef struct {
 } sl_net_config_t;
 
 /* Where an inbound message came from, to reply on the same connection
- * (clients such as peerctl get their answers this way). */
+ * (clients such as peerctl get their answers this way, and peers the
+ * answers to their requests). */
 typedef struct {
     uint8_t id[SL_NET_ROUTE_MAX]; /* ZeroMQ routing id */
     size_t len;                   /* bytes of id */
@@ -97,14 +102,17 @@ typedef struct {
     const uint8_t *header; /* SL_WIRE_HEADER_LEN bytes */
     const uint8_t *body;   /* body bytes (may be NULL when body_len is 0) */
     size_t body_len;       /* bytes of body */
-    sl_net_route_t route;  /* the connection it came in on */
+    sl_net_route_t route;  /* the ROUTER connection it came in on (len 0 when on_outbound) */
+    bool on_outbound;      /* came on one of our outbound connections: the answer
+                              to something we sent; cannot be answered back */
 } sl_net_in_t;
 
 /* Counters, all since start. */
 typedef struct {
     uint64_t msgs_in;          /* well-formed messages received */
     uint64_t bytes_in;         /* their header + body bytes */
-    uint64_t msgs_out;         /* messages handed to ZeroMQ for other peers */
+    uint64_t msgs_out;         /* messages handed to ZeroMQ for other peers
+                                  (sl_net_send and sl_net_send_back) */
     uint64_t bytes_out;        /* their header + body bytes */
     uint64_t replies_out;      /* replies to clients (sl_net_reply) */
     uint64_t reply_bytes_out;  /* their header + body bytes */
@@ -117,6 +125,8 @@ typedef struct {
     uint64_t conns_evicted;    /* outbound connections closed to respect the cap */
     uint64_t conns_open;       /* outbound connections open now */
     uint64_t pending;          /* messages waiting for a fresh connection now */
+    uint64_t sent_back;        /* of msgs_out: sent back on the requester's connection */
+    uint64_t received_back;    /* of msgs_in: answers received on our outbound connections */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
@@ -142,10 +152,19 @@ sl_err sl_net_reply(sl_net_t *net, const sl_net_route_t *route,
                     const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
                     size_t body_len);
 
+/* Sends header + body to another peer back on the inbound connection
+ * `route` its request came in on (a membership ACK, NACK or SYNC reply):
+ * the peer receives it on its outbound connection to us (on_outbound).
+ * Counted as a message out. Never blocks; SL_EAGAIN, uncounted, when that
+ * connection is gone or full: send it with sl_net_send instead. */
+sl_err sl_net_send_back(sl_net_t *net, const sl_net_route_t *route,
+                        const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                        size_t body_len);
+
 /* Waits up to `timeout_ms` (0: do not wait; -1: forever) for one inbound
- * message, serving authentication and retrying queued sends meanwhile.
- * SL_OK with `*in` filled, or SL_EAGAIN when none came (or a signal
- * interrupted the wait). */
+ * message (on the ROUTER or an outbound DEALER), serving authentication
+ * and retrying queued sends meanwhile. SL_OK with `*in` filled, or
+ * SL_EAGAIN when none came (or a signal interrupted the wait). */
 sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in);
 
 /* Closes the outbound connection to `addr`, if open (a member left). */
