@@ -614,6 +614,14 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
     snprintf(j->dir, sizeof j->dir, "%s/%s/%s", sn->root, v->id, r->t.id);
     sl_plat_mkdirs(j->dir, 0700);
     int from = restore_checkpoint(sn, v->id, r->t.id, j->dir);
+    {   /* the log goes on from the previous owners' */
+        char key[128];
+        const uint8_t *lv;
+        size_t ll;
+        snprintf(key, sizeof key, "study/%s/t/%s/log", v->id, r->t.id);
+        if (get_str(sn, key, &lv, &ll) == SL_OK && ll > 0)
+            sl_buf_printf(&j->log, "%.*s", (int)ll, (const char *)lv);
+    }
     j->ck_written = from;
     j->last_epoch = from;
     sl_study_job_t job;

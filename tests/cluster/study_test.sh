@@ -11,7 +11,7 @@ cat >"$STUDY_FILE" <<'JSON'
 {
   "name": "cluster-toy",
   "seed": 7,
-  "trainer": {"type": "command", "command": "python3 peers/examples/toy_train.py --lr {lr} --layers {layers} --activation {activation} --epochs 9 --seconds 0.25", "timeout_s": 60},
+  "trainer": {"type": "command", "command": "python3 peers/examples/toy_train.py --lr {lr} --layers {layers} --activation {activation} --epochs 9 --seconds 0.6", "timeout_s": 60},
   "search_space": {
     "lr": {"type": "real", "low": 0.0001, "high": 0.1, "log": true},
     "layers": {"type": "int", "low": 1, "high": 4},
@@ -20,7 +20,7 @@ cat >"$STUDY_FILE" <<'JSON'
   "searcher": {"type": "random"},
   "scheduler": {"type": "asha", "min_epochs": 1, "max_epochs": 9, "reduction": 3},
   "objectives": [{"metric": "accuracy", "goal": "max"}],
-  "budget": {"trials": 9},
+  "budget": {"trials": 20},
   "checkpoint_every": 1,
   "concurrency": 2,
   "retries": 1,
@@ -50,30 +50,56 @@ try: s = json.load(sys.stdin)
 except Exception: print(-1); sys.exit(0)
 print(sum(1 for t in s["trials"] if t["state"] == sys.argv[1]))' "$2"
 }
-some_running_on() { # some_running_on PEER OWNER
+some_running_on() { # some_running_on PEER OWNER [MIN_EPOCH]: prints the trial
     ctl "$1" status "$SID" --json 2>/dev/null | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
-sys.exit(0 if any(t["state"] == "running" and t["owner"] == sys.argv[1] for t in s["trials"]) else 1)' "$2"
+for t in s["trials"]:
+    if t["state"] == "running" and t["owner"] == sys.argv[1] and t["epoch"] >= int(sys.argv[2]) and (sys.argv[2] == "0" or t["target"] > t["epoch"] + 1):
+        print(t["trial"]); sys.exit(0)
+sys.exit(1)' "$2" "${3:-0}" >/dev/null
+}
+running_trial() {
+    ctl "$1" status "$SID" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(next(t["trial"] for t in s["trials"] if t["state"] == "running" and t["owner"] == sys.argv[1] and t["epoch"] >= 2 and t["target"] > t["epoch"] + 1))' "$2"
 }
 done_at_least() { [ "$(count_state "$1" done)" -ge "$2" ] 2>/dev/null; }
 
-wait_until 60 "p1 runs a trial" some_running_on p0 p1
-kill_peer p1
-log "p1 killed (kill -9)"
-wait_until 60 "p2 runs a trial" some_running_on p0 p2
+# kill -9 whichever peer is first mid-way through a promoted trial (past
+# its first replicated checkpoint), SIGTERM another, restart both
+midway() {
+    ctl p0 status "$SID" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+for t in s["trials"]:
+    if t["state"] == "running" and t["epoch"] >= 2 and t["target"] > t["epoch"]:
+        print(t["owner"], t["trial"]); sys.exit(0)
+sys.exit(1)'
+}
+wait_until 90 "a peer is mid-way through a promoted trial" midway
+read -r VICTIM KILLED_TRIAL <<<"$(midway)"
+case $VICTIM in
+p0) OBS=p1 OTHER=p2 ;;
+p1) OBS=p0 OTHER=p2 ;;
+*) OBS=p0 OTHER=p1 ;;
+esac
+kill_peer "$VICTIM"
+log "$VICTIM killed (kill -9) while training $KILLED_TRIAL"
+wait_until 30 "$OTHER runs a trial" some_running_on "$OBS" "$OTHER"
 t0=$(date +%s.%N)
-stop_peer p2
+stop_peer "$OTHER"
 t1=$(date +%s.%N)
-log "p2 left on SIGTERM (exit $STOP_RC) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s"
-[ "$STOP_RC" = 0 ] || fail "p2 exited $STOP_RC on SIGTERM"
-python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" || fail "p2 took over 2.5 s to leave"
-start_peer p1 --join "$(addr_of p0)"
-start_peer p2 --join "$(addr_of p0)"
+log "$OTHER left on SIGTERM (exit $STOP_RC) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s"
+[ "$STOP_RC" = 0 ] || fail "$OTHER exited $STOP_RC on SIGTERM"
+python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" || fail "$OTHER took over 2.5 s to leave"
+start_peer "$VICTIM" --join "$(addr_of "$OBS")"
+start_peer "$OTHER" --join "$(addr_of "$OBS")"
 wait_until 30 "the peers rejoin" converged p0 p1 p2
 
 finished() {
-    ctl p0 status "$SID" --json 2>/dev/null | python3 -c '
+    ctl "$OBS" status "$SID" --json 2>/dev/null | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 sys.exit(0 if s["finished"] else 1)'
@@ -89,7 +115,7 @@ python3 - "$CLUSTER_DIR/status.json" <<'PY' || fail "the final status is wrong"
 import json, sys
 s = json.load(open(sys.argv[1]))
 ts = s["trials"]
-assert len(ts) == 9, f"{len(ts)} trials, not 9"
+assert len(ts) == 20, f"{len(ts)} trials, not 20"
 ids = [t["trial"] for t in ts]
 assert len(set(ids)) == len(ids), "a trial listed twice"
 for t in ts:
@@ -106,6 +132,29 @@ ctl p2 plot "$SID" --out "$CLUSTER_DIR/out" || fail "plot failed"
 grep -q "<svg" "$CLUSTER_DIR/out/curves.svg" || fail "no curves.svg"
 T=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['trials'][0]['trial'])" "$CLUSTER_DIR/status.json")
 ctl p0 logs "$SID" "$T" | grep -q "claim epoch" || fail "no log for $T"
+# the killed peer's trial was taken over and resumed from its replicated checkpoint
+ctl "$OBS" logs "$SID" "$KILLED_TRIAL" >"$CLUSTER_DIR/killed.log"
+python3 - "$CLUSTER_DIR/killed.log" "$VICTIM" <<'PY' || { cat "$CLUSTER_DIR/killed.log" >&2; fail "trial $KILLED_TRIAL was not resumed from a checkpoint by another peer"; }
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+claims = [re.match(r"\[(\w+)\] claim epoch (\d+): rung (\d+), epochs (\d+)\.\.(\d+)", l) for l in lines]
+claims = [m for m in claims if m]
+victim = [int(m.group(2)) for m in claims if m.group(1) == sys.argv[2]]
+after = [m for m in claims if m.group(1) != sys.argv[2] and int(m.group(2)) > max(victim) and int(m.group(4)) >= 2]
+assert after, "no later claim by another peer resuming past epoch 1"
+print("resumed:", after[0].group(0))
+PY
+# one result per trial in the store (a second one would mean a trial finished twice)
+ctl "$OBS" keys "study/$SID/t/" >"$CLUSTER_DIR/keys.txt"
+python3 - "$CLUSTER_DIR/keys.txt" <<'PY' || fail "a trial has no result or more than one"
+import collections, sys
+keys = open(sys.argv[1]).read().split()
+res = collections.Counter(k.split("/")[3] for k in keys if "/res/" in k)
+trials = {k.split("/")[3] for k in keys if k.count("/") == 3}
+assert set(res) == trials, f"trials without a result: {trials - set(res)}"
+dup = {t: n for t, n in res.items() if n != 1}
+assert not dup, f"results written more than once: {dup}"
+PY
 log "leaderboard:"
 head -5 "$CLUSTER_DIR/leaderboard.txt" >&2
 log "PASS"
