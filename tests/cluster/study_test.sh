@@ -74,12 +74,12 @@ midway() {
 import json, sys
 s = json.load(sys.stdin)
 for t in s["trials"]:
-    if t["state"] == "running" and t["epoch"] >= 2 and t["target"] > t["epoch"]:
+    if t["state"] == "running" and t["epoch"] >= 2 and t["target"] > t["epoch"] + 1:
         print(t["owner"], t["trial"]); sys.exit(0)
-sys.exit(1)'
+sys.exit(1)' >"$CLUSTER_DIR/midway"
 }
 wait_until 90 "a peer is mid-way through a promoted trial" midway
-read -r VICTIM KILLED_TRIAL <<<"$(midway)"
+read -r VICTIM KILLED_TRIAL <"$CLUSTER_DIR/midway"
 case $VICTIM in
 p0) OBS=p1 OTHER=p2 ;;
 p1) OBS=p0 OTHER=p2 ;;
