@@ -1320,14 +1320,12 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                                  why, sizeof why);
         if (err == SL_OK)
             err = sl_nn_data_load(v.spec->dataset, &tr, &te, why, sizeof why);
-        if (err == SL_OK) {
-            sl_nn_data_truncate(tr, 256); /* geometry only: the weights come from the file */
-            cfg.limit = 0;
-            cfg.val_split = 0;
-            err = sl_nn_backend_open("cpu", 1, &be, why, sizeof why);
-        }
+        /* the same settings as the run (the checkpoint checks them); this
+           loads the data set and blocks the loop for about a second */
         if (err == SL_OK)
-            err = sl_nn_trainer_new(be, &cfg, tr, NULL, &tn, why, sizeof why);
+            err = sl_nn_backend_open("cpu", 1, &be, why, sizeof why);
+        if (err == SL_OK)
+            err = sl_nn_trainer_new(be, &cfg, tr, te, &tn, why, sizeof why);
         snprintf(path, sizeof path, "%s/checkpoint.slck", dir);
         if (err == SL_OK)
             err = sl_nn_checkpoint_load(tn, path, why, sizeof why);
