@@ -75,7 +75,8 @@ static void usage(FILE *f) {
         "  --leave-wait MS        after announcing a leave, keep serving this long (default 500)\n"
         "\n"
         "studies (docs/studies.md):\n"
-        "  --slots N              trials this peer trains at once (default: the study's concurrency)\n"
+        "  --slots N              trials this peer trains at once (default: the study's concurrency;\n"
+        "                         0: none, the peer only coordinates and serves)\n"
         "  --threads N            BLAS threads per builtin trial (default: the study's threads)\n",
         SL_NET_DEFAULT_PORT, SL_NET_DEFAULT_PORT, MAX_META,
         (unsigned)d.timing.probe_interval_ms, (unsigned)d.timing.probe_timeout_ms,
@@ -270,8 +271,8 @@ static int parse(opts_t *o, int argc, char **argv) {
             rc = parse_ms(flag, v, 0, 60000, &n);
             o->leave_wait_ms = (int)n;
         } else if (!strcmp(flag, "--slots")) {
-            rc = parse_ms(flag, v, 1, 64, &n);
-            o->slots = (int)n;
+            rc = parse_ms(flag, v, 0, 64, &n);
+            o->slots = n ? (int)n : -1;
         } else if (!strcmp(flag, "--threads")) {
             rc = parse_ms(flag, v, 1, 256, &n);
             o->threads = (int)n;

@@ -98,6 +98,7 @@ struct sl_study_node {
     sl_study_data_t *data;           /* shared data sets */
     char root[1024];                 /* data_dir/studies */
     uint64_t log_flush_ms;           /* next flush of the logs */
+    bool slots_written;              /* peer/NAME/slots is in the store */
 };
 
 static uint64_t wall_ms(void) { return sl_plat_wall_ms(); }
@@ -728,7 +729,19 @@ static void members_build(sl_study_node_t *sn, const view_t *v, int concurrency,
         size_t k = ms->count++;
         snprintf(ms->names[k], sizeof ms->names[k], "%.*s", (int)m.name.len,
                  (const char *)m.name.ptr);
-        int busy = 0;
+        int busy = 0, slots = concurrency;
+        if (!m.is_self) { /* its --slots, as it wrote them (peer/NAME/slots) */
+            char key[SL_NAME_MAX + 32];
+            const uint8_t *val;
+            size_t len;
+            snprintf(key, sizeof key, "peer/%s/slots", ms->names[k]);
+            if (get_str(sn, key, &val, &len) == SL_OK && len > 0 && len < 8) {
+                char b[8];
+                memcpy(b, val, len);
+                b[len] = 0;
+                slots = atoi(b) > 0 ? atoi(b) : (b[0] == '-' ? 0 : v->spec->concurrency);
+            }
+        }
         if (m.is_self) {
             busy = running_jobs(sn);
         } else if (v) {
@@ -736,7 +749,7 @@ static void members_build(sl_study_node_t *sn, const view_t *v, int concurrency,
                 busy += v->rows[t].t.state == SL_TRIAL_RUNNING &&
                         !strcmp(v->rows[t].claim.owner, ms->names[k]);
         }
-        int free_slots = concurrency - busy;
+        int free_slots = slots - busy;
         ms->m[k] = (sl_round_member_t){ms->names[k], true, free_slots > 0 ? free_slots : 0};
     }
 }
@@ -799,7 +812,7 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     if (view_build(sn, id, &v) != SL_OK)
         return;
     const sl_study_spec_t *spec = v.spec;
-    int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : spec->concurrency;
+    int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : (sn->cfg.slots < 0 ? 0 : spec->concurrency);
     members_t *ms = sl_calloc(1, sizeof *ms);
     if (!ms)
         goto out;
@@ -860,7 +873,9 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     if (leader >= 0 && !strcmp(ms->names[leader], self_name(sn))) {
         int cap = 0;
         for (size_t i = 0; i < ms->count; i++)
-            cap += concurrency;
+            cap += ms->m[i].free_slots;
+        for (size_t i = 0; i < v.count; i++)
+            cap += v.rows[i].t.state == SL_TRIAL_RUNNING;
         lead(sn, &v, cap);
         view_fini(&v);
         if (view_build(sn, id, &v) != SL_OK)
@@ -918,6 +933,12 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     (void)node;
     sl_study_node_t *sn = ctx;
     uint64_t now = wall_ms();
+    if (!sn->slots_written) { /* others rank trials by who has slots */
+        char key[SL_NAME_MAX + 32], val[16];
+        snprintf(key, sizeof key, "peer/%s/slots", self_name(sn));
+        snprintf(val, sizeof val, "%d", sn->cfg.slots);
+        sn->slots_written = put_str(sn, key, val, strlen(val)) == SL_OK;
+    }
     if (!sl_plat_stop_requested()) {
         idlist_t l;
         list_studies(sn, &l);

@@ -35,7 +35,9 @@ extern "C" {
 typedef struct sl_study_node sl_study_node_t;
 
 typedef struct {
-    int slots;          /* trials this peer runs at once (0: each study's concurrency) */
+    int slots;          /* trials this peer runs at once (0: each study's concurrency;
+                           -1: none, a peer that only coordinates); written to
+                           the store as peer/NAME/slots for the others' ranking */
     int threads;        /* BLAS threads per builtin trial (0: the spec's) */
     uint32_t tick_ms;   /* period of the study loop (0: 250) */
 } sl_study_node_config_t;
