@@ -225,6 +225,12 @@ static sl_err reschedule(sl_sim_t *s, uint32_t id) {
     return heap_push(s, ev);
 }
 
+sl_err sl_sim_reschedule(sl_sim_t *s, uint32_t id) {
+    if (id >= s->cfg.nodes)
+        return SL_EINVAL;
+    return reschedule(s, id);
+}
+
 sl_err sl_sim_start(sl_sim_t *s, uint32_t id) {
     if (id >= s->cfg.nodes)
         return SL_EINVAL;

@@ -487,7 +487,7 @@ sl_err sl_simswim_leave(sl_simswim_t *c, uint32_t id) {
     nd->left_inc = sl_swim_incarnation(nd->core);
     /* like the daemon: exit once a member acknowledged, or after 1 s */
     nd->exit_at_ms = now + 1000;
-    return after(c, id);
+    return sl_simswim_touch(c, id);
 }
 
 sl_err sl_simswim_partition(sl_simswim_t *c, const uint32_t *group) {
@@ -500,6 +500,13 @@ void sl_simswim_set_net(sl_simswim_t *c, const sl_sim_net_t *net) {
     if (net->loss > 0)
         c->clean = false;
     sl_sim_set_net(c->sim, net);
+}
+
+sl_err sl_simswim_touch(sl_simswim_t *c, uint32_t id) {
+    if (id >= c->cfg.nodes || !c->nodes[id].core)
+        return SL_ESTATE;
+    sl_err err = after(c, id);
+    return err ? err : sl_sim_reschedule(c->sim, id);
 }
 
 void sl_simswim_set_bug(sl_simswim_t *c, sl_swim_bug bug) {

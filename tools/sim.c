@@ -255,8 +255,8 @@ int main(int argc, char **argv) {
     sl_simswim_watch(c, 0, inc, SL_SWIM_STATE_NONE);
     const uint8_t meta[] = {0x81, 0xA3, 'v', 'e', 'r', 0xA1, '2'}; /* {"ver": "2"} */
     die_on(sl_swim_set_meta(origin, t0, meta, sizeof meta), "updating metadata");
+    die_on(sl_simswim_touch(c, 0), "updating metadata");
     sl_simswim_mark(c);
-    /* hand the core's outputs to the network now: run one instant */
     uint32_t others = o.nodes - 1;
     int64_t done = -1;
     for (t = t0 + 10; t <= t0 + 60000; t += 10) {

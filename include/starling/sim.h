@@ -96,6 +96,10 @@ void sl_sim_send(sl_sim_t *sim, uint32_t from, uint32_t to, const uint8_t *data,
  * error a callback returned (the run stops there). */
 sl_err sl_sim_run_until(sl_sim_t *sim, int64_t until_ms);
 
+/* The driver changed node `id` outside a callback (a local request such as
+ * a leave or a metadata change): asks it for its next deadline again. */
+sl_err sl_sim_reschedule(sl_sim_t *sim, uint32_t id);
+
 /* Faults. */
 void sl_sim_set_net(sl_sim_t *sim, const sl_sim_net_t *net);
 const sl_sim_net_t *sl_sim_net(const sl_sim_t *sim);
@@ -151,6 +155,9 @@ sl_err sl_simswim_pause(sl_simswim_t *c, uint32_t id, bool paused);
 sl_err sl_simswim_leave(sl_simswim_t *c, uint32_t id);
 sl_err sl_simswim_partition(sl_simswim_t *c, const uint32_t *group);
 void sl_simswim_set_net(sl_simswim_t *c, const sl_sim_net_t *net);
+/* Call after changing node `id`'s core directly (sl_swim_set_meta, ...):
+ * sends its outputs, feeds its events to the checkers, reschedules it. */
+sl_err sl_simswim_touch(sl_simswim_t *c, uint32_t id);
 /* Plants a bug in every core, present and restarted (tests only). */
 void sl_simswim_set_bug(sl_simswim_t *c, sl_swim_bug bug);
 
