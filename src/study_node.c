@@ -31,94 +31,26 @@
 
 #include "starling/platform.h"
 #include "starling/study.h"
-#include "study_worker.h"
+#include "study_node_internal.h"
 
-#define CHUNK 60000
-#define MAX_STUDIES 16
-#define MAX_JOBS 32
-#define LOG_MAX 60000
-#define MAX_FILES 16
-
-/* A trial as read from the store in one pass. */
-typedef struct {
-    sl_trial_t t;                 /* the cores' view */
-    bool has_record;              /* its record was seen */
-    double *curve;                /* scheduler metric per epoch (max_epochs) */
-    sl_report_t *reports;         /* reports per epoch (max_epochs) */
-    bool *has_report;             /* which epochs have one */
-    sl_claim_t claim;             /* claim register */
-    bool has_claim;               /* one was seen */
-    sl_result_t result;           /* merged result */
-    bool has_result;              /* one was seen */
-    int failures;                 /* failures recorded */
-    bool stop;                    /* the leader asked it to stop */
-    int ck_epoch;                 /* epoch of the replicated checkpoint (0 = none) */
-} row_t;
-
-/* A study's view. */
-typedef struct {
-    char id[SL_TRIAL_ID_LEN + 1]; /* study id */
-    sl_study_spec_t *spec;        /* borrowed from the cache */
-    row_t *rows;                  /* trials */
-    size_t count;                 /* used */
-    size_t cap;                   /* allocated */
-    bool cancelled;               /* cancel key present */
-    bool finished;                /* finished key present */
-    uint64_t start_ms;            /* submit time */
-} view_t;
-
-/* A parsed spec kept per study. */
-typedef struct {
-    char id[SL_TRIAL_ID_LEN + 1]; /* study id ("" = free) */
-    sl_study_spec_t spec;         /* parsed */
-} cached_t;
-
-/* A trial this peer runs. */
-typedef struct {
-    char study[SL_TRIAL_ID_LEN + 1]; /* study id ("" = free) */
-    char trial[SL_TRIAL_ID_LEN + 1]; /* trial id */
-    uint64_t epoch;                  /* claim epoch held */
-    int rung;                        /* rung it trains to */
-    int last_epoch;                  /* last epoch reported */
-    int ck_written;                  /* last checkpoint epoch replicated */
-    uint64_t renew_ms;               /* next lease renewal */
-    sl_study_worker_t *w;            /* the worker */
-    char dir[1100];                  /* local checkpoint dir */
-    sl_buf_t log;                    /* log text (tail kept) */
-    bool log_dirty;                  /* log changed since written */
-    int outcome;                     /* sl_epoch_outcome once the target is reached, else -1 */
-} job_t;
-
-struct sl_study_node {
-    sl_node_t *node;                 /* the daemon */
-    sl_store_node_t *store;          /* its store */
-    sl_study_node_config_t cfg;      /* settings */
-    cached_t specs[MAX_STUDIES];     /* parsed specs */
-    job_t jobs[MAX_JOBS];            /* running trials */
-    sl_study_data_t *data;           /* shared data sets */
-    char root[1024];                 /* data_dir/studies */
-    uint64_t log_flush_ms;           /* next flush of the logs */
-    bool slots_written;              /* peer/NAME/slots is in the store */
-};
-
-static uint64_t wall_ms(void) { return sl_plat_wall_ms(); }
+uint64_t sl_study_node_wall_ms(void) { return sl_plat_wall_ms(); }
 
 static const char *self_name(sl_study_node_t *sn) { return sl_node_name(sn->node); }
 
-static sl_err put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
+sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
     sl_err err = sl_store_node_put(sn->store, key, strlen(key), val, len);
     if (err != SL_OK)
         sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s", key, sl_strerror(err));
     return err;
 }
 
-static sl_err get_str(sl_study_node_t *sn, const char *key, const uint8_t **v, size_t *len) {
+sl_err sl_study_node_get_str(sl_study_node_t *sn, const char *key, const uint8_t **v, size_t *len) {
     return sl_store_get(sl_store_node_store(sn->store), key, strlen(key), v, len);
 }
 
 /* ---- specs ---- */
 
-static const sl_study_spec_t *spec_of(sl_study_node_t *sn, const char *id) {
+const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id) {
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!strcmp(sn->specs[i].id, id))
             return &sn->specs[i].spec;
@@ -126,7 +58,7 @@ static const sl_study_spec_t *spec_of(sl_study_node_t *sn, const char *id) {
     snprintf(key, sizeof key, "study/%s/spec", id);
     const uint8_t *v;
     size_t len;
-    if (get_str(sn, key, &v, &len) != SL_OK)
+    if (sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
         return NULL;
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!sn->specs[i].id[0]) {
@@ -168,11 +100,11 @@ static void list_studies(sl_study_node_t *sn, idlist_t *l) {
 }
 
 /* Resolves a study id or name. */
-static sl_err resolve(sl_study_node_t *sn, const char *arg, char id[SL_TRIAL_ID_LEN + 1]) {
+sl_err sl_study_node_resolve(sl_study_node_t *sn, const char *arg, char id[SL_TRIAL_ID_LEN + 1]) {
     idlist_t l;
     list_studies(sn, &l);
     for (int i = 0; i < l.count; i++) {
-        const sl_study_spec_t *s = spec_of(sn, l.ids[i]);
+        const sl_study_spec_t *s = sl_study_node_spec(sn, l.ids[i]);
         if (!strcmp(l.ids[i], arg) || (s && !strcmp(s->name, arg))) {
             memcpy(id, l.ids[i], SL_TRIAL_ID_LEN + 1);
             return SL_OK;
@@ -183,7 +115,7 @@ static sl_err resolve(sl_study_node_t *sn, const char *arg, char id[SL_TRIAL_ID_
 
 /* ---- the view ---- */
 
-static void view_fini(view_t *v) {
+void sl_study_view_fini(view_t *v) {
     for (size_t i = 0; i < v->count; i++) {
         sl_free(v->rows[i].curve);
         sl_free(v->rows[i].reports);
@@ -313,7 +245,7 @@ static bool alive(sl_study_node_t *sn, const char *owner) {
     return m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT;
 }
 
-static job_t *job_find(sl_study_node_t *sn, const char *study, const char *trial) {
+job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial) {
     for (int i = 0; i < MAX_JOBS; i++)
         if (sn->jobs[i].study[0] && !strcmp(sn->jobs[i].study, study) &&
             !strcmp(sn->jobs[i].trial, trial))
@@ -322,9 +254,9 @@ static job_t *job_find(sl_study_node_t *sn, const char *study, const char *trial
 }
 
 /* Reads study S into v (states derived as docs/studies.md says). */
-static sl_err view_build(sl_study_node_t *sn, const char *id, view_t *v) {
+sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
     memset(v, 0, sizeof *v);
-    const sl_study_spec_t *spec = spec_of(sn, id);
+    const sl_study_spec_t *spec = sl_study_node_spec(sn, id);
     if (!spec)
         return SL_ENOTFOUND;
     memcpy(v->id, id, sizeof v->id);
@@ -336,18 +268,18 @@ static sl_err view_build(sl_study_node_t *sn, const char *id, view_t *v) {
     size_t len;
     char key[96];
     snprintf(key, sizeof key, "study/%s/cancel", id);
-    v->cancelled = get_str(sn, key, &val, &len) == SL_OK;
+    v->cancelled = sl_study_node_get_str(sn, key, &val, &len) == SL_OK;
     snprintf(key, sizeof key, "study/%s/finished", id);
-    v->finished = get_str(sn, key, &val, &len) == SL_OK;
+    v->finished = sl_study_node_get_str(sn, key, &val, &len) == SL_OK;
     snprintf(key, sizeof key, "study/%s/start", id);
-    if (get_str(sn, key, &val, &len) == SL_OK) {
+    if (sl_study_node_get_str(sn, key, &val, &len) == SL_OK) {
         char b[32];
         snprintf(b, sizeof b, "%.*s", (int)(len < 31 ? len : 31), (const char *)val);
         v->start_ms = strtoull(b, NULL, 10);
     }
     /* drop rows without a record (their record has not arrived yet) */
     size_t w = 0;
-    uint64_t now = wall_ms();
+    uint64_t now = sl_study_node_wall_ms();
     for (size_t i = 0; i < v->count; i++) {
         row_t *r = &v->rows[i];
         if (!r->has_record) {
@@ -371,7 +303,7 @@ static sl_err view_build(sl_study_node_t *sn, const char *id, view_t *v) {
         bool live = r->has_claim && !r->claim.released && r->claim.lease_expiry_ms > now &&
                     alive(sn, r->claim.owner);
         if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)) && !r->claim.released &&
-            !job_find(sn, id, r->t.id))
+            !sl_study_node_job(sn, id, r->t.id))
             live = false; /* ours from before a restart */
         if (r->has_result)
             r->t.state = r->result.state;
@@ -399,7 +331,7 @@ static void write_claim(sl_study_node_t *sn, const char *study, const char *tria
     size_t len;
     snprintf(key, sizeof key, "study/%s/t/%s/claim", study, trial);
     if (sl_claim_encode(c, val, sizeof val, &len) == SL_OK)
-        put_str(sn, key, val, len);
+        sl_study_node_put_str(sn, key, val, len);
 }
 
 static void write_result(sl_study_node_t *sn, const char *study, const char *trial,
@@ -417,7 +349,7 @@ static void write_result(sl_study_node_t *sn, const char *study, const char *tri
     snprintf(key, sizeof key, "study/%s/t/%s/res/%s@%" PRIu64, study, trial, self_name(sn),
              claim_epoch);
     if (sl_result_encode(&r, val, sizeof val, &len) == SL_OK)
-        put_str(sn, key, val, len);
+        sl_study_node_put_str(sn, key, val, len);
 }
 
 /* Replicates the files of a job's checkpoint directory as chunks, then
@@ -464,9 +396,9 @@ static void write_checkpoint(sl_study_node_t *sn, job_t *j, int epoch) {
     const uint8_t *old;
     size_t ol;
     cJSON *prev = NULL;
-    if (get_str(sn, key, &old, &ol) == SL_OK)
+    if (sl_study_node_get_str(sn, key, &old, &ol) == SL_OK)
         prev = cJSON_ParseWithLength((const char *)old, ol);
-    put_str(sn, key, txt, strlen(txt));
+    sl_study_node_put_str(sn, key, txt, strlen(txt));
     free(txt);
     int pe = cJSON_IsNumber(cJSON_GetObjectItem(prev, "epoch"))
                  ? (int)cJSON_GetObjectItem(prev, "epoch")->valuedouble
@@ -488,14 +420,14 @@ static void write_checkpoint(sl_study_node_t *sn, job_t *j, int epoch) {
 }
 
 /* Writes the replicated checkpoint of a trial into `dir`; its epoch, or 0. */
-static int restore_checkpoint(sl_study_node_t *sn, const char *study, const char *trial,
+int sl_study_node_restore(sl_study_node_t *sn, const char *study, const char *trial,
                               const char *dir) {
     sl_study_dir_clear(dir);
     char key[128];
     snprintf(key, sizeof key, "study/%s/t/%s/ck", study, trial);
     const uint8_t *v;
     size_t vl;
-    if (get_str(sn, key, &v, &vl) != SL_OK)
+    if (sl_study_node_get_str(sn, key, &v, &vl) != SL_OK)
         return 0;
     cJSON *man = cJSON_ParseWithLength((const char *)v, vl);
     int epoch = cJSON_IsNumber(cJSON_GetObjectItem(man, "epoch"))
@@ -520,7 +452,7 @@ static int restore_checkpoint(sl_study_node_t *sn, const char *study, const char
                      nm->valuestring, c);
             const uint8_t *cv;
             size_t cl;
-            if (get_str(sn, k, &cv, &cl) != SL_OK || at + cl > len) {
+            if (sl_study_node_get_str(sn, k, &cv, &cl) != SL_OK || at + cl > len) {
                 ok = false;
                 break;
             }
@@ -564,7 +496,7 @@ static void job_flush_log(sl_study_node_t *sn, job_t *j) {
         return;
     char key[128];
     snprintf(key, sizeof key, "study/%s/t/%s/log", j->study, j->trial);
-    put_str(sn, key, j->log.data, j->log.len);
+    sl_study_node_put_str(sn, key, j->log.data, j->log.len);
     j->log_dirty = false;
 }
 
@@ -585,7 +517,7 @@ static void job_release(sl_study_node_t *sn, job_t *j) {
     const uint8_t *v;
     size_t vl;
     sl_claim_t cur, next;
-    if (get_str(sn, key, &v, &vl) != SL_OK || sl_claim_decode((const char *)v, vl, &cur) != SL_OK)
+    if (sl_study_node_get_str(sn, key, &v, &vl) != SL_OK || sl_claim_decode((const char *)v, vl, &cur) != SL_OK)
         return;
     if (sl_claim_release(&cur, self_name(sn), j->epoch, &next) == SL_OK)
         write_claim(sn, j->study, j->trial, &next);
@@ -614,13 +546,13 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
     j->rung = r->t.rung;
     snprintf(j->dir, sizeof j->dir, "%s/%s/%s", sn->root, v->id, r->t.id);
     sl_plat_mkdirs(j->dir, 0700);
-    int from = restore_checkpoint(sn, v->id, r->t.id, j->dir);
+    int from = sl_study_node_restore(sn, v->id, r->t.id, j->dir);
     {   /* the log goes on from the previous owners' */
         char key[128];
         const uint8_t *lv;
         size_t ll;
         snprintf(key, sizeof key, "study/%s/t/%s/log", v->id, r->t.id);
-        if (get_str(sn, key, &lv, &ll) == SL_OK && ll > 0)
+        if (sl_study_node_get_str(sn, key, &lv, &ll) == SL_OK && ll > 0)
             sl_buf_printf(&j->log, "%.*s", (int)ll, (const char *)lv);
     }
     j->ck_written = from;
@@ -639,7 +571,7 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
              self_name(sn), claim->epoch, r->t.rung, from + 1, job.target_epochs);
     job_log(j, line);
     sl_log(SL_LOG_INFO, "STUDY-RUN", "study %s trial %s: %s", v->id, r->t.id, line);
-    j->renew_ms = wall_ms() + v->spec->lease_ms / 3;
+    j->renew_ms = sl_study_node_wall_ms() + v->spec->lease_ms / 3;
     j->outcome = -1;
     if (sl_study_worker_start(&job, &j->w) != SL_OK) {
         job_release(sn, j);
@@ -658,7 +590,7 @@ static void lead(sl_study_node_t *sn, view_t *v, int capacity) {
         ts[i] = v->rows[i].t;
     sv.trials = ts;
     sv.trial_count = v->count;
-    uint64_t now = wall_ms();
+    uint64_t now = sl_study_node_wall_ms();
     sv.elapsed_s = v->start_ms && now > v->start_ms ? (now - v->start_ms) / 1000 : 0;
     sl_decisions_t d = {0};
     if (sl_sched_decide(v->spec, &sv, &d) != SL_OK) {
@@ -683,21 +615,21 @@ static void lead(sl_study_node_t *sn, view_t *v, int capacity) {
             t.config = x->config;
             snprintf(key, sizeof key, "study/%s/t/%s", v->id, x->trial_id);
             if (sl_trial_record_encode(v->spec, &t, val, sizeof val, &len) == SL_OK)
-                put_str(sn, key, val, len);
+                sl_study_node_put_str(sn, key, val, len);
         } else if (x->kind == SL_DECISION_PROMOTE) {
             snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", v->id, x->trial_id, x->rung);
-            put_str(sn, key, x->reason, strlen(x->reason));
+            sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
         } else if (x->kind == SL_DECISION_STOP && r) {
             if (r->t.state == SL_TRIAL_RUNNING) {
                 snprintf(key, sizeof key, "study/%s/t/%s/stop", v->id, x->trial_id);
-                put_str(sn, key, x->reason, strlen(x->reason));
+                sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
             } else {
                 write_result(sn, v->id, x->trial_id, SL_TRIAL_DONE, r->t.epochs_done,
                              r->has_claim ? r->claim.epoch : 0, x->reason);
             }
         } else if (x->kind == SL_DECISION_FINISH) {
             snprintf(key, sizeof key, "study/%s/finished", v->id);
-            put_str(sn, key, x->reason, strlen(x->reason));
+            sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
             sl_log(SL_LOG_NOTICE, "STUDY-FINISH", "study %s (%s) finished: %s", v->id,
                    v->spec->name, x->reason);
         }
@@ -735,7 +667,7 @@ static void members_build(sl_study_node_t *sn, const view_t *v, int concurrency,
             const uint8_t *val;
             size_t len;
             snprintf(key, sizeof key, "peer/%s/slots", ms->names[k]);
-            if (get_str(sn, key, &val, &len) == SL_OK && len > 0 && len < 8) {
+            if (sl_study_node_get_str(sn, key, &val, &len) == SL_OK && len > 0 && len < 8) {
                 char b[8];
                 memcpy(b, val, len);
                 b[len] = 0;
@@ -767,7 +699,7 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
             j->last_epoch = e;
             snprintf(key, sizeof key, "study/%s/t/%s/m/%05d", j->study, j->trial, e);
             if (sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
-                put_str(sn, key, line, len);
+                sl_study_node_put_str(sn, key, line, len);
             sl_epoch_outcome out = sl_claim_after_epoch(spec, j->rung, e, false, 0);
             if (spec->trainer == SL_TRAINER_BUILTIN && sl_claim_checkpoint_due(spec, e, out))
                 write_checkpoint(sn, j, e);
@@ -790,7 +722,7 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
                 char key[160];
                 snprintf(key, sizeof key, "study/%s/t/%s/fail/%" PRIu64, j->study, j->trial,
                          j->epoch);
-                put_str(sn, key, ev->text, strlen(ev->text));
+                sl_study_node_put_str(sn, key, ev->text, strlen(ev->text));
                 int failures = (r ? r->failures : 0) + 1;
                 sl_epoch_outcome out =
                     sl_claim_after_epoch(spec, j->rung, j->last_epoch, true, failures);
@@ -809,7 +741,7 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
 
 static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     view_t v;
-    if (view_build(sn, id, &v) != SL_OK)
+    if (sl_study_view_build(sn, id, &v) != SL_OK)
         return;
     const sl_study_spec_t *spec = v.spec;
     int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : (sn->cfg.slots < 0 ? 0 : spec->concurrency);
@@ -855,8 +787,8 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     }
     if (v.finished)
         goto out;
-    view_fini(&v);
-    if (view_build(sn, id, &v) != SL_OK)
+    sl_study_view_fini(&v);
+    if (sl_study_view_build(sn, id, &v) != SL_OK)
         goto out;
     /* the leader of this round */
     sl_sched_view_t sv = {.study_id = id, .capacity = 1, .cancelled = v.cancelled};
@@ -877,8 +809,8 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
         for (size_t i = 0; i < v.count; i++)
             cap += v.rows[i].t.state == SL_TRIAL_RUNNING;
         lead(sn, &v, cap);
-        view_fini(&v);
-        if (view_build(sn, id, &v) != SL_OK)
+        sl_study_view_fini(&v);
+        if (sl_study_view_build(sn, id, &v) != SL_OK)
             goto out;
     }
     if (v.finished || v.cancelled || sl_plat_stop_requested())
@@ -894,7 +826,7 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
         row_t *r = &v.rows[i];
         int target = sl_sched_rung_epochs(spec, r->t.bracket, r->t.rung);
         if (r->has_result || r->stop || r->t.epochs_done >= target ||
-            job_find(sn, id, r->t.id))
+            sl_study_node_job(sn, id, r->t.id))
             continue;
         sl_claim_cand_t *c = &cands[nc++];
         c->trial_id = r->t.id;
@@ -904,7 +836,7 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
             c->claim = r->claim;
         c->owner_alive = r->has_claim && alive(sn, r->claim.owner);
         if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)))
-            c->owner_alive = false; /* ours, but no worker here: from before a restart */
+            c->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
         c->needs_work = true;
     }
     if (nc && sl_claim_pick(cands, nc, ms->m, ms->count, self_name(sn), now, spec->lease_ms,
@@ -926,18 +858,18 @@ claims_out:
     sl_free(next);
 out:
     sl_free(ms);
-    view_fini(&v);
+    sl_study_view_fini(&v);
 }
 
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     (void)node;
     sl_study_node_t *sn = ctx;
-    uint64_t now = wall_ms();
+    uint64_t now = sl_study_node_wall_ms();
     if (!sn->slots_written) { /* others rank trials by who has slots */
         char key[SL_NAME_MAX + 32], val[16];
         snprintf(key, sizeof key, "peer/%s/slots", self_name(sn));
         snprintf(val, sizeof val, "%d", sn->cfg.slots);
-        sn->slots_written = put_str(sn, key, val, strlen(val)) == SL_OK;
+        sn->slots_written = sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
     }
     if (!sl_plat_stop_requested()) {
         idlist_t l;
@@ -965,7 +897,7 @@ static void on_stop(void *ctx, sl_node_t *node) {
         if (!j->study[0])
             continue;
         sl_study_worker_stop(j->w);
-        const sl_study_spec_t *spec = spec_of(sn, j->study);
+        const sl_study_spec_t *spec = sl_study_node_spec(sn, j->study);
         sl_wev_t *ev;
         while ((ev = sl_study_worker_pop(j->w))) {
             if (ev->kind == SL_WEV_EPOCH && spec) {
@@ -975,7 +907,7 @@ static void on_stop(void *ctx, sl_node_t *node) {
                 snprintf(key, sizeof key, "study/%s/t/%s/m/%05d", j->study, j->trial,
                          ev->report.epoch);
                 if (sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
-                    put_str(sn, key, line, len);
+                    sl_study_node_put_str(sn, key, line, len);
             } else if (ev->kind == SL_WEV_LOG) {
                 job_log(j, ev->text);
             }
@@ -989,412 +921,6 @@ static void on_stop(void *ctx, sl_node_t *node) {
         job_release(sn, j);
         job_free(sn, j, false);
     }
-}
-
-/* ---- control commands ---- */
-
-static char *arg_str(const sl_ctl_req_t *req, size_t i) {
-    if (i >= req->arg_count)
-        return NULL;
-    char *s = sl_malloc(req->args[i].len + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, req->args[i].ptr, req->args[i].len);
-    s[req->args[i].len] = 0;
-    return s;
-}
-
-static sl_err reply_text(sl_ctl_call_t *call, sl_err st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sl_err reply_text(sl_ctl_call_t *call, sl_err st, const char *fmt, ...) {
-    char b[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof b, fmt, ap);
-    va_end(ap);
-    return sl_ctl_reply(call, st, b, strlen(b), false);
-}
-
-/* Replies with a large body in parts of up to 1 MiB. */
-static sl_err reply_big(sl_ctl_call_t *call, const void *data, size_t len) {
-    const uint8_t *p = data;
-    size_t part = 1u << 20;
-    do {
-        size_t n = len > part ? part : len;
-        sl_err err = sl_ctl_reply(call, SL_OK, p, n, len > n);
-        if (err != SL_OK)
-            return err;
-        p += n;
-        len -= n;
-    } while (len > 0);
-    return SL_OK;
-}
-
-static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                         sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: submit STUDY_JSON");
-    sl_study_spec_t *spec = sl_calloc(1, sizeof *spec);
-    if (!spec)
-        return SL_ENOMEM;
-    char why[512] = "";
-    sl_err err = sl_study_spec_parse((const char *)req->args[0].ptr, req->args[0].len, spec,
-                                     why, sizeof why);
-    if (err != SL_OK) {
-        sl_free(spec);
-        return reply_text(call, err, "study refused: %s", why);
-    }
-    char id[SL_TRIAL_ID_LEN + 1], key[96], body[256];
-    sl_study_spec_id(spec, id);
-    snprintf(key, sizeof key, "study/%s/spec", id);
-    const uint8_t *v;
-    size_t vl;
-    bool exists = get_str(sn, key, &v, &vl) == SL_OK;
-    if (!exists) {
-        char start[32];
-        snprintf(start, sizeof start, "%" PRIu64, wall_ms());
-        char sk[96];
-        snprintf(sk, sizeof sk, "study/%s/start", id);
-        err = put_str(sn, sk, start, strlen(start));
-        if (err == SL_OK)
-            err = put_str(sn, key, (const char *)req->args[0].ptr, req->args[0].len);
-        if (err != SL_OK) {
-            sl_free(spec);
-            return reply_text(call, err, "cannot store the study: %s", sl_strerror(err));
-        }
-        sl_log(SL_LOG_NOTICE, "STUDY-SUBMIT", "study %s (%s) submitted: %s, %s, %u trials", id,
-               spec->name, sl_search_name(spec->searcher), sl_sched_name(spec->scheduler),
-               (unsigned)spec->budget_trials);
-    }
-    snprintf(body, sizeof body, "{\"study\":\"%s\",\"name\":\"%s\",\"new\":%s}", id, spec->name,
-             exists ? "false" : "true");
-    sl_free(spec);
-    return sl_ctl_reply(call, SL_OK, body, strlen(body), false);
-}
-
-/* Resolves the first argument and builds the view; replies on error. */
-static sl_err open_study(sl_study_node_t *sn, const sl_ctl_req_t *req, sl_ctl_call_t *call,
-                         size_t want_args, view_t *v, bool *replied) {
-    *replied = true;
-    if (req->arg_count < want_args) {
-        reply_text(call, SL_EINVAL, "missing arguments: STUDY%s",
-                   want_args > 1 ? " TRIAL" : "");
-        return SL_EINVAL;
-    }
-    char *a = arg_str(req, 0), id[SL_TRIAL_ID_LEN + 1];
-    sl_err err = a ? resolve(sn, a, id) : SL_ENOMEM;
-    if (err != SL_OK) {
-        reply_text(call, SL_ENOTFOUND, "no study '%s' on this peer (peerctl submit prints the id)",
-                   a ? a : "");
-        sl_free(a);
-        return err;
-    }
-    sl_free(a);
-    err = view_build(sn, id, v);
-    if (err != SL_OK)
-        reply_text(call, err, "study %s: cannot read it: %s", id, sl_strerror(err));
-    return err;
-}
-
-static cJSON *report_json(const sl_report_t *r) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "epoch", r->epoch);
-    for (int i = 0; i < r->metric_count; i++)
-        cJSON_AddNumberToObject(o, r->metrics[i].name, r->metrics[i].value);
-    return o;
-}
-
-static sl_err cmd_status(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                         sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 1, &v, &replied) != SL_OK)
-        return SL_OK;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "study", v.id);
-    cJSON_AddStringToObject(root, "name", v.spec->name);
-    cJSON_AddNumberToObject(root, "budget", v.spec->budget_trials);
-    cJSON_AddNumberToObject(root, "max_epochs", v.spec->max_epochs);
-    cJSON_AddStringToObject(root, "objective", v.spec->objectives[0].metric);
-    char key[96];
-    const uint8_t *fv;
-    size_t fl;
-    snprintf(key, sizeof key, "study/%s/finished", v.id);
-    if (get_str(sn, key, &fv, &fl) == SL_OK) {
-        char b[200];
-        snprintf(b, sizeof b, "%.*s", (int)(fl < 199 ? fl : 199), (const char *)fv);
-        cJSON_AddStringToObject(root, "finished", b);
-    } else {
-        cJSON_AddNullToObject(root, "finished");
-    }
-    cJSON_AddBoolToObject(root, "cancelled", v.cancelled);
-    cJSON *arr = cJSON_AddArrayToObject(root, "trials");
-    for (size_t i = 0; i < v.count; i++) {
-        row_t *r = &v.rows[i];
-        cJSON *o = cJSON_CreateObject();
-        char cfg[SL_CONFIG_JSON_MAX];
-        size_t cl;
-        cJSON_AddStringToObject(o, "trial", r->t.id);
-        cJSON_AddNumberToObject(o, "ordinal", (double)r->t.ordinal);
-        if (sl_space_encode(v.spec, &r->t.config, cfg, sizeof cfg, &cl) == SL_OK)
-            cJSON_AddItemToObject(o, "config", cJSON_ParseWithLength(cfg, cl));
-        cJSON_AddStringToObject(o, "owner", r->has_claim ? r->claim.owner : "");
-        cJSON_AddNumberToObject(o, "claim_epoch", r->has_claim ? (double)r->claim.epoch : 0);
-        cJSON_AddStringToObject(o, "state", sl_trial_state_name(r->t.state));
-        cJSON_AddNumberToObject(o, "epoch", r->t.epochs_done);
-        cJSON_AddNumberToObject(o, "rung", r->t.rung);
-        cJSON_AddNumberToObject(o, "target", sl_sched_rung_epochs(v.spec, r->t.bracket, r->t.rung));
-        cJSON_AddNumberToObject(o, "failures", r->failures);
-        cJSON_AddNumberToObject(o, "checkpoint", r->ck_epoch);
-        if (r->has_result)
-            cJSON_AddStringToObject(o, "reason", r->result.reason);
-        if (r->t.epochs_done > 0 && r->has_report[r->t.epochs_done - 1])
-            cJSON_AddItemToObject(o, "metrics", report_json(&r->reports[r->t.epochs_done - 1]));
-        cJSON_AddItemToArray(arr, o);
-    }
-    char *txt = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    view_fini(&v);
-    if (!txt)
-        return SL_ENOMEM;
-    sl_err err = reply_big(call, txt, strlen(txt));
-    free(txt);
-    return err;
-}
-
-/* The result writers' input from a view. */
-static sl_trial_result_t *results_of(view_t *v, sl_report_t **packed) {
-    sl_trial_result_t *rs = sl_calloc(v->count + 1, sizeof *rs);
-    *packed = sl_calloc((v->count + 1) * (size_t)(v->spec->max_epochs + 1), sizeof **packed);
-    if (!rs || !*packed) {
-        sl_free(rs);
-        sl_free(*packed);
-        *packed = NULL;
-        return NULL;
-    }
-    for (size_t i = 0; i < v->count; i++) {
-        row_t *r = &v->rows[i];
-        sl_report_t *p = *packed + i * (size_t)(v->spec->max_epochs + 1);
-        int n = 0;
-        for (int e = 1; e <= v->spec->max_epochs; e++)
-            if (r->has_report[e - 1])
-                p[n++] = r->reports[e - 1];
-        rs[i].trial = &r->t;
-        rs[i].epochs = p;
-        rs[i].epoch_count = n;
-        rs[i].owner = r->has_claim ? r->claim.owner : NULL;
-    }
-    return rs;
-}
-
-static sl_err cmd_results(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                          sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 1, &v, &replied) != SL_OK)
-        return SL_OK;
-    sl_report_t *packed = NULL;
-    sl_trial_result_t *rs = results_of(&v, &packed);
-    sl_buf_t lb = {0}, mb = {0}, pb = {0};
-    sl_err err = rs ? SL_OK : SL_ENOMEM;
-    if (err == SL_OK)
-        err = sl_report_leaderboard(v.spec, rs, v.count, &lb);
-    if (err == SL_OK)
-        err = sl_report_models_json(v.spec, v.id, rs, v.count, 10, &mb);
-    if (err == SL_OK)
-        err = sl_report_pareto_json(v.spec, v.id, rs, v.count, &pb);
-    if (err == SL_OK) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "study", v.id);
-        cJSON_AddStringToObject(root, "leaderboard", lb.data ? lb.data : "");
-        cJSON_AddItemToObject(root, "models", cJSON_Parse(mb.data ? mb.data : "null"));
-        cJSON_AddItemToObject(root, "pareto", cJSON_Parse(pb.data ? pb.data : "null"));
-        char *txt = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
-        err = txt ? reply_big(call, txt, strlen(txt)) : SL_ENOMEM;
-        free(txt);
-    } else {
-        reply_text(call, err, "cannot build the results: %s", sl_strerror(err));
-        err = SL_OK;
-    }
-    sl_buf_fini(&lb);
-    sl_buf_fini(&mb);
-    sl_buf_fini(&pb);
-    sl_free(rs);
-    sl_free(packed);
-    view_fini(&v);
-    return err;
-}
-
-static sl_err cmd_plot(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                       sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 1, &v, &replied) != SL_OK)
-        return SL_OK;
-    sl_report_t *packed = NULL;
-    sl_trial_result_t *rs = results_of(&v, &packed);
-    cJSON *root = cJSON_CreateObject();
-    sl_buf_t b = {0};
-    if (rs && sl_plot_curves(v.spec, rs, v.count, v.spec->objectives[0].metric, &b) == SL_OK &&
-        b.data)
-        cJSON_AddStringToObject(root, "curves.svg", b.data);
-    sl_buf_fini(&b);
-    memset(&b, 0, sizeof b);
-    if (rs && v.spec->objective_count >= 2 &&
-        sl_plot_pareto(v.spec, rs, v.count, 0, 1, &b) == SL_OK && b.data)
-        cJSON_AddStringToObject(root, "pareto.svg", b.data);
-    sl_buf_fini(&b);
-    char *txt = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    sl_err err = txt ? reply_big(call, txt, strlen(txt)) : SL_ENOMEM;
-    free(txt);
-    sl_free(rs);
-    sl_free(packed);
-    view_fini(&v);
-    return err;
-}
-
-static row_t *find_row(view_t *v, const sl_ctl_req_t *req) {
-    for (size_t i = 0; i < v->count; i++)
-        if (req->args[1].len >= 4 && req->args[1].len <= SL_TRIAL_ID_LEN &&
-            !memcmp(v->rows[i].t.id, req->args[1].ptr, req->args[1].len))
-            return &v->rows[i];
-    return NULL;
-}
-
-static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                       sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 2, &v, &replied) != SL_OK)
-        return SL_OK;
-    row_t *r = find_row(&v, req);
-    sl_err err;
-    if (!r) {
-        err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
-                         (int)req->args[1].len, (const char *)req->args[1].ptr);
-    } else {
-        job_t *j = job_find(sn, v.id, r->t.id);
-        if (j && j->log.data) {
-            err = reply_big(call, j->log.data, j->log.len);
-        } else {
-            char key[128];
-            const uint8_t *lv;
-            size_t ll;
-            snprintf(key, sizeof key, "study/%s/t/%s/log", v.id, r->t.id);
-            if (get_str(sn, key, &lv, &ll) == SL_OK && ll > 0)
-                err = reply_big(call, lv, ll);
-            else
-                err = sl_ctl_reply(call, SL_OK, "", 0, false);
-        }
-    }
-    view_fini(&v);
-    return err;
-}
-
-static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                        sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 2, &v, &replied) != SL_OK)
-        return SL_OK;
-    row_t *r = find_row(&v, req);
-    sl_err err = SL_OK;
-    char why[256] = "";
-    if (!r) {
-        err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
-                         (int)req->args[1].len, (const char *)req->args[1].ptr);
-        goto out;
-    }
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%.1000s/fetch-%s", sn->root, r->t.id);
-    sl_plat_mkdirs(dir, 0700);
-    int ep = restore_checkpoint(sn, v.id, r->t.id, dir);
-    if (ep == 0) {
-        err = reply_text(call, SL_ENOTFOUND, "trial %s has no replicated checkpoint yet", r->t.id);
-        goto out;
-    }
-    char path[1300];
-    uint8_t *data = NULL;
-    size_t len = 0;
-    if (v.spec->trainer == SL_TRAINER_BUILTIN) {
-        /* load the checkpoint into a trainer and export the weights */
-        sl_nn_train_cfg_t cfg;
-        char model[SL_STUDY_TEMPLATE_MAX];
-        sl_nn_data_t *tr = NULL, *te = NULL;
-        sl_nn_backend_t *be = NULL;
-        sl_nn_trainer_t *tn = NULL;
-        err = sl_study_train_cfg(v.spec, &r->t.config, r->t.id, ep, &cfg, model, sizeof model,
-                                 why, sizeof why);
-        if (err == SL_OK)
-            err = sl_nn_data_load(v.spec->dataset, &tr, &te, why, sizeof why);
-        /* the same settings as the run (the checkpoint checks them); this
-           loads the data set and blocks the loop for about a second */
-        if (err == SL_OK)
-            err = sl_nn_backend_open("cpu", 1, &be, why, sizeof why);
-        if (err == SL_OK)
-            err = sl_nn_trainer_new(be, &cfg, tr, te, &tn, why, sizeof why);
-        snprintf(path, sizeof path, "%s/checkpoint.slck", dir);
-        if (err == SL_OK)
-            err = sl_nn_checkpoint_load(tn, path, why, sizeof why);
-        snprintf(path, sizeof path, "%s/model.npz", dir);
-        if (err == SL_OK)
-            err = sl_nn_export_npz(tn, path, why, sizeof why);
-        sl_nn_trainer_destroy(&tn);
-        sl_nn_backend_destroy(&be);
-        sl_nn_data_destroy(&tr);
-        sl_nn_data_destroy(&te);
-    } else {
-        char names[MAX_FILES][128];
-        int n = sl_study_dir_files(dir, names, MAX_FILES);
-        snprintf(path, sizeof path, "%s/%.127s", dir, n > 0 ? names[0] : "none");
-    }
-    if (err == SL_OK)
-        err = sl_plat_read_file(path, 256u << 20, &data, &len);
-    if (err == SL_OK) {
-        err = reply_big(call, data, len);
-    } else {
-        err = reply_text(call, err, "cannot export trial %s: %s", r->t.id,
-                         why[0] ? why : sl_strerror(err));
-    }
-    sl_free(data);
-    sl_study_dir_clear(dir);
-    rmdir(dir);
-out:
-    view_fini(&v);
-    return err;
-}
-
-static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                         sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
-    view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 1, &v, &replied) != SL_OK)
-        return SL_OK;
-    char key[96];
-    snprintf(key, sizeof key, "study/%s/cancel", v.id);
-    sl_err err = put_str(sn, key, "cancelled", 9);
-    char body[128];
-    snprintf(body, sizeof body, "{\"study\":\"%s\",\"cancelled\":true}", v.id);
-    view_fini(&v);
-    if (err != SL_OK)
-        return reply_text(call, err, "cannot cancel: %s", sl_strerror(err));
-    return sl_ctl_reply(call, SL_OK, body, strlen(body), false);
 }
 
 sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
@@ -1415,15 +941,8 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
         goto fail;
     if ((err = sl_study_data_new(&sn->data)) != SL_OK)
         goto fail;
-    static const struct {
-        const char *name;
-        sl_ctl_fn fn;
-    } cmds[] = {{"submit", cmd_submit}, {"status", cmd_status}, {"results", cmd_results},
-                {"logs", cmd_logs},     {"fetch", cmd_fetch},   {"plot", cmd_plot},
-                {"cancel", cmd_cancel}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if ((err = sl_node_ctl_register(node, cmds[i].name, cmds[i].fn, sn)) != SL_OK)
-            goto fail;
+    if ((err = sl_study_ctl_register(sn)) != SL_OK)
+        goto fail;
     if ((err = sl_node_tick_register(node, tick, sn)) != SL_OK)
         goto fail;
     if ((err = sl_node_stop_listen(node, on_stop, sn)) != SL_OK)
