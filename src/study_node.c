@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -500,12 +501,31 @@ static void job_flush_log(sl_study_node_t *sn, job_t *j) {
     j->log_dirty = false;
 }
 
+/* Joins the cancelled workers that have ended. */
+static void reap_orphans(sl_study_node_t *sn) {
+    int w = 0;
+    for (int i = 0; i < sn->orphan_count; i++) {
+        if (sl_study_worker_ended(sn->orphans[i]))
+            sl_study_worker_destroy(&sn->orphans[i]);
+        else
+            sn->orphans[w++] = sn->orphans[i];
+    }
+    sn->orphan_count = w;
+}
+
 static void job_free(sl_study_node_t *sn, job_t *j, bool wait) {
     job_flush_log(sn, j);
-    if (wait)
+    if (wait) {
         sl_study_worker_destroy(&j->w);
-    else
-        sl_study_worker_abandon(&j->w);
+    } else if (j->w) { /* never wait on the loop: it ends on its own */
+        sl_study_worker_cancel(j->w);
+        reap_orphans(sn);
+        if (sn->orphan_count < MAX_JOBS)
+            sn->orphans[sn->orphan_count++] = j->w;
+        else
+            sl_study_worker_abandon(&j->w);
+        j->w = NULL;
+    }
     sl_buf_fini(&j->log);
     memset(j, 0, sizeof *j);
 }
@@ -877,6 +897,7 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         for (int i = 0; i < l.count; i++)
             study_turn(sn, l.ids[i], now);
     }
+    reap_orphans(sn);
     if (now >= sn->log_flush_ms) {
         for (int i = 0; i < MAX_JOBS; i++)
             if (sn->jobs[i].study[0])
@@ -961,10 +982,25 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     sl_study_node_t *sn = *snp;
     for (int i = 0; i < MAX_JOBS; i++)
         if (sn->jobs[i].study[0]) {
-            sl_study_worker_abandon(&sn->jobs[i].w);
+            sl_study_worker_cancel(sn->jobs[i].w);
+            if (sn->orphan_count < MAX_JOBS)
+                sn->orphans[sn->orphan_count++] = sn->jobs[i].w;
+            else
+                sl_study_worker_abandon(&sn->jobs[i].w);
             sl_buf_fini(&sn->jobs[i].log);
         }
-    /* abandoned threads may still read the data sets: keep them (exiting) */
+    /* cancelled commands end within a poll period; a builtin epoch may not */
+    uint64_t end = sl_plat_now_ns() + 500000000ull;
+    while (sn->orphan_count > 0 && sl_plat_now_ns() < end) {
+        reap_orphans(sn);
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL); /* waiting for threads to end at exit */
+    }
+    reap_orphans(sn);
+    for (int i = 0; i < sn->orphan_count; i++)
+        sl_study_worker_abandon(&sn->orphans[i]);
+    if (sn->orphan_count == 0) /* abandoned threads may still read the data sets */
+        sl_study_data_destroy(&sn->data);
     sl_free(sn);
     *snp = NULL;
 }

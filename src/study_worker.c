@@ -345,6 +345,13 @@ sl_err sl_study_worker_start(const sl_study_job_t *job, sl_study_worker_t **out)
 
 void sl_study_worker_stop(sl_study_worker_t *w) { atomic_store(&w->stop, true); }
 
+void sl_study_worker_cancel(sl_study_worker_t *w) {
+    atomic_store(&w->stop, true);
+    int pid = atomic_load(&w->child);
+    if (pid > 0)
+        kill(-pid, SIGKILL);
+}
+
 sl_wev_t *sl_study_worker_pop(sl_study_worker_t *w) {
     pthread_mutex_lock(&w->mu);
     sl_wev_t *ev = w->head;
@@ -397,7 +404,7 @@ int sl_study_dir_files(const char *dir, char names[][128], int max) {
         struct stat st;
         snprintf(p, sizeof p, "%.1100s/%.127s", dir, e->d_name);
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-            snprintf(names[n++], 128, "%s", e->d_name);
+            snprintf(names[n++], 128, "%.127s", e->d_name);
     }
     closedir(d);
     return n;

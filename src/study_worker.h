@@ -51,6 +51,9 @@ typedef struct {
 sl_err sl_study_worker_start(const sl_study_job_t *job, sl_study_worker_t **out);
 /* Asks the worker to stop (between epochs; a child process is killed). */
 void sl_study_worker_stop(sl_study_worker_t *w);
+/* Stops at once: a command's process group is killed; a builtin epoch in
+ * progress still runs to its end (the thread then ends). */
+void sl_study_worker_cancel(sl_study_worker_t *w);
 /* Pops the next event (caller sl_free's it), or NULL. */
 sl_wev_t *sl_study_worker_pop(sl_study_worker_t *w);
 /* The thread has ended (every event queued). */
