@@ -155,6 +155,18 @@ assert set(res) == trials, f"trials without a result: {trials - set(res)}"
 dup = {t: n for t, n in res.items() if n != 1}
 assert not dup, f"results written more than once: {dup}"
 PY
+# a second study, cancelled: it ends without running its budget
+sed 's/"seed": 7/"seed": 8/; s/"name": "cluster-toy"/"name": "cancel-me"/' "$STUDY_FILE" >"$CLUSTER_DIR/cancel.json"
+SID2=$(ctl p0 submit "$CLUSTER_DIR/cancel.json") || fail "second submit failed"
+[ "$SID2" != "$SID" ] || fail "two different studies got one id"
+ctl p1 cancel cancel-me >/dev/null || fail "cancel by name failed"
+cancelled_finished() {
+    ctl p2 status "$SID2" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+sys.exit(0 if s["cancelled"] and s["finished"] and all(t["state"] in ("done", "failed") for t in s["trials"]) else 1)'
+}
+wait_until 30 "the cancelled study finishes" cancelled_finished
 log "leaderboard:"
 head -5 "$CLUSTER_DIR/leaderboard.txt" >&2
 log "PASS"
