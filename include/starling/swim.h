@@ -69,10 +69,10 @@ void sl_intern_usage(const sl_intern_t *pool, size_t *count, size_t *bytes);
 /* Timing and protocol parameters. sl_swim_config_defaults() fills them;
  * a zero field in a config passed to sl_swim_new means "the default". */
 typedef struct {
-    uint32_t probe_interval_ms;     /* probe period (default 500) */
-    uint32_t probe_timeout_ms;      /* direct ACK deadline (default 250) */
+    uint32_t probe_interval_ms;     /* probe period (default 1000) */
+    uint32_t probe_timeout_ms;      /* direct ACK deadline (default 400) */
     uint32_t indirect_count;        /* k relays for PING_REQ (default 3) */
-    uint32_t suspicion_mult;        /* min = mult*max(1,log10 N)*period (4) */
+    uint32_t suspicion_mult;        /* min = mult*max(1,log10 N)*period (1) */
     uint32_t suspicion_max_mult;    /* max = max_mult * min (default 3) */
     uint32_t awareness_max;         /* local health score ceiling (8) */
     uint32_t gossip_interval_ms;    /* gossip-only sends period (100) */
@@ -102,9 +102,10 @@ typedef struct {
     sl_swim_timing_t timing; /* zero fields take the defaults */
 } sl_swim_config_t;
 
-/* The defaults: at N = 10, a kill -9 is declared dead everywhere in about
- * 2-3 s, a leave is seen everywhere within 0.3 s, and a peer sends about
- * 300 B/s at rest. */
+/* The defaults (Serf's probe pace, a short suspicion): at N = 10, a kill -9
+ * is declared dead everywhere in about 2-4 s, a leave is seen everywhere
+ * within 0.3 s, and a peer's membership traffic is about 250 B/s on the
+ * wire at rest (bench/results/membership.md). */
 void sl_swim_config_defaults(sl_swim_config_t *cfg);
 
 /* Creates a core that knows only itself (ALIVE at cfg->incarnation).
