@@ -7,7 +7,9 @@
  *   study/S/finished           the reason
  *   study/S/t/T                trial record (sl_trial_record_encode)
  *   study/S/t/T/rung/R         a promotion to rung R
- *   study/S/t/T/claim          claim register (sl_claim_encode)
+ *   study/S/t/T/claim/P        peer P's claim register (sl_claim_encode); readers
+ *                              join every peer's with sl_claim_merge, so claim
+ *                              epochs only grow whatever order writes land in
  *   study/S/t/T/m/EEEEE        epoch E's report line
  *   study/S/t/T/fail/E         a failure under claim epoch E
  *   study/S/t/T/res/W@E        a result (sl_result_encode); readers merge
@@ -195,8 +197,18 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
         int rung = atoi(sub + 5);
         if (rung > r->t.rung && rung < SL_STUDY_MAX_RUNGS)
             r->t.rung = rung;
-    } else if (!strcmp(sub, "claim")) {
-        r->has_claim = sl_claim_decode(val, vl, &r->claim) == SL_OK;
+    } else if (!strncmp(sub, "claim/", 6)) {
+        sl_claim_t c;
+        if (sl_claim_decode(val, vl, &c) == SL_OK) {
+            if (r->has_claim) {
+                sl_claim_t m;
+                sl_claim_merge(&r->claim, &c, &m);
+                r->claim = m;
+            } else {
+                r->claim = c;
+            }
+            r->has_claim = true;
+        }
     } else if (!strncmp(sub, "m/", 2)) {
         int ep = atoi(sub + 2);
         sl_report_t rep;
@@ -330,7 +342,7 @@ static void write_claim(sl_study_node_t *sn, const char *study, const char *tria
                         const sl_claim_t *c) {
     char key[128], val[512];
     size_t len;
-    snprintf(key, sizeof key, "study/%s/t/%s/claim", study, trial);
+    snprintf(key, sizeof key, "study/%s/t/%s/claim/%s", study, trial, self_name(sn));
     if (sl_claim_encode(c, val, sizeof val, &len) == SL_OK)
         sl_study_node_put_str(sn, key, val, len);
 }
@@ -530,16 +542,38 @@ static void job_free(sl_study_node_t *sn, job_t *j, bool wait) {
     memset(j, 0, sizeof *j);
 }
 
-/* Releases the job's claim (if the register still shows it ours). */
+/* Joins every peer's claim register of a trial. */
+typedef struct {
+    sl_claim_t claim; /* the join */
+    bool any;         /* one was found */
+} claim_join_t;
+
+static bool scan_claims(void *ctx, const uint8_t *key, size_t key_len,
+                        const sl_store_entry_t *e) {
+    (void)key;
+    (void)key_len;
+    claim_join_t *cj = ctx;
+    sl_claim_t c, m;
+    if (e->type != SL_CRDT_LWW || sl_claim_decode((const char *)e->val, e->val_len, &c) != SL_OK)
+        return true;
+    if (cj->any) {
+        sl_claim_merge(&cj->claim, &c, &m);
+        cj->claim = m;
+    } else {
+        cj->claim = c;
+        cj->any = true;
+    }
+    return true;
+}
+
+/* Releases the job's claim (if the joined register still shows it ours). */
 static void job_release(sl_study_node_t *sn, job_t *j) {
-    char key[128];
-    snprintf(key, sizeof key, "study/%s/t/%s/claim", j->study, j->trial);
-    const uint8_t *v;
-    size_t vl;
-    sl_claim_t cur, next;
-    if (sl_study_node_get_str(sn, key, &v, &vl) != SL_OK || sl_claim_decode((const char *)v, vl, &cur) != SL_OK)
-        return;
-    if (sl_claim_release(&cur, self_name(sn), j->epoch, &next) == SL_OK)
+    char pre[128];
+    snprintf(pre, sizeof pre, "study/%s/t/%s/claim/", j->study, j->trial);
+    claim_join_t cj = {.any = false};
+    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_claims, &cj);
+    sl_claim_t next;
+    if (cj.any && sl_claim_release(&cj.claim, self_name(sn), j->epoch, &next) == SL_OK)
         write_claim(sn, j->study, j->trial, &next);
 }
 

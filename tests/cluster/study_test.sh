@@ -87,6 +87,14 @@ p1) OBS=p0 OTHER=p2 ;;
 esac
 kill_peer "$VICTIM"
 log "$VICTIM killed (kill -9) while training $KILLED_TRIAL"
+taken_over() {
+    ctl "$OBS" status "$SID" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+t = next(t for t in s["trials"] if t["trial"] == sys.argv[1])
+sys.exit(0 if t["owner"] not in ("", sys.argv[2]) else 1)' "$KILLED_TRIAL" "$VICTIM"
+}
+wait_until 30 "another peer takes $KILLED_TRIAL over" taken_over
 wait_until 30 "$OTHER runs a trial" some_running_on "$OBS" "$OTHER"
 t0=$(date +%s.%N)
 stop_peer "$OTHER"
