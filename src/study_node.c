@@ -254,7 +254,7 @@ static bool alive(sl_study_node_t *sn, const char *owner) {
     sl_swim_member_t m;
     sl_bytes_t b = {.ptr = (const uint8_t *)owner, .len = strlen(owner)};
     if (sl_swim_member_find(sl_node_swim(sn->node), b, &m) != SL_OK)
-        return false;
+        return true; /* not heard of yet (this peer just started): its lease decides */
     return m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT;
 }
 
@@ -869,6 +869,11 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     }
     if (v.finished || v.cancelled || sl_plat_stop_requested())
         goto out;
+    /* no claims before this peer has joined (or waited a lease alone): a
+       fresh view would take every other member's trials for its own */
+    if (sl_swim_alive_count(sl_node_swim(sn->node)) < 2 &&
+        now < sn->started_ms + spec->lease_ms)
+        goto out;
     /* claims */
     sl_claim_cand_t *cands = sl_calloc(v.count + 1, sizeof *cands);
     size_t *pick = sl_calloc(v.count + 1, sizeof *pick);
@@ -990,6 +995,7 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
         sn->cfg = *cfg;
     if (!sn->cfg.tick_ms)
         sn->cfg.tick_ms = 250;
+    sn->started_ms = sl_study_node_wall_ms();
     const char *dd = sl_node_data_dir(node);
     snprintf(sn->root, sizeof sn->root, "%s/studies", dd ? dd : "./starling-studies");
     if ((err = sl_plat_mkdirs(sn->root, 0700)) != SL_OK)

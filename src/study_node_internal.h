@@ -73,6 +73,7 @@ struct sl_study_node {
     char root[1024];                 /* data_dir/studies */
     uint64_t log_flush_ms;           /* next flush of the logs */
     bool slots_written;              /* peer/NAME/slots is in the store */
+    uint64_t started_ms;             /* wall ms at attach */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
     int orphan_count;                /* entries in orphans */
 };

@@ -75,11 +75,11 @@ import json, sys
 s = json.load(sys.stdin)
 for t in s["trials"]:
     if t["state"] == "running" and t["epoch"] >= 2 and t["target"] > t["epoch"] + 1:
-        print(t["owner"], t["trial"]); sys.exit(0)
+        print(t["owner"], t["trial"], t["rung"], t["claim_epoch"]); sys.exit(0)
 sys.exit(1)' >"$CLUSTER_DIR/midway"
 }
 wait_until 90 "a peer is mid-way through a promoted trial" midway
-read -r VICTIM KILLED_TRIAL <"$CLUSTER_DIR/midway"
+read -r VICTIM KILLED_TRIAL KILLED_RUNG KILLED_CLAIM <"$CLUSTER_DIR/midway"
 case $VICTIM in
 p0) OBS=p1 OTHER=p2 ;;
 p1) OBS=p0 OTHER=p2 ;;
@@ -142,13 +142,14 @@ T=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['trials'][0]
 ctl p0 logs "$SID" "$T" | grep -q "claim epoch" || fail "no log for $T"
 # the killed peer's trial was taken over and resumed from its replicated checkpoint
 ctl "$OBS" logs "$SID" "$KILLED_TRIAL" >"$CLUSTER_DIR/killed.log"
-python3 - "$CLUSTER_DIR/killed.log" "$VICTIM" <<'PY' || { cat "$CLUSTER_DIR/killed.log" >&2; fail "trial $KILLED_TRIAL was not resumed from a checkpoint by another peer"; }
+python3 - "$CLUSTER_DIR/killed.log" "$VICTIM" "$KILLED_RUNG" "$KILLED_CLAIM" <<'PY' || { cat "$CLUSTER_DIR/killed.log" >&2; fail "trial $KILLED_TRIAL was not resumed from a checkpoint by another peer"; }
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 claims = [re.match(r"\[(\w+)\] claim epoch (\d+): rung (\d+), epochs (\d+)\.\.(\d+)", l) for l in lines]
 claims = [m for m in claims if m]
-victim = [int(m.group(2)) for m in claims if m.group(1) == sys.argv[2]]
-after = [m for m in claims if m.group(1) != sys.argv[2] and int(m.group(2)) > max(victim) and int(m.group(4)) >= 2]
+rung, claim = int(sys.argv[3]), int(sys.argv[4])
+after = [m for m in claims if m.group(1) != sys.argv[2] and int(m.group(2)) > claim
+         and int(m.group(3)) == rung and int(m.group(4)) >= 2]
 assert after, "no later claim by another peer resuming past epoch 1"
 print("resumed:", after[0].group(0))
 PY
