@@ -35,8 +35,8 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 # name -> (how the model is given to peerctl, to torch_train.py, default lr)
 MODELS = {
-    "mlp": {"spec": "mlp:256,128", "torch": "mlp", "lr": 0.05, "momentum": 0.9},
-    "cnn": {"spec": "cnn:32,64", "torch": "cnn", "lr": 0.02, "momentum": 0.9},
+    "mlp": {"spec": "mlp:256,128", "torch": "mlp", "optimizer": "sgd", "lr": 0.05, "momentum": 0.9},
+    "cnn": {"spec": "cnn:32,64", "torch": "cnn", "optimizer": "sgd", "lr": 0.02, "momentum": 0.9},
 }
 
 # PyTorch thread settings tried (label, torch threads, extra environment).
@@ -100,7 +100,7 @@ def starling(peerctl, device, args):
     def cmd_for(model, epochs, setting, limit):
         m = MODELS[model]
         cmd = [peerctl, "train", "--dataset", args.data, "--model", m["spec"],
-               "--epochs", str(epochs), "--batch", str(args.batch), "--optimizer", "sgd",
+               "--epochs", str(epochs), "--batch", str(args.batch), "--optimizer", m["optimizer"],
                "--lr", str(m["lr"]), "--momentum", str(m["momentum"]), "--device", device,
                "--seed", "1", "--json", "--quiet"]
         if setting[1]:
@@ -119,7 +119,7 @@ def torch_side(name, label, python, device, args):
     def cmd_for(model, epochs, setting, limit):
         m = MODELS[model]
         cmd = [python, script, "--model", m["torch"], "--epochs", str(epochs),
-               "--batch", str(args.batch), "--optimizer", "sgd", "--lr", str(m["lr"]),
+               "--batch", str(args.batch), "--optimizer", m["optimizer"], "--lr", str(m["lr"]),
                "--momentum", str(m["momentum"]), "--device", device, "--seed", "1",
                "--data", args.data]
         if setting[1]:
@@ -284,8 +284,9 @@ def render(args, contestants, results, notes):
     if vers:
         L.append(f"Versions: {vers}.")
     L.append(f"Data: Fashion-MNIST ({args.limit or 60000} training, 10000 test samples), "
-             f"batch {args.batch}, SGD momentum 0.9 (MLP lr {MODELS['mlp']['lr']}, CNN lr "
-             f"{MODELS['cnn']['lr']}), same initialisation scheme, pixels / 255.")
+             f"batch {args.batch}, MLP {opt_text('mlp')}, CNN {opt_text('cnn')}, "
+             "same initialisation scheme (He-uniform, Xavier-uniform output, zero biases), "
+             "pixels / 255, the partial last batch kept.")
     L.append(f"Method: each side picks its fastest thread setting from one short epoch per "
              f"setting ({SWEEP_LIMIT['mlp']} samples for the MLP, {SWEEP_LIMIT['cnn']} for the CNN; "
              f"all listed below each table); the epoch time is the median over that setting's "
@@ -355,6 +356,13 @@ def render(args, contestants, results, notes):
         L.append(args.gpu_note)
         L.append("")
     return L
+
+
+def opt_text(model):
+    m = MODELS[model]
+    if m["optimizer"] == "sgd":
+        return f"SGD momentum {m['momentum']} lr {m['lr']}"
+    return f"{m['optimizer'].capitalize()} lr {m['lr']}"
 
 
 def gpu_probe(args):
