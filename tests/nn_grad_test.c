@@ -3,7 +3,8 @@
  * input channels in both layouts), max-pool (2x2 fast path and general),
  * ReLU, batch norm (conv and dense), dropout (a fixed seeded mask), flatten
  * and softmax cross-entropy; gradients of every parameter and of the
- * input. Plus the optimizer rules against a straight re-derivation. */
+ * input. Plus the optimizer rules against a straight re-derivation, and
+ * the cpu backend's threaded sgemm against its single-threaded one. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -273,6 +274,75 @@ static void test_dropout_mask(void) {
     CHECK(sl_op_dropout_keep(1, 5, 0.0f));
 }
 
+/* The cpu backend splits a large sgemm over its threads (column or row
+ * blocks, no split sums): for every shape and transpose the product is
+ * bit-for-bit reproducible for a given thread count, equals the
+ * single-threaded one up to rounding (OpenBLAS's kernels round a block's
+ * edge tiles differently), and leaves C outside [m][n] alone. */
+static void test_sgemm_split(void) {
+    static const int shapes[][3] = {{64, 8192, 800}, {800, 4608, 64}, {64, 800, 4608},
+                                    {32, 25, 73728}, {785, 257, 129}, {129, 37, 1000},
+                                    {10, 128, 128},  {513, 300, 33}};
+    char why[256] = "";
+    sl_nn_backend_t *one = NULL, *more[2] = {NULL, NULL};
+    CHECK_OK(sl_nn_backend_open("cpu", 1, &one, why, sizeof why));
+    CHECK_OK(sl_nn_backend_open("cpu", 2, &more[0], why, sizeof why));
+    CHECK_OK(sl_nn_backend_open("cpu", 3, &more[1], why, sizeof why));
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 11);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            bool ta = t & 1, tb = t & 2;
+            int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+            size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb,
+                   nc = (size_t)m * ldc;
+            float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+            float *c0 = malloc(nc * sizeof *c0), *c1 = malloc(nc * sizeof *c1);
+            for (size_t i = 0; i < na; i++)
+                a[i] = (float)(sl_rng_double(&rng) - 0.5);
+            for (size_t i = 0; i < nb; i++)
+                b[i] = (float)(sl_rng_double(&rng) - 0.5);
+            for (size_t i = 0; i < nc; i++)
+                c0[i] = (float)(sl_rng_double(&rng) - 0.5);
+            float beta = t == 1 ? 0.0f : 0.5f;
+            memcpy(c1, c0, nc * sizeof *c0);
+            CHECK_OK(one->ops->sgemm(one->self, ta, tb, m, n, k, 0.75f, a, lda, b, ldb, beta,
+                                     c0, ldc));
+            for (int w = 0; w < 2; w++) {
+                float *c2 = malloc(nc * sizeof *c2), *c3 = malloc(nc * sizeof *c3);
+                memcpy(c2, c1, nc * sizeof *c1);
+                memcpy(c3, c1, nc * sizeof *c1);
+                CHECK_OK(more[w]->ops->sgemm(more[w]->self, ta, tb, m, n, k, 0.75f, a, lda, b,
+                                             ldb, beta, c2, ldc));
+                CHECK_OK(more[w]->ops->sgemm(more[w]->self, ta, tb, m, n, k, 0.75f, a, lda, b,
+                                             ldb, beta, c3, ldc));
+                CHECK_MSG(!memcmp(c2, c3, nc * sizeof *c2),
+                          "sgemm %dx%dx%d ta=%d tb=%d: %d threads not reproducible", m, n, k,
+                          ta, tb, w + 2);
+                double worst = 0;
+                for (size_t i = 0; i < nc; i++)
+                    if (fabs((double)c0[i] - c2[i]) > worst)
+                        worst = fabs((double)c0[i] - c2[i]);
+                /* Outside [m][n] (the ldc gaps) nothing was written. */
+                for (int r = 0; r < m; r++)
+                    CHECK(!memcmp(c1 + (size_t)r * ldc + n, c2 + (size_t)r * ldc + n,
+                                  (size_t)(ldc - n) * sizeof *c1));
+                CHECK_MSG(worst <= 1e-6 * k, "sgemm %dx%dx%d ta=%d tb=%d: %d threads differ "
+                          "from 1 by %g", m, n, k, ta, tb, w + 2, worst);
+                free(c2);
+                free(c3);
+            }
+            free(a);
+            free(b);
+            free(c0);
+            free(c1);
+        }
+    sl_nn_backend_destroy(&one);
+    sl_nn_backend_destroy(&more[0]);
+    sl_nn_backend_destroy(&more[1]);
+}
+
 int main(void) {
     CHECK_OK(sl_init());
     sl_test_run("dense", test_dense);
@@ -291,5 +361,6 @@ int main(void) {
     sl_test_run("optimizers", test_optimizers);
     sl_test_run("schedules", test_schedules);
     sl_test_run("dropout_mask", test_dropout_mask);
+    sl_test_run("sgemm_split", test_sgemm_split);
     return sl_test_finish();
 }

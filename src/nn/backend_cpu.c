@@ -1,17 +1,26 @@
 /* The cpu backend: OpenBLAS sgemm, and element-wise loops over the
  * formulas of ops_math.h that the compiler vectorises.
  *
- * Threads: OpenBLAS's own pthreads are the only threads. Every loop here
- * runs on the calling thread, between sgemm calls, so nothing spins
- * against OpenBLAS's workers (the trap that makes PyTorch with 2 OpenMP
- * threads 5x slower here). OPENBLAS_* environment settings are left as
- * they are; `threads` > 0 calls openblas_set_num_threads.
+ * Threads: a backend of T threads runs OpenBLAS single-threaded and
+ * splits each large sgemm itself into T independent column (or row) blocks,
+ * one per thread: the caller runs block 0, T-1 helper threads the others,
+ * and they meet once at the end. OpenBLAS's own threaded sgemm shares packed
+ * panels between its threads and synchronises many times per call, so on a
+ * busy machine a thread that loses its core stalls the other; independent
+ * blocks only wait at the join. The helpers sleep on a condition variable
+ * (never spin), so the process never runs more than T busy threads. Every
+ * other loop runs on the calling thread, between sgemm calls. T is
+ * `threads` when > 0, else OpenBLAS's own count (OPENBLAS_NUM_THREADS etc.
+ * are read, not changed). The split points depend on the shape and T only,
+ * and no sum is split, so results are bit-for-bit the same for a given T.
  *
  * Hot loops are compiled twice (target_clones: AVX2 and baseline) and
  * picked at load time, so the binary still runs on any x86-64. Reductions
  * use fixed partial sums, never reassociation, so results are a function
  * of the inputs alone (bit-for-bit resume). */
 #include <cblas.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -25,17 +34,123 @@
 #define SL_VEC
 #endif
 
+/* One sgemm block: C[m][n] (row-major) = alpha op(A) op(B) + beta C. */
 typedef struct {
-    int threads; /* OpenBLAS threads in use */
+    bool ta;        /* A transposed */
+    bool tb;        /* B transposed */
+    int m;          /* rows of C */
+    int n;          /* columns of C */
+    int k;          /* inner dimension */
+    float alpha;    /* scale of the product */
+    const float *a; /* A */
+    int lda;        /* leading dimension of A */
+    const float *b; /* B */
+    int ldb;        /* leading dimension of B */
+    float beta;     /* scale of the old C */
+    float *c;       /* C */
+    int ldc;        /* leading dimension of C */
+} gemm_t;
+
+/* The most threads one cpu backend splits an sgemm over. */
+#define SL_NN_CPU_MAX_THREADS 64
+
+typedef struct {
+    int threads;           /* threads an sgemm is split over (OpenBLAS runs with 1) */
+    int started;           /* helper threads running (threads - 1 once open) */
+    pthread_t *helpers;    /* the helper threads [started] */
+    pthread_mutex_t lock;  /* guards the fields below */
+    pthread_cond_t wake;   /* signalled when a job is posted or on stop */
+    pthread_cond_t idle;   /* signalled when the last helper finishes a job */
+    uint64_t generation;   /* bumped for every posted job */
+    int pending;           /* helpers still working on the current job */
+    bool stop;             /* helpers exit */
+    gemm_t part[SL_NN_CPU_MAX_THREADS]; /* the current job's blocks, [i] for thread i */
 } cpu_t;
+
+/* Runs one block on the calling thread (OpenBLAS single-threaded). */
+static void gemm_run(const gemm_t *g) {
+    if (g->m > 0 && g->n > 0)
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                    g->tb ? CblasTrans : CblasNoTrans, g->m, g->n, g->k, g->alpha, g->a, g->lda,
+                    g->b, g->ldb, g->beta, g->c, g->ldc);
+}
+
+static void *helper_main(void *arg) {
+    cpu_t *c = ((void **)arg)[0];
+    int index = (int)(intptr_t)((void **)arg)[1];
+    sl_free(arg);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->stop && c->generation == seen)
+            pthread_cond_wait(&c->wake, &c->lock);
+        if (c->stop)
+            break;
+        seen = c->generation;
+        gemm_t g = c->part[index];
+        pthread_mutex_unlock(&c->lock);
+        gemm_run(&g);
+        pthread_mutex_lock(&c->lock);
+        if (--c->pending == 0)
+            pthread_cond_signal(&c->idle);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+static void cpu_close(void **self) {
+    if (!self || !*self)
+        return;
+    cpu_t *c = *self;
+    if (c->started) {
+        pthread_mutex_lock(&c->lock);
+        c->stop = true;
+        pthread_cond_broadcast(&c->wake);
+        pthread_mutex_unlock(&c->lock);
+        for (int i = 0; i < c->started; i++)
+            pthread_join(c->helpers[i], NULL);
+    }
+    if (c->helpers) {
+        pthread_cond_destroy(&c->wake);
+        pthread_cond_destroy(&c->idle);
+        pthread_mutex_destroy(&c->lock);
+    }
+    sl_free(c->helpers);
+    sl_free(c);
+    *self = NULL;
+}
 
 static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
     cpu_t *c = sl_calloc(1, sizeof *c);
+    void *cc = c;
     if (!c)
         return SL_ENOMEM;
-    if (threads > 0)
-        openblas_set_num_threads(threads);
-    c->threads = openblas_get_num_threads();
+    c->threads = threads > 0 ? threads : openblas_get_num_threads();
+    if (c->threads < 1)
+        c->threads = 1;
+    if (c->threads > SL_NN_CPU_MAX_THREADS)
+        c->threads = SL_NN_CPU_MAX_THREADS;
+    openblas_set_num_threads(1);
+    if (c->threads > 1) {
+        c->helpers = sl_calloc((size_t)c->threads - 1, sizeof *c->helpers);
+        if (!c->helpers)
+            goto fail;
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->wake, NULL);
+        pthread_cond_init(&c->idle, NULL);
+        for (int i = 1; i < c->threads; i++) {
+            void **arg = sl_malloc(2 * sizeof *arg);
+            if (!arg)
+                goto fail;
+            arg[0] = c;
+            arg[1] = (void *)(intptr_t)i;
+            if (pthread_create(&c->helpers[i - 1], NULL, helper_main, arg) != 0) {
+                sl_free(arg);
+                goto fail;
+            }
+            c->started++;
+        }
+    }
     if (desc && desc_len) {
         const char *cfg = openblas_get_config();
         snprintf(desc, desc_len, "cpu: %s, %d thread%s", cfg ? cfg : "OpenBLAS", c->threads,
@@ -43,13 +158,9 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
     }
     *self = c;
     return SL_OK;
-}
-
-static void cpu_close(void **self) {
-    if (!self || !*self)
-        return;
-    sl_free(*self);
-    *self = NULL;
+fail:
+    cpu_close(&cc);
+    return SL_ENOMEM;
 }
 
 static sl_err cpu_sync(void *self) { return SL_OK; }
@@ -91,13 +202,50 @@ SL_VEC static sl_err cpu_fill(void *self, float *restrict dst, float value, size
     return SL_OK;
 }
 
+/* Products below this many multiply-adds run unsplit on the caller. */
+#define SPLIT_MIN_MACS (1L << 21)
+
 static sl_err cpu_sgemm(void *self, bool ta, bool tb, int m, int n, int k, float alpha,
                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
                         int ldc) {
     if (m <= 0 || n <= 0)
         return SL_OK;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cpu_t *cp = self;
+    gemm_t g = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+    int parts = cp->threads;
+    bool by_cols = n >= m;
+    int len = by_cols ? n : m;
+    if (parts < 2 || (long)m * n * k < SPLIT_MIN_MACS || len < 32 * parts) {
+        gemm_run(&g);
+        return SL_OK;
+    }
+    /* Blocks of whole 16s (the kernels' tile edge); the last takes the rest. */
+    int step = (len / parts + 15) / 16 * 16;
+    pthread_mutex_lock(&cp->lock);
+    for (int i = 0; i < parts; i++) {
+        int lo = i * step < len ? i * step : len;
+        int hi = i == parts - 1 || (i + 1) * step > len ? len : (i + 1) * step;
+        gemm_t *p = &cp->part[i];
+        *p = g;
+        if (by_cols) {
+            p->n = hi - lo;
+            p->b = tb ? b + (size_t)lo * ldb : b + lo;
+            p->c = c + lo;
+        } else {
+            p->m = hi - lo;
+            p->a = ta ? a + lo : a + (size_t)lo * lda;
+            p->c = c + (size_t)lo * ldc;
+        }
+    }
+    cp->pending = parts - 1;
+    cp->generation++;
+    pthread_cond_broadcast(&cp->wake);
+    pthread_mutex_unlock(&cp->lock);
+    gemm_run(&cp->part[0]);
+    pthread_mutex_lock(&cp->lock);
+    while (cp->pending > 0)
+        pthread_cond_wait(&cp->idle, &cp->lock);
+    pthread_mutex_unlock(&cp->lock);
     return SL_OK;
 }
 
