@@ -50,6 +50,13 @@ typedef struct {
     void *ctx;            /* its context */
 } listener_t;
 
+/* A registered group of counters for `stats` (sl_node_stats_register). */
+typedef struct {
+    char group[CMD_MAX + 1]; /* the JSON object's name */
+    sl_node_stats_fn fn;     /* fills the counters */
+    void *ctx;               /* its context */
+} stats_hook_t;
+
 /* A registered pre-leave hook (sl_node_stop_listen). */
 typedef struct {
     sl_node_stop_fn fn; /* callback */
@@ -84,6 +91,8 @@ struct sl_node {
     size_t listener_count;             /* entries in listeners */
     stop_hook_t stop_hooks[SL_NODE_MAX_LISTENERS]; /* run on SIGTERM before the leave */
     size_t stop_hook_count;            /* entries in stop_hooks */
+    stats_hook_t stats_hooks[SL_NODE_MAX_LISTENERS]; /* module counters for `stats` */
+    size_t stats_hook_count;           /* entries in stats_hooks */
     uint64_t decode_ok;                /* messages decoded */
     uint64_t decode_bad;               /* messages the codec rejected */
     uint64_t decode_err[SL_ERR_COUNT]; /* rejections by error */
@@ -333,6 +342,14 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     cJSON *ctl = cJSON_AddObjectToObject(root, "ctl");
     add_u64(ctl, "requests", node->ctl_requests);
     add_u64(ctl, "unknown", node->ctl_unknown);
+    for (size_t i = 0; i < node->stats_hook_count; i++) {
+        const stats_hook_t *h = &node->stats_hooks[i];
+        sl_node_counter_t c[SL_NODE_MAX_COUNTERS];
+        size_t k = h->fn(h->ctx, c, SL_NODE_MAX_COUNTERS);
+        cJSON *g = cJSON_AddObjectToObject(root, h->group);
+        for (size_t j = 0; j < k && j < SL_NODE_MAX_COUNTERS; j++)
+            add_u64(g, c[j].name, c[j].value);
+    }
     return reply_json(call, root);
 }
 
@@ -373,6 +390,20 @@ sl_err sl_node_stop_listen(sl_node_t *node, sl_node_stop_fn fn, void *ctx) {
     if (node->stop_hook_count == SL_NODE_MAX_LISTENERS)
         return SL_EBUSY;
     node->stop_hooks[node->stop_hook_count++] = (stop_hook_t){fn, ctx};
+    return SL_OK;
+}
+
+sl_err sl_node_stats_register(sl_node_t *node, const char *group, sl_node_stats_fn fn,
+                              void *ctx) {
+    size_t len = group ? strlen(group) : 0;
+    if (len == 0 || len > CMD_MAX || !fn)
+        return SL_EINVAL;
+    if (node->stats_hook_count == SL_NODE_MAX_LISTENERS)
+        return SL_EBUSY;
+    stats_hook_t *h = &node->stats_hooks[node->stats_hook_count++];
+    memcpy(h->group, group, len + 1);
+    h->fn = fn;
+    h->ctx = ctx;
     return SL_OK;
 }
 

@@ -12,6 +12,7 @@
  *   - sl_node_tick_register(fn, ctx) runs a module's timers;
  *   - sl_node_member_listen(fn, ctx) tells a module of every membership
  *     event (join, state change, update, reap);
+ *   - sl_node_stats_register adds a module's counters to `stats`;
  *   - sl_node_send sends a raw message to a member's address. */
 #ifndef STARLING_PEER_H
 #define STARLING_PEER_H
@@ -130,6 +131,22 @@ sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx);
 typedef void (*sl_node_member_fn)(void *ctx, sl_node_t *node, const sl_swim_event_t *ev);
 
 sl_err sl_node_member_listen(sl_node_t *node, sl_node_member_fn fn, void *ctx);
+
+/* One named counter a module adds to `stats`. */
+typedef struct {
+    const char *name; /* counter name (a static string) */
+    uint64_t value;   /* its value */
+} sl_node_counter_t;
+
+#define SL_NODE_MAX_COUNTERS 32 /* counters one module reports */
+
+/* Fills up to `cap` counters and returns how many. */
+typedef size_t (*sl_node_stats_fn)(void *ctx, sl_node_counter_t *out, size_t cap);
+
+/* Adds a module's counters to `stats` as the object `group` (up to 32
+ * bytes). At most SL_NODE_MAX_LISTENERS modules. */
+sl_err sl_node_stats_register(sl_node_t *node, const char *group, sl_node_stats_fn fn,
+                              void *ctx);
 
 /* Called once on SIGTERM/SIGINT inside sl_node_run, before the leave is
  * announced: a module stops its work and writes what must survive (the
