@@ -12,6 +12,7 @@
 #include "starling/net.h"
 #include "starling/peer.h"
 #include "starling/platform.h"
+#include "starling/blob_node.h"
 #include "starling/store_node.h"
 #include "starling/study_node.h"
 
@@ -391,6 +392,7 @@ int main(int argc, char **argv) {
     sl_node_t *node = NULL;
     sl_store_node_t *store = NULL;
     sl_study_node_t *study = NULL;
+    sl_blob_node_t *blobs = NULL;
     rc = 1;
     if (o.key_file) {
         sl_err err = sl_net_key_load(o.key_file, &key);
@@ -453,6 +455,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peer: cannot open the store in %s: %s\n", store_dir, sl_strerror(err));
         goto done;
     }
+    char blob_dir[4200];
+    snprintf(blob_dir, sizeof blob_dir, "%s/blob", o.data_dir);
+    sl_blob_node_config_t bcfg = {.dir = blob_dir};
+    if ((err = sl_blob_node_attach(node, store, &bcfg, &blobs)) != SL_OK) {
+        fprintf(stderr, "peer: cannot open the blob store in %s: %s\n", blob_dir, sl_strerror(err));
+        goto done;
+    }
     sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads};
     if ((err = sl_study_node_attach(node, store, &ycfg, &study)) != SL_OK) {
         fprintf(stderr, "peer: cannot start the study runtime: %s\n", sl_strerror(err));
@@ -463,6 +472,7 @@ int main(int argc, char **argv) {
 done:
     sl_node_destroy(&node);
     sl_study_node_destroy(&study);
+    sl_blob_node_destroy(&blobs);
     sl_store_node_destroy(&store);
     memset(&key, 0, sizeof key);
     sl_free(meta);
