@@ -115,7 +115,21 @@ static void explain_silence(const sl_peerctl_opts_t *o, sl_net_client_t *c) {
 
 int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *const *args,
                     size_t arg_count, sl_peerctl_part_fn fn, void *ctx) {
+    sl_bytes_t b[SL_CTL_MAX_ARGS];
+    if (arg_count > SL_CTL_MAX_ARGS) {
+        fprintf(stderr, "peerctl: too many arguments (at most %d)\n", SL_CTL_MAX_ARGS);
+        return 2;
+    }
+    for (size_t i = 0; i < arg_count; i++)
+        b[i] = sl_bytes_str(args[i]);
+    return sl_peerctl_call_bytes(o, cmd, b, arg_count, fn, ctx, NULL);
+}
+
+int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_bytes_t *args,
+                          size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status) {
     int rc = 1;
+    if (status)
+        *status = SL_OK;
     sl_net_client_t *c = NULL;
     uint8_t *body = NULL;
     sl_net_key_t key;
@@ -155,7 +169,7 @@ int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *con
     req.u.ctl_req.id = id;
     req.u.ctl_req.cmd = sl_bytes_str(cmd);
     for (size_t i = 0; i < arg_count; i++)
-        req.u.ctl_req.args[i] = sl_bytes_str(args[i]);
+        req.u.ctl_req.args[i] = args[i];
     req.u.ctl_req.arg_count = arg_count;
     uint8_t header[SL_WIRE_HEADER_LEN];
     size_t body_len = 0;
@@ -204,7 +218,12 @@ int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *con
         }
         bool more = rep.u.ctl_rep.more;
         int stop = 0;
-        if (rep.u.ctl_rep.status != SL_OK) {
+        if (rep.u.ctl_rep.status != SL_OK && status) {
+            *status = (sl_err)rep.u.ctl_rep.status;
+            if (fn)
+                fn(ctx, rep.u.ctl_rep.body.ptr, rep.u.ctl_rep.body.len);
+            stop = 1;
+        } else if (rep.u.ctl_rep.status != SL_OK) {
             const sl_bytes_t *b = &rep.u.ctl_rep.body;
             fprintf(stderr, "peerctl: %s: %.*s\n", cmd, (int)b->len, b->ptr ? (const char *)b->ptr : "");
             stop = 1;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "starling/common.h"
+#include "starling/msg.h"
 #include "starling/net.h"
 
 #define SL_PEERCTL_TIMEOUT_MS 5000 /* default wait for each reply */
@@ -43,6 +44,12 @@ typedef int (*sl_peerctl_part_fn)(void *ctx, const uint8_t *body, size_t len);
  * else 0. */
 int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *const *args,
                     size_t arg_count, sl_peerctl_part_fn fn, void *ctx);
+
+/* Like sl_peerctl_call with byte-string arguments (NUL bytes allowed).
+ * When `status` is not NULL, an error reply is not printed: its status
+ * goes to *status, its message to `fn`, and the call returns 1. */
+int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_bytes_t *args,
+                          size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status);
 
 /* Like sl_peerctl_call but gathers the whole reply into one NUL-terminated
  * buffer from sl_malloc (the caller frees it). */
