@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "peerctl.h"
+#include "peerctl_blob.h"
 #include "peerctl_client.h"
 #include "peerctl_store.h"
 #include "peerctl_study.h"
@@ -27,6 +28,7 @@ static const command_t commands[] = {
     {"get", sl_cmd_get, "print a stored value: get KEY"},
     {"del", sl_cmd_del, "delete a key: del KEY"},
     {"keys", sl_cmd_keys, "list stored keys: keys [PREFIX]"},
+    {"blob", sl_cmd_blob, "large files: blob put FILE | blob get HASH OUTFILE | blob ls [--json]"},
     {"submit", sl_cmd_submit, "submit a study: submit STUDY.json (prints the study id)"},
     {"status", sl_cmd_status, "a study's trials: status STUDY [--json]"},
     {"watch", sl_cmd_watch, "a study's progress, redrawn until it ends: watch STUDY"},
