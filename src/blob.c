@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include <sodium.h>
+
 #include "starling/mpack.h"
 
 static int planted_bug; /* sl_blob_set_bug: tests only */
@@ -237,5 +239,89 @@ sl_err sl_blob_read(sl_disk_t *disk, const sl_blob_manifest_t *m, uint8_t **data
     }
     *data = buf;
     *len = m->size;
+    return SL_OK;
+}
+
+/* ---- incremental building ---- */
+
+struct sl_blob_builder {
+    crypto_generichash_state whole; /* hash of everything added */
+    uint32_t chunk_len;             /* bytes per chunk */
+    uint32_t count;                 /* chunks added */
+    uint32_t cap;                   /* entries allocated in chunks */
+    uint64_t size;                  /* bytes added */
+    bool short_seen;                /* a chunk shorter than chunk_len was added */
+    bool spent;                     /* finish was called */
+    uint8_t (*chunks)[SL_BLAKE2B_LEN]; /* each chunk's hash */
+};
+
+sl_err sl_blob_builder_new(uint32_t chunk_len, sl_blob_builder_t **out) {
+    *out = NULL;
+    sl_blob_builder_t *b = sl_calloc(1, sizeof *b);
+    if (!b)
+        return SL_ENOMEM;
+    b->chunk_len = chunk_len ? chunk_len : SL_BLOB_CHUNK_LEN;
+    crypto_generichash_init(&b->whole, NULL, 0, SL_BLAKE2B_LEN);
+    *out = b;
+    return SL_OK;
+}
+
+void sl_blob_builder_destroy(sl_blob_builder_t **pb) {
+    sl_blob_builder_t *b = pb ? *pb : NULL;
+    if (!b)
+        return;
+    sl_free(b->chunks);
+    sl_free(b);
+    *pb = NULL;
+}
+
+sl_err sl_blob_builder_add(sl_blob_builder_t *b, const void *data, size_t len,
+                           uint8_t chunk_hash[SL_BLAKE2B_LEN]) {
+    if (b->spent || b->short_seen || len == 0 || len > b->chunk_len)
+        return SL_EINVAL;
+    if (b->count == SL_BLOB_MAX_CHUNKS)
+        return SL_ETOOBIG;
+    if (b->count == b->cap) {
+        uint32_t cap = b->cap ? b->cap * 2 : 64;
+        void *n = sl_realloc(b->chunks, (size_t)cap * SL_BLAKE2B_LEN);
+        if (!n)
+            return SL_ENOMEM;
+        b->chunks = n;
+        b->cap = cap;
+    }
+    sl_blake2b(data, len, b->chunks[b->count]);
+    if (chunk_hash)
+        memcpy(chunk_hash, b->chunks[b->count], SL_BLAKE2B_LEN);
+    crypto_generichash_update(&b->whole, data, len);
+    b->count++;
+    b->size += len;
+    b->short_seen = len < b->chunk_len;
+    return SL_OK;
+}
+
+sl_err sl_blob_builder_finish(sl_blob_builder_t *b, sl_blob_manifest_t *out) {
+    memset(out, 0, sizeof *out);
+    if (b->spent)
+        return SL_ESTATE;
+    b->spent = true;
+    crypto_generichash_final(&b->whole, out->hash, SL_BLAKE2B_LEN);
+    out->size = b->size;
+    out->chunk_len = b->chunk_len;
+    out->chunk_count = b->count;
+    out->chunks = b->chunks; /* handed over */
+    b->chunks = NULL;
+    b->cap = 0;
+    return SL_OK;
+}
+
+sl_err sl_blob_manifest_copy(const sl_blob_manifest_t *m, sl_blob_manifest_t *out) {
+    *out = *m;
+    out->chunks = NULL;
+    if (m->chunk_count) {
+        out->chunks = sl_malloc((size_t)m->chunk_count * SL_BLAKE2B_LEN);
+        if (!out->chunks)
+            return SL_ENOMEM;
+        memcpy(out->chunks, m->chunks, (size_t)m->chunk_count * SL_BLAKE2B_LEN);
+    }
     return SL_OK;
 }

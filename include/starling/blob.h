@@ -50,6 +50,25 @@ void sl_blob_manifest_fini(sl_blob_manifest_t *m);
 sl_err sl_blob_manifest_encode(const sl_blob_manifest_t *m, uint8_t **out, size_t *len);
 sl_err sl_blob_manifest_decode(const uint8_t *buf, size_t len, sl_blob_manifest_t *out);
 
+/* Builds a manifest one chunk at a time (a file or a stream, never held
+ * whole): every chunk but the last must be `chunk_len` bytes. Also how a
+ * blob held as chunk files is verified whole: feed its chunks in order
+ * and compare the finished hash. */
+typedef struct sl_blob_builder sl_blob_builder_t;
+
+sl_err sl_blob_builder_new(uint32_t chunk_len, sl_blob_builder_t **out);
+void sl_blob_builder_destroy(sl_blob_builder_t **b);
+/* Adds the next chunk; writes its hash to `chunk_hash` when not NULL.
+ * SL_EINVAL for a chunk after a short one or over chunk_len, SL_ETOOBIG
+ * past SL_BLOB_MAX_CHUNKS. */
+sl_err sl_blob_builder_add(sl_blob_builder_t *b, const void *data, size_t len,
+                           uint8_t chunk_hash[SL_BLAKE2B_LEN]);
+/* The manifest of everything added (the builder is spent). */
+sl_err sl_blob_builder_finish(sl_blob_builder_t *b, sl_blob_manifest_t *out);
+
+/* A deep copy of `m`. */
+sl_err sl_blob_manifest_copy(const sl_blob_manifest_t *m, sl_blob_manifest_t *out);
+
 /* The `r` peers (indexes into names[0..n)) that should hold the blob,
  * highest rendezvous weight first; returns how many (min(r, n)). */
 size_t sl_blob_place(const uint8_t hash[SL_BLAKE2B_LEN], const char *const *names, size_t n,

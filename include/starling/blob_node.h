@@ -1,0 +1,120 @@
+/* The blob service inside the peer daemon: keeps blobs (blob.h) as chunk
+ * files on R peers placed by rendezvous hashing, records them in the
+ * store, moves chunks between peers (blob_xfer.h, proto/blob.md), and
+ * re-replicates when a holder dies.
+ *
+ *   store     blob/HASH           register: the manifest (sl_blob_manifest_encode)
+ *             blob/HASH/h/NAME    register "1": member NAME holds a verified copy
+ *                                 (each holder writes and deletes only its own key)
+ *   disk      DATA/blob/blobs/xx/CHUNKHASH, one file per chunk
+ *   routes    message types 24..26 (GET, CHUNK, OFFER)
+ *   ticks     every reconcile_ms, and at once after a membership event,
+ *             each peer runs sl_blob_plan for every blob over the alive
+ *             members: a placed peer without a copy fetches one from the
+ *             alive holders and then records itself; a holder outside the
+ *             placement drops its copy once every placed peer holds one
+ *   commands  blob-chunk BYTES    store one chunk here (peerctl blob put)
+ *             blob-commit MANIFEST record a blob whose chunks are all here
+ *             blob-fetch HASH     bring a blob here; {"state":"ready"|"fetching"}
+ *             blob-read HASH I    chunk I of a blob held here, verified
+ *             blob-ls             JSON array: hash, size, chunks, holders
+ *   stats     "blob": puts, chunks served and fetched, corrupt chunks, ...
+ *
+ * Every chunk is verified against its hash where it is read from disk (a
+ * holder answers MISSING for a bad copy, deletes it and withdraws as
+ * holder, so re-replication repairs it) and again where it arrives; both
+ * are counted in stats.blob.corrupt and logged BLOB-CORRUPT. A fetched
+ * blob is verified whole before it counts as held.
+ *
+ * For other modules (studies' checkpoints): put from memory or a file,
+ * then fetch (asynchronous, callback on the loop), then read or write to
+ * a file:
+ *
+ *     uint8_t h[SL_BLAKE2B_LEN];
+ *     sl_blob_node_put(bn, buf, len, h);           // here now; replicated soon
+ *     ...
+ *     sl_blob_node_get_file(bn, h, "ckpt.bin", on_done, ctx);
+ *     // on_done(ctx, SL_OK, h) once ckpt.bin holds the verified bytes
+ *
+ * Call sl_blob_node_destroy after sl_node_destroy. */
+#ifndef STARLING_BLOB_NODE_H
+#define STARLING_BLOB_NODE_H
+
+#include "starling/blob.h"
+#include "starling/blob_xfer.h"
+#include "starling/peer.h"
+#include "starling/store_node.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_blob_node sl_blob_node_t;
+
+typedef struct {
+    const char *dir;        /* where chunk files go (created) */
+    uint32_t r;             /* copies kept (0: SL_BLOB_DEFAULT_R) */
+    uint32_t window;        /* chunks in flight per transfer (0: 4) */
+    uint32_t timeout_ms;    /* a chunk request unanswered this long goes elsewhere (0: 3000) */
+    uint32_t reconcile_ms;  /* period of the placement check (0: 1000) */
+    uint32_t max_jobs;      /* transfers at once (0: 8) */
+} sl_blob_node_config_t;
+
+/* Opens the chunk directory and registers routes, ticks, commands and
+ * counters on `node`; `store` is where manifests and holders are kept. */
+sl_err sl_blob_node_attach(sl_node_t *node, sl_store_node_t *store,
+                           const sl_blob_node_config_t *cfg, sl_blob_node_t **out);
+void sl_blob_node_destroy(sl_blob_node_t **bn);
+
+/* Stores `len` bytes as a blob: chunks written here, manifest and this
+ * peer as holder recorded in the store (durable here on SL_OK), and the
+ * placed peers told to pull a copy. `hash` gets the blob's hash.
+ * SL_ETOOBIG past the manifest limit (about 1.8 GiB at 1 MiB chunks). */
+sl_err sl_blob_node_put(sl_blob_node_t *bn, const void *data, size_t len,
+                        uint8_t hash[SL_BLAKE2B_LEN]);
+/* The same for a file's contents (read whole: up to 1 GiB). */
+sl_err sl_blob_node_put_file(sl_blob_node_t *bn, const char *path, uint8_t hash[SL_BLAKE2B_LEN]);
+
+/* Called on the loop thread when a fetch ends: SL_OK (the blob is here,
+ * verified), SL_ENOTFOUND (unknown blob, or no holder could give a
+ * chunk), SL_ECORRUPT, SL_EIO. */
+typedef void (*sl_blob_done_fn)(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]);
+
+/* Brings a blob's chunks here from its alive holders. `done` may be
+ * called before this returns (already here) and is never called if this
+ * returns an error. SL_ENOTFOUND when the store has no such blob,
+ * SL_EBUSY when max_jobs transfers run. */
+sl_err sl_blob_node_fetch(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
+                          sl_blob_done_fn done, void *ctx);
+/* Fetch, then write the blob to `path` atomically (temporary file, fsync,
+ * rename), then `done`. */
+sl_err sl_blob_node_get_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
+                             const char *path, sl_blob_done_fn done, void *ctx);
+/* A blob held here, read whole and verified (sl_free the bytes).
+ * SL_ENOTFOUND when a chunk is not here (fetch first). */
+sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], uint8_t **data,
+                         size_t *len);
+
+typedef struct {
+    uint64_t puts;           /* blobs stored from here */
+    uint64_t chunks_written; /* chunk files written (put, fetch, blob-chunk) */
+    uint64_t gets_served;    /* GETs answered with data */
+    uint64_t gets_missing;   /* GETs answered MISSING */
+    uint64_t chunks_fetched; /* chunks received and verified */
+    uint64_t corrupt;        /* chunks refused for a hash mismatch (BLOB-CORRUPT) */
+    uint64_t timeouts;       /* chunk requests that timed out */
+    uint64_t fetches_done;   /* transfers completed and verified */
+    uint64_t fetches_failed; /* transfers given up */
+    uint64_t replicated;     /* copies made by re-replication or offers */
+    uint64_t dropped;        /* extra copies removed */
+    uint64_t send_dropped;   /* messages the transport refused */
+    uint64_t bad_msgs;       /* messages that failed to decode */
+    uint64_t jobs;           /* transfers running now */
+} sl_blob_node_stats_t;
+
+void sl_blob_node_stats(const sl_blob_node_t *bn, sl_blob_node_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
