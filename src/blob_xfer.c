@@ -30,6 +30,11 @@ static void read_addr(sl_mpack_reader_t *r, sl_blob_msg_t *m) {
     const uint8_t *p;
     size_t n;
     if (!sl_mpack_read_str(r, 1, SL_BLOB_XFER_MAX_ADDR, &p, &n)) {
+        for (size_t i = 0; i < n; i++)
+            if (p[i] <= 0x20 || p[i] >= 0x7f) { /* an address is printable ASCII */
+                sl_mpack_reader_fail(r, SL_EPROTO);
+                return;
+            }
         m->addr = p;
         m->addr_len = n;
     }
