@@ -5,39 +5,70 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <sodium.h>
+#include <unistd.h>
+
 #include "peerctl_client.h"
 #include "starling/mpack.h"
+#include "starling/store.h"
 
 static int usage(const char *u) {
     fprintf(stderr, "usage: peerctl %s\n", u);
     return 2;
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+static const char *put_help =
+    "usage: peerctl put KEY VALUE\n"
+    "       peerctl put KEY --file FILE   (FILE may be - for stdin)\n"
+    "\n"
+    "Stores a register value under KEY (1..512 bytes of UTF-8). Values are bytes:\n"
+    "--file sends the file's exact contents, NUL and non-UTF-8 bytes included.\n"
+    "A value holds at most 65536 bytes (64 KiB); store larger data as a blob\n"
+    "(peerctl blob put FILE). The reply comes once the write is on this peer's disk.\n";
+
+static const char *get_help =
+    "usage: peerctl get KEY [--json]\n"
+    "\n"
+    "Prints KEY's value. To a terminal a newline is added when the value lacks\n"
+    "one; to a pipe or file the value's exact bytes are written, nothing added.\n"
+    "--json prints {\"key\": K, \"value\": V, \"encoding\": E}: E is \"utf-8\" with V\n"
+    "the JSON string when the value is valid UTF-8, else \"base64\" with V the\n"
+    "value in standard base64 (RFC 4648).\n";
+
+static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
+
+/* Reads a whole file (or stdin for "-") of at most `max` bytes.
+ * Returns 0, or 1 (cannot read), or 2 (larger than max). */
+static int read_all(const char *path, size_t max, char **out, size_t *len) {
+    bool in = !strcmp(path, "-");
+    FILE *f = in ? stdin : fopen(path, "rb");
     if (!f)
-        return NULL;
-    size_t cap = 65536 + 1, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        return 1;
+    char *buf = malloc(max + 2);
+    size_t n = 0, got;
+    while (buf && n <= max && (got = fread(buf + n, 1, max + 1 - n, f)) > 0)
         n += got;
-        if (n + 1 == cap) {
-            fclose(f);
-            free(buf);
-            return NULL; /* over 64 KiB: a blob, not a value */
-        }
+    int rc = !buf || ferror(f) ? 1 : n > max ? 2 : 0;
+    if (!in)
+        fclose(f);
+    if (rc) {
+        free(buf);
+        return rc;
     }
-    fclose(f);
-    if (buf)
-        buf[n] = 0;
+    buf[n] = 0;
+    *out = buf;
     *len = n;
-    return buf;
+    return 0;
 }
 
 int sl_cmd_put(int argc, char **argv) {
     const char *key = NULL, *val = NULL, *file = NULL;
     for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(put_help, stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "--file") && i + 1 < argc)
             file = argv[++i];
         else if (!key)
@@ -45,31 +76,33 @@ int sl_cmd_put(int argc, char **argv) {
         else if (!val)
             val = argv[i];
         else
-            return usage("put KEY VALUE | put KEY --file FILE");
+            return usage("put KEY VALUE | put KEY --file FILE (see peerctl put --help)");
     }
     if (!key || (!val == !file))
-        return usage("put KEY VALUE | put KEY --file FILE");
+        return usage("put KEY VALUE | put KEY --file FILE (see peerctl put --help)");
     char *buf = NULL;
+    size_t len = val ? strlen(val) : 0;
     if (file) {
-        size_t len;
-        buf = read_all(file, &len);
-        if (!buf) {
-            fprintf(stderr, "peerctl: cannot read %s (or it is over 64 KiB: use peerctl blob put)\n",
-                    file);
+        int r = read_all(file, SL_STORE_MAX_VALUE_LEN, &buf, &len);
+        if (r == 2) {
+            fprintf(stderr, "peerctl put: %s is larger than a value may be (%u bytes, 64 KiB); "
+                            "store it as a blob: peerctl blob put %s\n",
+                    file, SL_STORE_MAX_VALUE_LEN, file);
             return 1;
         }
-        if (strlen(buf) != len) {
-            fprintf(stderr, "peerctl: %s holds NUL bytes, which this version cannot send\n", file);
-            free(buf);
+        if (r) {
+            fprintf(stderr, "peerctl put: cannot read %s: %s\n", file, strerror(errno));
             return 1;
         }
         val = buf;
+    } else if (len > SL_STORE_MAX_VALUE_LEN) {
+        fprintf(stderr, "peerctl put: the value is %zu bytes, over the limit of %u (64 KiB); "
+                        "store it as a blob: peerctl blob put FILE\n",
+                len, SL_STORE_MAX_VALUE_LEN);
+        return 1;
     }
-    const char *args[2] = {key, val};
-    char *out = NULL;
-    size_t n;
-    int r = sl_peerctl_call_collect(&sl_peerctl_opts, "put", args, 2, &out, &n);
-    sl_free(out);
+    sl_bytes_t args[2] = {sl_bytes_str(key), {(const uint8_t *)val, len}};
+    int r = sl_peerctl_call_bytes(&sl_peerctl_opts, "put", args, 2, NULL, NULL, NULL);
     free(buf);
     return r;
 }
@@ -91,6 +124,10 @@ int sl_cmd_get(int argc, char **argv) {
     const char *key = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(get_help, stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!key)
@@ -103,24 +140,29 @@ int sl_cmd_get(int argc, char **argv) {
     char *out = NULL;
     size_t n = 0;
     int r = sl_peerctl_call_collect(&sl_peerctl_opts, "get", &key, 1, &out, &n);
-    if (r == 0) {
-        if (!json) {
-            fwrite(out, 1, n, stdout);
-            if (n && out[n - 1] != '\n')
-                putchar('\n');
+    if (r == 0 && !json) {
+        fwrite(out, 1, n, stdout);
+        /* only a person at a terminal gets a newline added: pipes get the bytes */
+        if (n && out[n - 1] != '\n' && isatty(fileno(stdout)))
+            putchar('\n');
+    } else if (r == 0) {
+        printf("{\"key\":");
+        json_string((const uint8_t *)key, strlen(key));
+        if (sl_mpack_utf8_valid((const uint8_t *)out, n)) {
+            printf(",\"value\":");
+            json_string((const uint8_t *)out, n);
+            printf(",\"encoding\":\"utf-8\"}\n");
         } else {
-            printf("{\"key\":");
-            json_string((const uint8_t *)key, strlen(key));
-            if (sl_mpack_utf8_valid((const uint8_t *)out, n)) {
-                printf(",\"value\":");
-                json_string((const uint8_t *)out, n);
-            } else {
-                printf(",\"value_hex\":\"");
-                for (size_t i = 0; i < n; i++)
-                    printf("%02x", (uint8_t)out[i]);
-                putchar('"');
+            size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+            char *b64 = malloc(cap);
+            if (!b64) {
+                sl_free(out);
+                return 1;
             }
-            printf("}\n");
+            sodium_bin2base64(b64, cap, (const unsigned char *)out, n,
+                              sodium_base64_VARIANT_ORIGINAL);
+            printf(",\"value\":\"%s\",\"encoding\":\"base64\"}\n", b64);
+            free(b64);
         }
     }
     sl_free(out);
