@@ -274,6 +274,79 @@ static void test_dropout_mask(void) {
     CHECK(sl_op_dropout_keep(1, 5, 0.0f));
 }
 
+/* The window ops (im2col, col2im, max-pool forward and backward) are split
+ * over the cpu backend's threads by samples: every layout (NCHW, CNHW),
+ * dense and padded/strided window gives bit-for-bit the 1-thread result
+ * with 2 and 3 threads, odd batch sizes included (every case is above
+ * the size the backend splits at). */
+static void test_window_split(void) {
+    /* channels, h, w, k, stride, pad, batch, cnhw */
+    static const int cases[][8] = {{1, 28, 28, 5, 1, 0, 37, 0}, {32, 12, 12, 5, 1, 0, 21, 1},
+                                   {3, 11, 9, 3, 2, 1, 101, 0}, {4, 24, 24, 2, 2, 0, 19, 1},
+                                   {2, 9, 9, 3, 3, 0, 300, 0}};
+    char why[256] = "";
+    sl_nn_backend_t *be[3] = {NULL, NULL, NULL};
+    for (int t = 0; t < 3; t++)
+        CHECK_OK(sl_nn_backend_open("cpu", t + 1, &be[t], why, sizeof why));
+    if (!be[0] || !be[1] || !be[2])
+        return;
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 12);
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *c = cases[ci];
+        sl_nn_window_t win = {.channels = c[0], .batch = c[6], .h = c[1], .w = c[2], .kh = c[3],
+                              .kw = c[3], .stride = c[4], .pad = c[5]};
+        win.out_h = (c[1] + 2 * c[5] - c[3]) / c[4] + 1;
+        win.out_w = (c[2] + 2 * c[5] - c[3]) / c[4] + 1;
+        win.plane_stride_c = c[7] ? c[6] : 1;
+        win.plane_stride_n = c[7] ? 1 : c[0];
+        bool pool = c[3] == c[4] && c[5] == 0;
+        size_t nx = (size_t)c[0] * c[1] * c[2] * c[6];
+        size_t ny = (size_t)c[0] * win.out_h * win.out_w * c[6];
+        size_t ncol = (size_t)c[0] * c[3] * c[3] * win.out_h * win.out_w * c[6];
+        float *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy);
+        float *col[3], *dx[3], *y[3];
+        int32_t *arg[3];
+        for (size_t i = 0; i < nx; i++)
+            x[i] = (float)(sl_rng_double(&rng) - 0.5);
+        for (size_t i = 0; i < ny; i++)
+            dy[i] = (float)(sl_rng_double(&rng) - 0.5);
+        for (int t = 0; t < 3; t++) {
+            col[t] = malloc(ncol * sizeof(float));
+            dx[t] = malloc(nx * sizeof(float));
+            y[t] = malloc(ny * sizeof(float));
+            arg[t] = malloc(ny * sizeof(int32_t));
+            const sl_nn_backend_ops_t *o = be[t]->ops;
+            CHECK_OK(o->im2col(be[t]->self, x, col[t], &win));
+            CHECK_OK(o->col2im(be[t]->self, col[t], dx[t], &win));
+            if (pool) {
+                CHECK_OK(o->maxpool_fwd(be[t]->self, x, y[t], arg[t], &win));
+                CHECK_OK(o->maxpool_bwd(be[t]->self, dy, arg[t], dx[t], &win));
+            }
+        }
+        for (int t = 1; t < 3; t++) {
+            CHECK_MSG(!memcmp(col[0], col[t], ncol * sizeof(float)),
+                      "case %zu: im2col with %d threads differs", ci, t + 1);
+            CHECK_MSG(!memcmp(dx[0], dx[t], nx * sizeof(float)),
+                      "case %zu: col2im/pool backward with %d threads differs", ci, t + 1);
+            if (pool)
+                CHECK_MSG(!memcmp(y[0], y[t], ny * sizeof(float)) &&
+                              !memcmp(arg[0], arg[t], ny * sizeof(int32_t)),
+                          "case %zu: max-pool with %d threads differs", ci, t + 1);
+        }
+        for (int t = 0; t < 3; t++) {
+            free(col[t]);
+            free(dx[t]);
+            free(y[t]);
+            free(arg[t]);
+        }
+        free(x);
+        free(dy);
+    }
+    for (int t = 0; t < 3; t++)
+        sl_nn_backend_destroy(&be[t]);
+}
+
 /* The cpu backend splits a large sgemm over its threads (column or row
  * blocks, no split sums): for every shape and transpose the product is
  * bit-for-bit reproducible for a given thread count, equals the
@@ -362,5 +435,6 @@ int main(void) {
     sl_test_run("schedules", test_schedules);
     sl_test_run("dropout_mask", test_dropout_mask);
     sl_test_run("sgemm_split", test_sgemm_split);
+    sl_test_run("window_split", test_window_split);
     return sl_test_finish();
 }

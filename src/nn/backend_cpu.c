@@ -8,8 +8,9 @@
  * panels between its threads and synchronises many times per call, so on a
  * busy machine a thread that loses its core stalls the other; independent
  * blocks only wait at the join. The helpers sleep on a condition variable
- * (never spin), so the process never runs more than T busy threads. Every
- * other loop runs on the calling thread, between sgemm calls. T is
+ * (never spin), so the process never runs more than T busy threads. The
+ * window ops (im2col, col2im, max-pooling) are split the same way, by
+ * samples; the other loops run on the calling thread. T is
  * `threads` when > 0, else OpenBLAS's own count (OPENBLAS_NUM_THREADS etc.
  * are read, not changed). The split points depend on the shape and T only,
  * and no sum is split, so results are bit-for-bit the same for a given T.
@@ -64,7 +65,9 @@ typedef struct {
     uint64_t generation;   /* bumped for every posted job */
     int pending;           /* helpers still working on the current job */
     bool stop;             /* helpers exit */
-    gemm_t part[SL_NN_CPU_MAX_THREADS]; /* the current job's blocks, [i] for thread i */
+    void (*fn)(void *arg, int part, int parts); /* the current job: runs part `part` */
+    void *arg;             /* the current job's argument */
+    gemm_t part[SL_NN_CPU_MAX_THREADS]; /* an sgemm job's blocks, [i] for thread i */
 } cpu_t;
 
 /* Runs one block on the calling thread (OpenBLAS single-threaded). */
@@ -87,9 +90,11 @@ static void *helper_main(void *arg) {
         if (c->stop)
             break;
         seen = c->generation;
-        gemm_t g = c->part[index];
+        void (*fn)(void *, int, int) = c->fn;
+        void *job = c->arg;
+        int parts = c->threads;
         pthread_mutex_unlock(&c->lock);
-        gemm_run(&g);
+        fn(job, index, parts);
         pthread_mutex_lock(&c->lock);
         if (--c->pending == 0)
             pthread_cond_signal(&c->idle);
@@ -202,6 +207,27 @@ SL_VEC static sl_err cpu_fill(void *self, float *restrict dst, float value, size
     return SL_OK;
 }
 
+/* Runs fn(arg, i, T) for every part i < T: part 0 on the caller, the
+ * others on the helpers; returns when all are done. */
+static void run_parts(cpu_t *cp, void (*fn)(void *, int, int), void *arg) {
+    pthread_mutex_lock(&cp->lock);
+    cp->fn = fn;
+    cp->arg = arg;
+    cp->pending = cp->threads - 1;
+    cp->generation++;
+    pthread_cond_broadcast(&cp->wake);
+    pthread_mutex_unlock(&cp->lock);
+    fn(arg, 0, cp->threads);
+    pthread_mutex_lock(&cp->lock);
+    while (cp->pending > 0)
+        pthread_cond_wait(&cp->idle, &cp->lock);
+    pthread_mutex_unlock(&cp->lock);
+}
+
+static void gemm_part(void *arg, int part, int parts) {
+    gemm_run(&((cpu_t *)arg)->part[part]);
+}
+
 /* Products below this many multiply-adds run unsplit on the caller. */
 #define SPLIT_MIN_MACS (1L << 21)
 
@@ -221,7 +247,6 @@ static sl_err cpu_sgemm(void *self, bool ta, bool tb, int m, int n, int k, float
     }
     /* Blocks of whole 16s (the kernels' tile edge); the last takes the rest. */
     int step = (len / parts + 15) / 16 * 16;
-    pthread_mutex_lock(&cp->lock);
     for (int i = 0; i < parts; i++) {
         int lo = i * step < len ? i * step : len;
         int hi = i == parts - 1 || (i + 1) * step > len ? len : (i + 1) * step;
@@ -237,15 +262,7 @@ static sl_err cpu_sgemm(void *self, bool ta, bool tb, int m, int n, int k, float
             p->c = c + (size_t)lo * ldc;
         }
     }
-    cp->pending = parts - 1;
-    cp->generation++;
-    pthread_cond_broadcast(&cp->wake);
-    pthread_mutex_unlock(&cp->lock);
-    gemm_run(&cp->part[0]);
-    pthread_mutex_lock(&cp->lock);
-    while (cp->pending > 0)
-        pthread_cond_wait(&cp->idle, &cp->lock);
-    pthread_mutex_unlock(&cp->lock);
+    run_parts(cp, gemm_part, cp);
     return SL_OK;
 }
 
@@ -402,14 +419,20 @@ static inline void valid_range(const sl_nn_window_t *win, int j, int *lo, int *h
     *hi = h;
 }
 
+/* The window ops below work on the samples [n0, n1) of the batch, so that
+ * a backend with several threads can give each a slice: every sample's
+ * columns and planes are its own (no sums cross samples), so the result
+ * is the same for any split. */
+
 /* im2col rows for stride 1 and no padding: every window row is a plain
  * copy of `OW` floats; OW a constant lets the copy become vector moves. */
 #define IM2COL_DENSE(OW)                                                                   \
     for (int c = 0; c < win->channels; c++)                                                \
         for (int i = 0; i < win->kh; i++)                                                  \
             for (int j = 0; j < win->kw; j++) {                                            \
-                float *restrict d = col + ((long)(c * win->kh + i) * win->kw + j) * ncols; \
-                for (int n = 0; n < win->batch; n++) {                                     \
+                float *restrict d =                                                        \
+                    col + ((long)(c * win->kh + i) * win->kw + j) * ncols + n0 * ohw;      \
+                for (int n = n0; n < n1; n++) {                                            \
                     const float *restrict s =                                              \
                         x + sl_op_plane(win, c, n, hw) + (long)i * win->w + j;             \
                     for (int oy = 0; oy < win->out_h; oy++, d += (OW), s += win->w)         \
@@ -418,24 +441,24 @@ static inline void valid_range(const sl_nn_window_t *win, int j, int *lo, int *h
                 }                                                                          \
             }
 
-SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
-                                const sl_nn_window_t *win) {
+SL_VEC static void im2col_range(const float *x, float *col, const sl_nn_window_t *win, long n0,
+                                long n1) {
     const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
     const long ncols = ohw * win->batch;
     if (win->stride == 1 && win->pad == 0) {
         switch (win->out_w) {
         case 8:
             IM2COL_DENSE(8);
-            return SL_OK;
+            return;
         case 16:
             IM2COL_DENSE(16);
-            return SL_OK;
+            return;
         case 24:
             IM2COL_DENSE(24);
-            return SL_OK;
+            return;
         default:
             IM2COL_DENSE(win->out_w);
-            return SL_OK;
+            return;
         }
     }
     for (int c = 0; c < win->channels; c++)
@@ -444,8 +467,8 @@ SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
                 float *dst = col + ((long)(c * win->kh + i) * win->kw + j) * ncols;
                 int lo, hi;
                 valid_range(win, j, &lo, &hi);
-                for (int n = 0; n < win->batch; n++) {
-                    const float *plane = x + sl_op_plane(win, c, n, hw);
+                for (long n = n0; n < n1; n++) {
+                    const float *plane = x + sl_op_plane(win, c, (int)n, hw);
                     float *dn = dst + n * ohw;
                     for (int oy = 0; oy < win->out_h; oy++) {
                         float *restrict d = dn + (long)oy * win->out_w;
@@ -468,7 +491,6 @@ SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
                     }
                 }
             }
-    return SL_OK;
 }
 
 /* col2im for stride 1 and no padding (see IM2COL_DENSE). */
@@ -477,8 +499,8 @@ SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
         for (int i = 0; i < win->kh; i++)                                                  \
             for (int j = 0; j < win->kw; j++) {                                            \
                 const float *restrict s =                                                  \
-                    col + ((long)(c * win->kh + i) * win->kw + j) * ncols;                 \
-                for (int n = 0; n < win->batch; n++) {                                     \
+                    col + ((long)(c * win->kh + i) * win->kw + j) * ncols + n0 * ohw;      \
+                for (int n = n0; n < n1; n++) {                                            \
                     float *restrict d =                                                    \
                         dx + sl_op_plane(win, c, n, hw) + (long)i * win->w + j;            \
                     for (int oy = 0; oy < win->out_h; oy++, s += (OW), d += win->w)         \
@@ -487,27 +509,27 @@ SL_VEC static sl_err cpu_im2col(void *self, const float *x, float *col,
                 }                                                                          \
             }
 
-SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
-                                const sl_nn_window_t *win) {
+SL_VEC static void col2im_range(const float *col, float *dx, const sl_nn_window_t *win, long n0,
+                                long n1) {
     const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
     const long ncols = ohw * win->batch;
     for (int c = 0; c < win->channels; c++)
-        for (int n = 0; n < win->batch; n++)
-            memset(dx + sl_op_plane(win, c, n, hw), 0, (size_t)hw * sizeof *dx);
+        for (long n = n0; n < n1; n++)
+            memset(dx + sl_op_plane(win, c, (int)n, hw), 0, (size_t)hw * sizeof *dx);
     if (win->stride == 1 && win->pad == 0) {
         switch (win->out_w) {
         case 8:
             COL2IM_DENSE(8);
-            return SL_OK;
+            return;
         case 16:
             COL2IM_DENSE(16);
-            return SL_OK;
+            return;
         case 24:
             COL2IM_DENSE(24);
-            return SL_OK;
+            return;
         default:
             COL2IM_DENSE(win->out_w);
-            return SL_OK;
+            return;
         }
     }
     for (int c = 0; c < win->channels; c++)
@@ -516,8 +538,8 @@ SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
                 const float *srcrow = col + ((long)(c * win->kh + i) * win->kw + j) * ncols;
                 int lo, hi;
                 valid_range(win, j, &lo, &hi);
-                for (int n = 0; n < win->batch; n++) {
-                    float *plane = dx + sl_op_plane(win, c, n, hw);
+                for (long n = n0; n < n1; n++) {
+                    float *plane = dx + sl_op_plane(win, c, (int)n, hw);
                     const float *sn = srcrow + n * ohw;
                     for (int oy = 0; oy < win->out_h; oy++) {
                         int y = oy * win->stride - win->pad + i;
@@ -534,7 +556,6 @@ SL_VEC static sl_err cpu_col2im(void *self, const float *col, float *dx,
                     }
                 }
             }
-    return SL_OK;
 }
 
 /* ---- max-pool ---- */
@@ -559,14 +580,14 @@ static inline void pool2_row(const float *restrict r0, int w, int32_t base, floa
     }
 }
 
-SL_VEC static sl_err cpu_maxpool_fwd(void *self, const float *x, float *y, int32_t *argmax,
-                                     const sl_nn_window_t *win) {
+SL_VEC static void maxpool_fwd_range(const float *x, float *y, int32_t *argmax,
+                                     const sl_nn_window_t *win, long n0, long n1) {
     const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
     const bool fast = win->kh == 2 && win->kw == 2 && win->stride == 2 && win->pad == 0;
     for (int c = 0; c < win->channels; c++)
-        for (int n = 0; n < win->batch; n++) {
-            const float *plane = x + sl_op_plane(win, c, n, hw);
-            long ob = sl_op_plane(win, c, n, ohw);
+        for (long n = n0; n < n1; n++) {
+            const float *plane = x + sl_op_plane(win, c, (int)n, hw);
+            long ob = sl_op_plane(win, c, (int)n, ohw);
             float *yo = y + ob;
             int32_t *ao = argmax + ob;
             if (fast) {
@@ -582,20 +603,85 @@ SL_VEC static sl_err cpu_maxpool_fwd(void *self, const float *x, float *y, int32
                     yo[k] = sl_op_maxpool_at(plane, win, oy, ox, &ao[k]);
                 }
         }
+}
+
+static void maxpool_bwd_range(const float *dy, const int32_t *argmax, float *dx,
+                              const sl_nn_window_t *win, long n0, long n1) {
+    const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
+    for (int c = 0; c < win->channels; c++)
+        for (long n = n0; n < n1; n++) {
+            float *plane = dx + sl_op_plane(win, c, (int)n, hw);
+            long ob = sl_op_plane(win, c, (int)n, ohw);
+            memset(plane, 0, (size_t)hw * sizeof *plane);
+            for (long k = 0; k < ohw; k++)
+                plane[argmax[ob + k]] += dy[ob + k];
+        }
+}
+
+/* One window op over a slice of the batch per thread. */
+typedef enum { WIN_IM2COL, WIN_COL2IM, WIN_POOL_FWD, WIN_POOL_BWD } win_op;
+
+typedef struct {
+    win_op op;
+    const float *in;            /* x, col, x, dy */
+    float *out;                 /* col, dx, y, dx */
+    int32_t *argmax;            /* pooling */
+    const sl_nn_window_t *win;
+} win_job_t;
+
+static void win_part(void *arg, int part, int parts) {
+    const win_job_t *j = arg;
+    long b = j->win->batch, n0 = b * part / parts, n1 = b * (part + 1) / parts;
+    switch (j->op) {
+    case WIN_IM2COL:
+        im2col_range(j->in, j->out, j->win, n0, n1);
+        break;
+    case WIN_COL2IM:
+        col2im_range(j->in, j->out, j->win, n0, n1);
+        break;
+    case WIN_POOL_FWD:
+        maxpool_fwd_range(j->in, j->out, j->argmax, j->win, n0, n1);
+        break;
+    case WIN_POOL_BWD:
+        maxpool_bwd_range(j->in, j->argmax, j->out, j->win, n0, n1);
+        break;
+    }
+}
+
+/* Window ops touching fewer floats than this run on the caller alone (a
+ * hand-off costs a few microseconds). */
+#define SPLIT_MIN_FLOATS (1L << 15)
+
+static void win_run(cpu_t *cp, const win_job_t *j, long floats) {
+    if (cp->threads < 2 || j->win->batch < 2 * cp->threads || floats < SPLIT_MIN_FLOATS)
+        win_part((void *)j, 0, 1);
+    else
+        run_parts(cp, win_part, (void *)j);
+}
+
+static sl_err cpu_im2col(void *self, const float *x, float *col, const sl_nn_window_t *win) {
+    win_job_t j = {WIN_IM2COL, x, col, NULL, win};
+    win_run(self, &j, (long)win->channels * win->kh * win->kw * win->out_h * win->out_w * win->batch);
+    return SL_OK;
+}
+
+static sl_err cpu_col2im(void *self, const float *col, float *dx, const sl_nn_window_t *win) {
+    win_job_t j = {WIN_COL2IM, col, dx, NULL, win};
+    win_run(self, &j, (long)win->channels * win->kh * win->kw * win->out_h * win->out_w * win->batch);
+    return SL_OK;
+}
+
+static sl_err cpu_maxpool_fwd(void *self, const float *x, float *y, int32_t *argmax,
+                              const sl_nn_window_t *win) {
+    win_job_t j = {WIN_POOL_FWD, x, y, argmax, win};
+    win_run(self, &j, (long)win->channels * win->h * win->w * win->batch);
     return SL_OK;
 }
 
 static sl_err cpu_maxpool_bwd(void *self, const float *dy, const int32_t *argmax, float *dx,
                               const sl_nn_window_t *win) {
-    const long hw = (long)win->h * win->w, ohw = (long)win->out_h * win->out_w;
-    for (int c = 0; c < win->channels; c++)
-        for (int n = 0; n < win->batch; n++) {
-            float *plane = dx + sl_op_plane(win, c, n, hw);
-            long ob = sl_op_plane(win, c, n, ohw);
-            memset(plane, 0, (size_t)hw * sizeof *plane);
-            for (long k = 0; k < ohw; k++)
-                plane[argmax[ob + k]] += dy[ob + k];
-        }
+    win_job_t j = {WIN_POOL_BWD, dy, dx, (int32_t *)argmax, win};
+    win_run(self, &j, (long)win->channels * win->h * win->w * win->batch);
     return SL_OK;
 }
 
