@@ -265,6 +265,42 @@ static void test_csv(void) {
     }
 }
 
+/* --normalize: after standardising, the training set's converted values
+ * have mean 0 and standard deviation 1; the test set gets the same scale
+ * and shift; a constant training set is refused. */
+static void test_standardize(void) {
+    char why[256];
+    sl_nn_data_t *tr = NULL, *te = NULL;
+    CHECK_OK(sl_nn_data_parse_idx(img, img_len, lab, lab_len, "train", &tr, why, sizeof why));
+    CHECK_OK(sl_nn_data_parse_idx(img, img_len, lab, lab_len, "test", &te, why, sizeof why));
+    if (!tr || !te)
+        return;
+    size_t n = tr->count * (size_t)tr->shape.height * tr->shape.width;
+    double want_mean = 0.0;
+    for (size_t i = 0; i < n; i++)
+        want_mean += tr->images_u8[i] / 255.0;
+    want_mean /= (double)n;
+    double mean = -1.0, sd = -1.0;
+    CHECK_OK(sl_nn_data_standardize(tr, te, &mean, &sd));
+    CHECK_NEAR(mean, want_mean, 1e-6); /* scale is the float 1/255 */
+    double s = 0.0, ss = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double x = tr->images_u8[i] * (double)tr->scale + tr->shift;
+        s += x;
+        ss += x * x;
+    }
+    CHECK_NEAR(s / (double)n, 0.0, 1e-5);
+    CHECK_NEAR(ss / (double)n, 1.0, 1e-5);
+    CHECK(te->scale == tr->scale && te->shift == tr->shift);
+    /* Constant inputs have no scale to divide by. */
+    memset(tr->images_u8, 7, n);
+    tr->scale = 1.0f / 255.0f;
+    tr->shift = 0.0f;
+    CHECK_ERR(sl_nn_data_standardize(tr, NULL, NULL, NULL), SL_EINVAL);
+    sl_nn_data_destroy(&tr);
+    sl_nn_data_destroy(&te);
+}
+
 int main(void) {
     CHECK_OK(sl_init());
     snprintf(dir, sizeof dir, "/tmp/sl_nn_data_XXXXXX");
@@ -278,6 +314,7 @@ int main(void) {
     sl_test_run("idx_bad", test_idx_bad);
     sl_test_run("idx_parse_memory", test_idx_parse_memory);
     sl_test_run("csv", test_csv);
+    sl_test_run("standardize", test_standardize);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -35,6 +35,8 @@ static const char usage[] =
     "  --seed S           seed of initialisation, split, shuffles, dropout (default 1)\n"
     "  --val-split F      hold out this fraction of the training set (default 0)\n"
     "  --limit N          use only the first N training samples\n"
+    "  --normalize        standardise the inputs with the training set's pixel mean\n"
+    "                     and standard deviation (default: pixels / 255)\n"
     "  --checkpoint DIR   write DIR/checkpoint.slck after every epoch\n"
     "  --resume           continue from DIR/checkpoint.slck when it exists\n"
     "  --export FILE      write the trained weights as a NumPy .npz file\n"
@@ -55,6 +57,7 @@ typedef struct {
     int threads;           /* BLAS threads, 0 = environment */
     bool json;             /* JSON lines */
     bool quiet;            /* no progress bar */
+    bool normalize;        /* standardise the inputs (training-set statistics) */
 } opts_t;
 
 /* Per-run output state. */
@@ -108,7 +111,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
             val = arg + (eq - name) + 1;
         }
         bool flag = !strcmp(name, "--json") || !strcmp(name, "--resume") ||
-                    !strcmp(name, "--quiet") || !strcmp(name, "--help") || !strcmp(name, "-h");
+                    !strcmp(name, "--quiet") || !strcmp(name, "--normalize") || !strcmp(name, "--help") || !strcmp(name, "-h");
         if (flag) {
             if (val)
                 return bad("%s takes no value%s", name, "");
@@ -118,6 +121,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 o->cfg.resume = true;
             else if (!strcmp(name, "--quiet"))
                 o->quiet = true;
+            else if (!strcmp(name, "--normalize"))
+                o->normalize = true;
             else {
                 fputs(usage, stdout);
                 return -1;
@@ -294,6 +299,12 @@ int sl_cmd_train(int argc, char **argv) {
         fprintf(stderr, "peerctl train: %s\n", why);
         goto done;
     }
+    double mean = 0.0, sd = 0.0;
+    if (o.normalize && sl_nn_data_standardize(train, test, &mean, &sd) != SL_OK) {
+        fprintf(stderr, "peerctl train: --normalize: %s has constant inputs or a test set of "
+                        "another scale\n", o.dataset);
+        goto done;
+    }
     if (sl_nn_trainer_new(be, &o.cfg, train, test, &t, why, sizeof why) != SL_OK) {
         fprintf(stderr, "peerctl train: %s\n", why);
         goto done;
@@ -309,6 +320,8 @@ int sl_cmd_train(int argc, char **argv) {
             (double)sl_nn_trainer_flops(t) / 1e6, o.dataset,
             o.cfg.limit && o.cfg.limit < train->count ? o.cfg.limit : train->count,
             test ? ", test set" : "", o.cfg.val_split > 0 ? ", validation split" : "");
+    if (o.normalize)
+        fprintf(stderr, "peerctl train: inputs standardised: (x - %.6f) / %.6f\n", mean, sd);
     if (sl_nn_trainer_epochs_done(t) > 0)
         fprintf(stderr, "peerctl train: resumed after epoch %d\n", sl_nn_trainer_epochs_done(t));
     sl_nn_trainer_set_progress(t, on_progress, &r);

@@ -141,6 +141,15 @@ sl_err sl_nn_data_parse_idx(const uint8_t *images, size_t images_len, const uint
                             char *why, size_t why_len);
 /* Keeps only the first `count` samples (a quick run). */
 void sl_nn_data_truncate(sl_nn_data_t *data, size_t count);
+/* Standardises the inputs: sets the scale and shift of `train` and of
+ * `test` (may be NULL) so that train's values, over all its samples and
+ * pixels, have mean 0 and standard deviation 1 (statistics of the training
+ * set only, in double precision; the stored bytes are not touched). The
+ * mean and standard deviation found (of the values before, i.e. bytes /
+ * 255) go to *mean and *std when not NULL. SL_EINVAL for an empty or
+ * constant training set. */
+sl_err sl_nn_data_standardize(sl_nn_data_t *train, sl_nn_data_t *test, double *mean,
+                              double *std);
 void sl_nn_data_destroy(sl_nn_data_t **data);
 
 /* ---- training ---- */

@@ -520,6 +520,51 @@ void sl_nn_data_truncate(sl_nn_data_t *d, size_t count) {
         d->count = count;
 }
 
+sl_err sl_nn_data_standardize(sl_nn_data_t *train, sl_nn_data_t *test, double *mean,
+                              double *std) {
+    if (!train || train->count == 0)
+        return SL_EINVAL;
+    size_t n = train->count * (size_t)train->shape.channels * (size_t)train->shape.height *
+               (size_t)train->shape.width;
+    double s = 0.0, ss = 0.0;
+    if (train->images_u8) {
+        /* A histogram: exact sums, whatever the size. */
+        uint64_t hist[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            hist[train->images_u8[i]]++;
+        for (int v = 0; v < 256; v++) {
+            double x = v * (double)train->scale + train->shift;
+            s += (double)hist[v] * x;
+            ss += (double)hist[v] * x * x;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            double x = train->images_f32[i] * (double)train->scale + train->shift;
+            s += x;
+            ss += x * x;
+        }
+    }
+    double mu = s / (double)n, var = ss / (double)n - mu * mu;
+    if (!(var > 1e-12))
+        return SL_EINVAL;
+    double sd = sqrt(var);
+    /* (stored * scale + shift - mu) / sd, as one multiply-add. */
+    float scale = (float)(train->scale / sd), shift = (float)((train->shift - mu) / sd);
+    if (test && (test->scale != train->scale || test->shift != train->shift))
+        return SL_EINVAL;
+    train->scale = scale;
+    train->shift = shift;
+    if (test) {
+        test->scale = scale;
+        test->shift = shift;
+    }
+    if (mean)
+        *mean = mu;
+    if (std)
+        *std = sd;
+    return SL_OK;
+}
+
 void sl_nn_data_destroy(sl_nn_data_t **pd) {
     if (!pd || !*pd)
         return;
