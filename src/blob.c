@@ -300,9 +300,9 @@ sl_err sl_blob_builder_add(sl_blob_builder_t *b, const void *data, size_t len,
 }
 
 sl_err sl_blob_builder_finish(sl_blob_builder_t *b, sl_blob_manifest_t *out) {
-    memset(out, 0, sizeof *out);
     if (b->spent)
-        return SL_ESTATE;
+        return SL_ESTATE; /* `out` untouched */
+    memset(out, 0, sizeof *out);
     b->spent = true;
     crypto_generichash_final(&b->whole, out->hash, SL_BLAKE2B_LEN);
     out->size = b->size;

@@ -125,11 +125,11 @@ static sl_err set_holder(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
 /* The manifest of a blob the store knows. */
 static sl_err lookup_manifest(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                               sl_blob_manifest_t *m) {
-    char key[PREFIX_LEN + HEX_LEN];
+    char key[PREFIX_LEN + HEX_LEN + 1]; /* sl_hex adds a NUL */
     manifest_key(hash, key);
     const uint8_t *v;
     size_t vl;
-    sl_err err = sl_store_get(sl_store_node_store(bn->store), key, sizeof key, &v, &vl);
+    sl_err err = sl_store_get(sl_store_node_store(bn->store), key, PREFIX_LEN + HEX_LEN, &v, &vl);
     if (err)
         return err == SL_EINVAL ? SL_EPROTO : err;
     if ((err = sl_blob_manifest_decode(v, vl, m)))
@@ -409,9 +409,17 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     for (uint32_t i = 0; !err && i < m.chunk_count; i++) {
         uint8_t *c;
         size_t cl;
-        if (read_chunk(bn, &m, i, &c, &cl) == SL_OK) {
+        sl_err rerr = read_chunk(bn, &m, i, &c, &cl);
+        if (rerr == SL_OK) {
             have[i] = true;
             sl_free(c);
+        } else if (rerr == SL_ECORRUPT) {
+            /* remove it: a good copy of the same size would not replace it */
+            char hex[HEX_LEN + 1];
+            sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
+            bn->st.corrupt++;
+            log_corrupt("local chunk", hash, i, "on disk");
+            sl_disk_chunk_del(bn->disk, hex);
         }
     }
     if (!err)
@@ -569,13 +577,13 @@ static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m) {
         sl_free(enc);
         return SL_ETOOBIG;
     }
-    char key[PREFIX_LEN + HEX_LEN];
+    char key[PREFIX_LEN + HEX_LEN + 1]; /* sl_hex adds a NUL */
     manifest_key(m->hash, key);
     const uint8_t *old;
     size_t old_len;
-    if (sl_store_get(sl_store_node_store(bn->store), key, sizeof key, &old, &old_len) != SL_OK ||
+    if (sl_store_get(sl_store_node_store(bn->store), key, PREFIX_LEN + HEX_LEN, &old, &old_len) != SL_OK ||
         old_len != enc_len || memcmp(old, enc, enc_len) != 0)
-        err = sl_store_node_put(bn->store, key, sizeof key, enc, enc_len);
+        err = sl_store_node_put(bn->store, key, PREFIX_LEN + HEX_LEN, enc, enc_len);
     if (!err)
         err = set_holder(bn, m->hash, true);
     if (!err) {
