@@ -144,7 +144,7 @@ static void sleep_ms(int ms) {
  * size and chunk count. */
 static int wait_ready(const char *hash, uint64_t *size, uint32_t *chunks, uint32_t *chunk_len) {
     uint64_t start = sl_plat_now_ns() / 1000000ull;
-    int pause = 20;
+    int pause = 5;
     for (;;) {
         uint64_t now = sl_plat_now_ns() / 1000000ull;
         sl_bytes_t arg = sl_bytes_str(hash);
@@ -187,7 +187,7 @@ static int wait_ready(const char *hash, uint64_t *size, uint32_t *chunks, uint32
         }
         sl_free(rep.buf);
         sleep_ms(pause);
-        if (pause < 200)
+        if (pause < 50) /* a short poll: a 1 MiB chunk takes a few ms */
             pause *= 2;
     }
 }
