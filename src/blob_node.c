@@ -18,6 +18,7 @@
 #define MAX_MEMBERS 1024
 #define MAX_WAITERS 8
 #define RECENT 64                      /* finished fetches remembered for blob-fetch */
+#define SLICE_CHUNKS 4                 /* chunk files read per job per loop turn (~20 ms) */
 #define MAX_FILE_LEN (1ull << 30)      /* sl_blob_node_put_file */
 #define PREFIX "blob/"
 #define PREFIX_LEN 5
@@ -29,12 +30,24 @@ typedef struct {
     char *path;           /* get_file: write the blob here first (sl_free'd) */
 } waiter_t;
 
-/* One transfer running. */
+/* What a job is doing. Checking and verifying read and hash chunk files,
+ * a few per loop turn, so a large blob never stalls the loop. */
+enum { PHASE_CHECK, PHASE_FETCH, PHASE_VERIFY };
+
+/* One transfer (or, for blob-commit, one verification) running. */
 typedef struct {
-    sl_blob_fetch_t *f;               /* the pure state machine */
     uint8_t hash[SL_BLAKE2B_LEN];     /* the blob */
+    sl_blob_manifest_t m;             /* its manifest (owned) */
+    int phase;                        /* PHASE_* */
+    uint32_t next;                    /* CHECK, VERIFY: next chunk to read */
+    bool *have;                       /* CHECK: chunks found here and good */
+    sl_blob_fetch_t *f;               /* FETCH: the pure state machine */
+    sl_blob_builder_t *whole;         /* VERIFY: hash of the chunks read so far */
+    char sources[SL_BLOB_XFER_MAX_ADDR + 1]; /* an extra holder to ask (an OFFER's) */
     bool record;                      /* record this peer as holder when done */
+    bool commit;                      /* verify only, then commit (blob-commit) */
     uint64_t progress_ms;             /* last time a chunk arrived (or start) */
+    uint64_t timeouts_seen;           /* FETCH: the fetch's timeouts already counted */
     waiter_t waiters[MAX_WAITERS];    /* callbacks */
     size_t waiter_count;              /* entries */
 } job_t;
@@ -172,6 +185,8 @@ static sl_err read_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32
 
 /* A local chunk file was found bad or missing: remove it, and stop
  * claiming the blob, so placement repairs this copy from another. */
+static void forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+
 static void lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
                        const uint8_t chunk[SL_BLAKE2B_LEN], uint32_t index, sl_err why) {
     char hex[HEX_LEN + 1];
@@ -181,39 +196,11 @@ static void lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
         log_corrupt("local chunk", blob, index, "on disk");
         sl_disk_chunk_del(bn->disk, hex);
     }
+    forget(bn, blob);
     if (holds(bn, blob, sl_node_name(bn->node))) {
         set_holder(bn, blob, false);
         bn->next_reconcile_ms = 0;
     }
-}
-
-/* Every chunk here, each matching its hash, and the whole matching. */
-static sl_err verify_whole(sl_blob_node_t *bn, const sl_blob_manifest_t *m) {
-    sl_blob_builder_t *b;
-    sl_err err = sl_blob_builder_new(m->chunk_len, &b);
-    for (uint32_t i = 0; !err && i < m->chunk_count; i++) {
-        uint8_t *c;
-        size_t n;
-        if ((err = read_chunk(bn, m, i, &c, &n))) {
-            lost_chunk(bn, m->hash, m->chunks[i], i, err);
-            break;
-        }
-        err = sl_blob_builder_add(b, c, n, NULL);
-        sl_free(c);
-    }
-    if (!err) {
-        sl_blob_manifest_t got;
-        if (!(err = sl_blob_builder_finish(b, &got))) {
-            if (got.size != m->size || memcmp(got.hash, m->hash, SL_BLAKE2B_LEN) != 0) {
-                bn->st.corrupt++;
-                log_corrupt("whole", m->hash, 0, "as assembled here");
-                err = SL_ECORRUPT;
-            }
-            sl_blob_manifest_fini(&got);
-        }
-    }
-    sl_blob_builder_destroy(&b);
-    return err;
 }
 
 /* ---- membership ---- */
@@ -282,6 +269,13 @@ static recent_t *recent_of(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN
     return NULL;
 }
 
+/* The blob is no longer known to be whole here. */
+static void forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    recent_t *r = recent_of(bn, hash);
+    if (r)
+        r->used = false;
+}
+
 /* Writes a blob held here to `path` atomically. */
 static sl_err write_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], const char *path) {
     uint8_t *data;
@@ -294,33 +288,47 @@ static sl_err write_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     return err;
 }
 
-/* Ends a job: verify, record, tell the waiters. */
+static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m);
+
+static void free_job(job_t *job) {
+    for (size_t k = 0; k < job->waiter_count; k++)
+        sl_free(job->waiters[k].path);
+    sl_blob_fetch_destroy(&job->f);
+    sl_blob_builder_destroy(&job->whole);
+    sl_blob_manifest_fini(&job->m);
+    sl_free(job->have);
+    sl_free(job);
+}
+
+/* Ends a job (the blob verified whole, or err): record, tell the waiters. */
 static void finish_job(sl_blob_node_t *bn, job_t *job, sl_err err) {
     for (size_t i = 0; i < bn->job_count; i++)
         if (bn->jobs[i] == job) {
             bn->jobs[i] = bn->jobs[--bn->job_count];
             break;
         }
-    const sl_blob_manifest_t *m = sl_blob_fetch_manifest(job->f);
-    if (!err)
-        err = verify_whole(bn, m);
-    if (!err && job->record) {
+    bn->st.jobs = bn->job_count;
+    if (!err && job->commit)
+        err = commit(bn, &job->m);
+    else if (!err && job->record) {
         err = set_holder(bn, job->hash, true);
         if (!err)
             bn->st.replicated++;
     }
     char hex[HEX_LEN + 1];
     sl_hex(job->hash, SL_BLAKE2B_LEN, hex);
-    if (err) {
+    if (job->commit) {
+        if (err)
+            sl_log(SL_LOG_WARNING, "BLOB-COMMIT-FAILED", "blob %s: %s", hex, sl_strerror(err));
+    } else if (err) {
         bn->st.fetches_failed++;
         sl_log(SL_LOG_WARNING, "BLOB-FETCH-FAILED", "blob %s: %s", hex, sl_strerror(err));
     } else {
         bn->st.fetches_done++;
-        sl_log(SL_LOG_INFO, "BLOB-FETCHED", "blob %s: %" PRIu64 " bytes here%s", hex, m->size,
+        sl_log(SL_LOG_INFO, "BLOB-FETCHED", "blob %s: %" PRIu64 " bytes here%s", hex, job->m.size,
                job->record ? ", recorded as holder" : "");
     }
     remember(bn, job->hash, err);
-    bn->st.jobs = bn->job_count;
     for (size_t i = 0; i < job->waiter_count; i++) {
         waiter_t *w = &job->waiters[i];
         sl_err e = err;
@@ -328,46 +336,145 @@ static void finish_job(sl_blob_node_t *bn, job_t *job, sl_err err) {
             e = write_file(bn, job->hash, w->path);
         if (w->done)
             w->done(w->ctx, e, job->hash);
-        sl_free(w->path);
     }
-    sl_blob_fetch_destroy(&job->f);
-    sl_free(job);
+    free_job(job);
 }
 
-/* Sends the GETs the fetch wants now; ends the job when it is over. */
-static void pump(sl_blob_node_t *bn, job_t *job, uint64_t now) {
-    sl_blob_req_t reqs[SL_BLOB_XFER_MAX_WINDOW];
-    size_t k = sl_blob_fetch_poll(job->f, now, reqs, SL_BLOB_XFER_MAX_WINDOW);
-    const char *self = sl_node_addr(bn->node);
-    for (size_t i = 0; i < k; i++) {
-        sl_blob_msg_t g = {.type = SL_BLOB_MSG_GET, .xfer = sl_blob_fetch_xfer(job->f),
-                           .index = reqs[i].index, .addr = (const uint8_t *)self,
-                           .addr_len = strlen(self)};
-        memcpy(g.blob, job->hash, SL_BLAKE2B_LEN);
-        memcpy(g.chunk, reqs[i].chunk, SL_BLAKE2B_LEN);
-        uint8_t *body;
-        size_t len;
-        if (sl_blob_msg_encode(&g, &body, &len) != SL_OK)
+/* The holders to ask: the job's extra source, then the alive holders. */
+static sl_err refresh_sources(sl_blob_node_t *bn, job_t *job) {
+    member_t *ms;
+    size_t n = alive_members(bn, &ms);
+    const char *src[SL_BLOB_XFER_MAX_SOURCES];
+    size_t k = 0;
+    if (job->sources[0] && strcmp(job->sources, sl_node_addr(bn->node)) != 0)
+        src[k++] = job->sources;
+    size_t more = holder_addrs(bn, job->hash, ms, n, src + k, SL_BLOB_XFER_MAX_SOURCES - k);
+    for (size_t i = k; i < k + more; i++) /* the offerer may also be listed */
+        if (k && !strcmp(src[i], src[0]))
+            src[i--] = src[k + --more];
+    k += more;
+    sl_err err = SL_OK;
+    if (!job->f)
+        err = sl_blob_fetch_new(sl_rng_next(&bn->rng), &job->m, job->have, src, k, &bn->fcfg,
+                                &job->f);
+    else if (k)
+        err = sl_blob_fetch_set_sources(job->f, src, k);
+    sl_free(ms);
+    return err;
+}
+
+/* Reads up to SLICE_CHUNKS chunk files for a CHECK or VERIFY phase. */
+static sl_err read_slice(sl_blob_node_t *bn, job_t *job) {
+    for (int k = 0; k < SLICE_CHUNKS && job->next < job->m.chunk_count; k++, job->next++) {
+        uint32_t i = job->next;
+        uint8_t *c;
+        size_t n;
+        sl_err err = read_chunk(bn, &job->m, i, &c, &n);
+        if (job->phase == PHASE_CHECK) {
+            if (!err) {
+                job->have[i] = true;
+                sl_free(c);
+            } else if (err == SL_ECORRUPT) {
+                /* remove it: a good copy of the same size would not replace it */
+                char hex[HEX_LEN + 1];
+                sl_hex(job->m.chunks[i], SL_BLAKE2B_LEN, hex);
+                bn->st.corrupt++;
+                log_corrupt("local chunk", job->hash, i, "on disk");
+                sl_disk_chunk_del(bn->disk, hex);
+            }
             continue;
-        if (sl_node_send(bn->node, reqs[i].addr, SL_BLOB_MSG_GET, body, len) != SL_OK)
-            bn->st.send_dropped++; /* the request times out and goes elsewhere */
-        sl_free(body);
+        }
+        if (err) {
+            lost_chunk(bn, job->hash, job->m.chunks[i], i, err);
+            return err;
+        }
+        err = sl_blob_builder_add(job->whole, c, n, NULL);
+        sl_free(c);
+        if (err)
+            return err;
     }
-    sl_blob_fetch_stats_t fs;
-    sl_blob_fetch_stats(job->f, &fs);
-    sl_err st = sl_blob_fetch_status(job->f);
-    uint64_t idle_ms = 10ull * bn->fcfg.timeout_ms;
-    if (st == SL_EAGAIN && fs.in_flight == 0 && now > job->progress_ms + idle_ms)
-        st = SL_ENOTFOUND; /* no holder to ask for this long */
-    if (st != SL_EAGAIN)
-        finish_job(bn, job, st);
+    return SL_OK;
 }
 
-/* Starts (or joins) a transfer of `hash`. Calls `done` at once when the
- * blob is already here. */
+/* Moves a job on: a slice of checking or verifying, or the GETs the fetch
+ * wants now. Ends the job when it is over. */
+static void pump(sl_blob_node_t *bn, job_t *job, uint64_t now) {
+    sl_err err = SL_OK;
+    if (job->phase == PHASE_CHECK) {
+        err = read_slice(bn, job);
+        if (!err && job->next == job->m.chunk_count) {
+            err = refresh_sources(bn, job);
+            job->phase = PHASE_FETCH;
+            job->progress_ms = now;
+        }
+        if (err || job->phase == PHASE_CHECK) {
+            if (err)
+                finish_job(bn, job, err);
+            return;
+        }
+    }
+    if (job->phase == PHASE_FETCH) {
+        sl_blob_req_t reqs[SL_BLOB_XFER_MAX_WINDOW];
+        size_t k = sl_blob_fetch_poll(job->f, now, reqs, SL_BLOB_XFER_MAX_WINDOW);
+        const char *self = sl_node_addr(bn->node);
+        for (size_t i = 0; i < k; i++) {
+            sl_blob_msg_t g = {.type = SL_BLOB_MSG_GET, .xfer = sl_blob_fetch_xfer(job->f),
+                               .index = reqs[i].index, .addr = (const uint8_t *)self,
+                               .addr_len = strlen(self)};
+            memcpy(g.blob, job->hash, SL_BLAKE2B_LEN);
+            memcpy(g.chunk, reqs[i].chunk, SL_BLAKE2B_LEN);
+            uint8_t *body;
+            size_t len;
+            if (sl_blob_msg_encode(&g, &body, &len) != SL_OK)
+                continue;
+            if (sl_node_send(bn->node, reqs[i].addr, SL_BLOB_MSG_GET, body, len) != SL_OK)
+                bn->st.send_dropped++; /* the request times out and goes elsewhere */
+            sl_free(body);
+        }
+        sl_blob_fetch_stats_t fs;
+        sl_blob_fetch_stats(job->f, &fs);
+        bn->st.timeouts += fs.timeouts - job->timeouts_seen;
+        job->timeouts_seen = fs.timeouts;
+        err = sl_blob_fetch_status(job->f);
+        if (err == SL_EAGAIN && fs.in_flight == 0 && now > job->progress_ms + 10ull * bn->fcfg.timeout_ms)
+            err = SL_ENOTFOUND; /* no holder to ask for this long */
+        if (err == SL_EAGAIN)
+            return;
+        if (err) {
+            finish_job(bn, job, err);
+            return;
+        }
+        job->phase = PHASE_VERIFY;
+        job->next = 0;
+        if ((err = sl_blob_builder_new(job->m.chunk_len, &job->whole))) {
+            finish_job(bn, job, err);
+            return;
+        }
+    }
+    /* PHASE_VERIFY: the chunks read back in order must make up the blob */
+    err = read_slice(bn, job);
+    if (!err && job->next < job->m.chunk_count)
+        return;
+    if (!err) {
+        sl_blob_manifest_t got;
+        if (!(err = sl_blob_builder_finish(job->whole, &got))) {
+            if (got.size != job->m.size || memcmp(got.hash, job->hash, SL_BLAKE2B_LEN) != 0) {
+                bn->st.corrupt++;
+                log_corrupt("whole", job->hash, 0, "as assembled here");
+                err = SL_ECORRUPT;
+            }
+            sl_blob_manifest_fini(&got);
+        }
+    }
+    finish_job(bn, job, err);
+}
+
+/* Starts (or joins) a job for `hash`: check what is here, fetch the rest
+ * from `extra_source` and the alive holders, verify the whole. With
+ * `commit`, verify only, then commit. `done` is called when it ends. */
 static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                         const sl_blob_manifest_t *given, const char *extra_source, bool record,
-                        sl_blob_done_fn done, void *ctx, const char *path) {
+                        bool commit_after, sl_blob_done_fn done, void *ctx, const char *path) {
     job_t *job = find_job(bn, hash);
     if (job) {
         job->record |= record;
@@ -383,62 +490,36 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     }
     if (bn->job_count >= bn->max_jobs)
         return SL_EBUSY;
-    sl_blob_manifest_t m;
-    sl_err err = given ? sl_blob_manifest_copy(given, &m) : lookup_manifest(bn, hash, &m);
-    if (err)
-        return err;
-    member_t *ms;
-    size_t n = alive_members(bn, &ms);
-    const char *src[SL_BLOB_XFER_MAX_SOURCES];
-    size_t k = 0;
-    if (extra_source && strcmp(extra_source, sl_node_addr(bn->node)) != 0)
-        src[k++] = extra_source;
-    k += holder_addrs(bn, hash, ms, n, src + k, SL_BLOB_XFER_MAX_SOURCES - k);
-    for (size_t i = 1; i < k; i++) /* the offerer may also be listed as holder */
-        if (extra_source && !strcmp(src[i], extra_source))
-            src[i--] = src[--k];
-    /* what is here already, verified */
-    bool *have = sl_calloc(m.chunk_count ? m.chunk_count : 1, sizeof *have);
     job = sl_calloc(1, sizeof *job);
-    char *p = path ? sl_strdup(path) : NULL;
-    job_t **jobs = sl_realloc(bn->jobs, (bn->job_count + 1) * sizeof *jobs);
-    if (!have || !job || (path && !p) || !jobs)
+    if (!job)
+        return SL_ENOMEM;
+    sl_err err = given ? sl_blob_manifest_copy(given, &job->m) : lookup_manifest(bn, hash, &job->m);
+    char *p = NULL;
+    job_t **jobs = NULL;
+    if (!err && ((path && !(p = sl_strdup(path))) ||
+                 !(job->have = sl_calloc(job->m.chunk_count ? job->m.chunk_count : 1, 1)) ||
+                 !(jobs = sl_realloc(bn->jobs, (bn->job_count + 1) * sizeof *jobs))))
         err = SL_ENOMEM;
-    else
-        bn->jobs = jobs;
-    for (uint32_t i = 0; !err && i < m.chunk_count; i++) {
-        uint8_t *c;
-        size_t cl;
-        sl_err rerr = read_chunk(bn, &m, i, &c, &cl);
-        if (rerr == SL_OK) {
-            have[i] = true;
-            sl_free(c);
-        } else if (rerr == SL_ECORRUPT) {
-            /* remove it: a good copy of the same size would not replace it */
-            char hex[HEX_LEN + 1];
-            sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
-            bn->st.corrupt++;
-            log_corrupt("local chunk", hash, i, "on disk");
-            sl_disk_chunk_del(bn->disk, hex);
-        }
-    }
-    if (!err)
-        err = sl_blob_fetch_new(sl_rng_next(&bn->rng), &m, have, src, k, &bn->fcfg, &job->f);
-    sl_free(have);
-    sl_free(ms);
-    sl_blob_manifest_fini(&m);
+    if (commit_after && !err)
+        err = sl_blob_builder_new(job->m.chunk_len, &job->whole);
     if (err) {
         sl_free(p);
-        sl_free(job);
+        free_job(job);
         return err;
     }
+    bn->jobs = jobs;
     memcpy(job->hash, hash, SL_BLAKE2B_LEN);
+    if (extra_source)
+        snprintf(job->sources, sizeof job->sources, "%s", extra_source);
     job->record = record;
+    job->commit = commit_after;
+    job->phase = commit_after ? PHASE_VERIFY : PHASE_CHECK;
     job->progress_ms = now_ms();
     if (done || p)
         job->waiters[job->waiter_count++] = (waiter_t){done, ctx, p};
     bn->jobs[bn->job_count++] = job;
     bn->st.jobs = bn->job_count;
+    forget(bn, hash);
     pump(bn, job, now_ms()); /* may finish it at once */
     return SL_OK;
 }
@@ -452,30 +533,34 @@ static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     sl_blob_manifest_t m;
     if (lookup_manifest(bn, hash, &m) != SL_OK)
         return;
-    if (set_holder(bn, hash, false) != SL_OK) {
+    bool *keep = sl_calloc(m.chunk_count ? m.chunk_count : 1, sizeof *keep);
+    if (!keep || set_holder(bn, hash, false) != SL_OK) {
+        sl_free(keep);
         sl_blob_manifest_fini(&m);
         return;
     }
+    forget(bn, hash);
+    for (size_t j = 0; j < other_count; j++) {
+        sl_blob_manifest_t o;
+        if (!memcmp(others[j], hash, SL_BLAKE2B_LEN) || lookup_manifest(bn, others[j], &o))
+            continue;
+        for (uint32_t c = 0; c < o.chunk_count; c++)
+            for (uint32_t i = 0; i < m.chunk_count; i++)
+                keep[i] |= !memcmp(o.chunks[c], m.chunks[i], SL_BLAKE2B_LEN);
+        sl_blob_manifest_fini(&o);
+    }
     for (uint32_t i = 0; i < m.chunk_count; i++) {
-        bool shared = false;
-        for (size_t j = 0; j < other_count && !shared; j++) {
-            sl_blob_manifest_t o;
-            if (!memcmp(others[j], hash, SL_BLAKE2B_LEN) || lookup_manifest(bn, others[j], &o))
-                continue;
-            for (uint32_t c = 0; c < o.chunk_count && !shared; c++)
-                shared = !memcmp(o.chunks[c], m.chunks[i], SL_BLAKE2B_LEN);
-            sl_blob_manifest_fini(&o);
-        }
-        if (!shared) {
-            char hex[HEX_LEN + 1];
-            sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
-            sl_disk_chunk_del(bn->disk, hex);
-        }
+        if (keep[i])
+            continue;
+        char hex[HEX_LEN + 1];
+        sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
+        sl_disk_chunk_del(bn->disk, hex);
     }
     char hex[HEX_LEN + 1];
     sl_hex(hash, SL_BLAKE2B_LEN, hex);
     sl_log(SL_LOG_INFO, "BLOB-DROP", "blob %s: placed peers hold it; extra copy removed", hex);
     bn->st.dropped++;
+    sl_free(keep);
     sl_blob_manifest_fini(&m);
 }
 
@@ -543,15 +628,11 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
         if (sl_blob_plan(hash, names, h, n, bn->r, &plan) != SL_OK)
             continue;
         job_t *job = find_job(bn, hash);
-        if (job) { /* keep its holders current */
-            const char *src[SL_BLOB_XFER_MAX_SOURCES];
-            size_t k = holder_addrs(bn, hash, ms, n, src, SL_BLOB_XFER_MAX_SOURCES);
-            if (k)
-                sl_blob_fetch_set_sources(job->f, src, k);
-        }
+        if (job && job->f) /* keep its holders current */
+            refresh_sources(bn, job);
         for (size_t i = 0; i < plan.fetch_count; i++)
             if (plan.fetch[i] == me && !h[me])
-                start_job(bn, hash, NULL, NULL, true, NULL, NULL, NULL);
+                start_job(bn, hash, NULL, NULL, true, false, NULL, NULL, NULL);
         for (size_t i = 0; i < plan.drop_count; i++)
             if (plan.drop[i] == me && !job)
                 drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count);
@@ -650,14 +731,14 @@ sl_err sl_blob_node_put_file(sl_blob_node_t *bn, const char *path, uint8_t hash[
 
 sl_err sl_blob_node_fetch(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                           sl_blob_done_fn done, void *ctx) {
-    return start_job(bn, hash, NULL, NULL, false, done, ctx, NULL);
+    return start_job(bn, hash, NULL, NULL, false, false, done, ctx, NULL);
 }
 
 sl_err sl_blob_node_get_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                              const char *path, sl_blob_done_fn done, void *ctx) {
     if (!path || !path[0])
         return SL_EINVAL;
-    return start_job(bn, hash, NULL, NULL, false, done, ctx, path);
+    return start_job(bn, hash, NULL, NULL, false, false, done, ctx, path);
 }
 
 sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], uint8_t **data,
@@ -717,7 +798,8 @@ static void on_get(sl_blob_node_t *bn, const sl_blob_msg_t *g) {
 static void on_chunk(sl_blob_node_t *bn, const sl_blob_msg_t *c, uint64_t now) {
     job_t *job = NULL;
     for (size_t i = 0; i < bn->job_count && !job; i++)
-        if (sl_blob_fetch_xfer(bn->jobs[i]->f) == c->xfer)
+        if (bn->jobs[i]->f && bn->jobs[i]->phase == PHASE_FETCH &&
+            sl_blob_fetch_xfer(bn->jobs[i]->f) == c->xfer)
             job = bn->jobs[i];
     if (!job)
         return; /* late answer for a transfer that ended */
@@ -749,7 +831,7 @@ static void on_offer(sl_blob_node_t *bn, const sl_blob_msg_t *o) {
     memcpy(src, o->addr, o->addr_len);
     src[o->addr_len] = 0;
     if (!holds(bn, m.hash, sl_node_name(bn->node)))
-        start_job(bn, m.hash, &m, src, true, NULL, NULL, NULL);
+        start_job(bn, m.hash, &m, src, true, false, NULL, NULL, NULL);
     sl_blob_manifest_fini(&m);
 }
 
@@ -780,6 +862,8 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
             pump(bn, bn->jobs[i], now);
     uint64_t due = bn->next_reconcile_ms;
     for (size_t i = 0; i < bn->job_count; i++) {
+        if (bn->jobs[i]->phase != PHASE_FETCH)
+            return now_ns; /* reading chunk files: the next slice at the next turn */
         uint64_t d = sl_blob_fetch_deadline(bn->jobs[i]->f);
         if (!d)
             d = bn->jobs[i]->progress_ms + 10ull * bn->fcfg.timeout_ms + 1;
@@ -859,17 +943,52 @@ static sl_err ctl_chunk(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     return sl_ctl_reply(call, SL_OK, hex, HEX_LEN, false);
 }
 
+/* blob-commit MANIFEST: polled by the client. The first call starts
+ * verifying the chunks here (a few per loop turn); the reply says
+ * "verifying" until the blob is recorded ("done") or failed (an error,
+ * reported once). */
 static sl_err ctl_commit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
     (void)node;
     sl_blob_node_t *bn = ctx;
     sl_blob_manifest_t m;
     if (req->arg_count != 1 || sl_blob_manifest_decode(req->args[0].ptr, req->args[0].len, &m))
         return reply_err(call, SL_EINVAL, "usage: blob-commit MANIFEST (an encoded manifest)");
-    sl_err err = verify_whole(bn, &m);
-    if (!err)
-        err = commit(bn, &m);
+    uint8_t *enc;
+    size_t enc_len;
+    sl_err err = sl_blob_manifest_encode(&m, &enc, &enc_len);
+    if (!err) {
+        sl_free(enc);
+        if (enc_len > SL_STORE_MAX_VALUE_LEN)
+            err = SL_ETOOBIG; /* say so before verifying anything */
+    }
     char hex[HEX_LEN + 1];
     sl_hex(m.hash, SL_BLAKE2B_LEN, hex);
+    const char *state = "verifying";
+    sl_blob_manifest_t known;
+    bool recorded = false;
+    if (!err && lookup_manifest(bn, m.hash, &known) == SL_OK) {
+        recorded = holds(bn, m.hash, sl_node_name(bn->node));
+        sl_blob_manifest_fini(&known);
+    }
+    job_t *job = err ? NULL : find_job(bn, m.hash);
+    recent_t *r = recent_of(bn, m.hash);
+    if (err || job) {
+        /* running, or refused */
+    } else if (recorded) {
+        state = "done";
+    } else if (r && r->err) {
+        err = r->err;
+        r->used = false; /* reported once */
+    } else {
+        err = start_job(bn, m.hash, &m, NULL, false, true, NULL, NULL, NULL);
+        r = recent_of(bn, m.hash);
+        if (!err && !find_job(bn, m.hash)) { /* over at once (a small blob) */
+            if (r && r->err)
+                err = r->err;
+            else
+                state = "done";
+        }
+    }
     sl_blob_manifest_fini(&m);
     if (err == SL_ENOTFOUND)
         return reply_err(call, err, "a chunk of this blob is not here: send every chunk first");
@@ -878,10 +997,12 @@ static sl_err ctl_commit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl
     if (err == SL_ETOOBIG)
         return reply_err(call, err, "blob too large: its manifest is over 64 KiB "
                                     "(about 1.8 GiB of content); split it");
+    if (err == SL_EBUSY)
+        return reply_err(call, err, "too many transfers running here; try again");
     if (err)
         return reply_err(call, err, sl_strerror(err));
-    char out[HEX_LEN + 16];
-    int n = snprintf(out, sizeof out, "{\"hash\":\"%s\"}", hex);
+    char out[HEX_LEN + 48];
+    int n = snprintf(out, sizeof out, "{\"hash\":\"%s\",\"state\":\"%s\"}", hex, state);
     return sl_ctl_reply(call, SL_OK, out, (size_t)n, false);
 }
 
@@ -908,22 +1029,10 @@ static sl_err ctl_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
                                         ? "no alive holder could give every chunk of this blob"
                                         : sl_strerror(err));
     }
+    /* whole here, verified, and nothing lost since (drops and bad chunks forget it) */
     bool ready = !job && r && r->err == SL_OK;
-    if (ready) { /* still here? (it may have been dropped since) */
-        for (uint32_t i = 0; ready && i < m.chunk_count; i++) {
-            char hex[HEX_LEN + 1];
-            sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
-            uint8_t *c;
-            size_t n;
-            ready = sl_disk_chunk_get(bn->disk, hex, &c, &n) == SL_OK;
-            if (ready)
-                sl_free(c);
-        }
-    }
     if (!ready && !job) {
-        if (r)
-            r->used = false;
-        err = start_job(bn, h, &m, NULL, false, NULL, NULL, NULL);
+        err = start_job(bn, h, &m, NULL, false, false, NULL, NULL, NULL);
         if (err) {
             sl_blob_manifest_fini(&m);
             return reply_err(call, err, err == SL_EBUSY ? "too many transfers running; try again"
@@ -945,7 +1054,7 @@ static sl_err ctl_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     cJSON_AddNumberToObject(o, "size", (double)m.size);
     cJSON_AddNumberToObject(o, "chunks", m.chunk_count);
     cJSON_AddNumberToObject(o, "chunk_len", m.chunk_len);
-    if (job) {
+    if (job && job->f) {
         sl_blob_fetch_stats_t fs;
         sl_blob_fetch_stats(job->f, &fs);
         cJSON_AddNumberToObject(o, "held", fs.held);
@@ -1083,13 +1192,8 @@ void sl_blob_node_destroy(sl_blob_node_t **pbn) {
     sl_blob_node_t *bn = pbn ? *pbn : NULL;
     if (!bn)
         return;
-    for (size_t i = 0; i < bn->job_count; i++) {
-        job_t *job = bn->jobs[i];
-        for (size_t k = 0; k < job->waiter_count; k++)
-            sl_free(job->waiters[k].path);
-        sl_blob_fetch_destroy(&job->f);
-        sl_free(job);
-    }
+    for (size_t i = 0; i < bn->job_count; i++)
+        free_job(bn->jobs[i]);
     sl_free(bn->jobs);
     sl_disk_close(&bn->disk);
     sl_free(bn);

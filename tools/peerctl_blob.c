@@ -58,6 +58,11 @@ static int take_part(void *ctx, const uint8_t *body, size_t len) {
     return 0;
 }
 
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 static int blob_put(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -121,11 +126,28 @@ static int blob_put(const char *path) {
             sl_free(enc);
         goto done;
     }
+    /* the peer verifies the chunks it holds a few at a time: poll until it is done */
     sl_bytes_t arg = {enc, enc_len};
-    part_t rep = {NULL, 0};
-    rc = sl_peerctl_call_bytes(&sl_peerctl_opts, "blob-commit", &arg, 1, take_part, &rep, NULL);
+    uint64_t start = sl_plat_now_ns() / 1000000ull;
+    int pause = 5;
+    for (;;) {
+        part_t rep = {NULL, 0};
+        rc = sl_peerctl_call_bytes(&sl_peerctl_opts, "blob-commit", &arg, 1, take_part, &rep, NULL);
+        bool done = rc == 0 && rep.buf && strstr((char *)rep.buf, "\"state\":\"done\"");
+        sl_free(rep.buf);
+        if (rc || done)
+            break;
+        if (sl_plat_now_ns() / 1000000ull - start > GET_WAIT_MS) {
+            fprintf(stderr, "peerctl blob put: the peer is still verifying after %d s\n",
+                    GET_WAIT_MS / 1000);
+            rc = 1;
+            break;
+        }
+        sleep_ms(pause);
+        if (pause < 50)
+            pause *= 2;
+    }
     sl_free(enc);
-    sl_free(rep.buf);
     if (rc == 0)
         printf("%s\n", hex);
 done:
@@ -133,11 +155,6 @@ done:
     free(chunk);
     fclose(f);
     return rc;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Asks the peer to bring the blob local; waits until it says ready. Fills

@@ -15,6 +15,7 @@
  *             placement drops its copy once every placed peer holds one
  *   commands  blob-chunk BYTES    store one chunk here (peerctl blob put)
  *             blob-commit MANIFEST record a blob whose chunks are all here
+ *                                 (polled: {"state":"verifying"|"done"})
  *             blob-fetch HASH     bring a blob here; {"state":"ready"|"fetching"}
  *             blob-read HASH I    chunk I of a blob held here, verified
  *             blob-ls             JSON array: hash, size, chunks, holders
@@ -25,6 +26,12 @@
  * holder, so re-replication repairs it) and again where it arrives; both
  * are counted in stats.blob.corrupt and logged BLOB-CORRUPT. A fetched
  * blob is verified whole before it counts as held.
+ *
+ * The loop is never held for a whole blob: checking which chunks are
+ * here, and verifying the whole, read a few chunk files per loop turn;
+ * transfers keep a few chunks in flight. Only the calls that take or give
+ * the bytes in memory (put, put_file, read, get_file's final write) work
+ * on the whole blob at once, on the caller's turn.
  *
  * For other modules (studies' checkpoints): put from memory or a file,
  * then fetch (asynchronous, callback on the loop), then read or write to
@@ -68,7 +75,8 @@ void sl_blob_node_destroy(sl_blob_node_t **bn);
 
 /* Stores `len` bytes as a blob: chunks written here, manifest and this
  * peer as holder recorded in the store (durable here on SL_OK), and the
- * placed peers told to pull a copy. `hash` gets the blob's hash.
+ * placed peers told to pull a copy. `hash` gets the blob's hash. Hashes
+ * and writes everything before it returns (about 15 ms per MiB here).
  * SL_ETOOBIG past the manifest limit (about 1.8 GiB at 1 MiB chunks). */
 sl_err sl_blob_node_put(sl_blob_node_t *bn, const void *data, size_t len,
                         uint8_t hash[SL_BLAKE2B_LEN]);
