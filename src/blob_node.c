@@ -18,7 +18,8 @@
 #define MAX_MEMBERS 1024
 #define MAX_WAITERS 8
 #define RECENT 64                      /* finished fetches remembered for blob-fetch */
-#define SLICE_CHUNKS 4                 /* chunk files read per job per loop turn (~20 ms) */
+#define SLICE_BYTES (4u << 20)         /* chunk bytes read per job per loop turn (~20 ms) */
+#define IDLE_TICK_MS 20                /* longest a new job waits for its next slice */
 #define MAX_FILE_LEN (1ull << 30)      /* sl_blob_node_put_file */
 #define PREFIX "blob/"
 #define PREFIX_LEN 5
@@ -363,13 +364,15 @@ static sl_err refresh_sources(sl_blob_node_t *bn, job_t *job) {
     return err;
 }
 
-/* Reads up to SLICE_CHUNKS chunk files for a CHECK or VERIFY phase. */
+/* Reads up to SLICE_BYTES of chunk files for a CHECK or VERIFY phase. */
 static sl_err read_slice(sl_blob_node_t *bn, job_t *job) {
-    for (int k = 0; k < SLICE_CHUNKS && job->next < job->m.chunk_count; k++, job->next++) {
+    /* by bytes read, not chunks: chunks that are not here cost nothing */
+    for (size_t bytes = 0; bytes < SLICE_BYTES && job->next < job->m.chunk_count; job->next++) {
         uint32_t i = job->next;
         uint8_t *c;
-        size_t n;
+        size_t n = 0;
         sl_err err = read_chunk(bn, &job->m, i, &c, &n);
+        bytes += err == SL_ENOTFOUND ? 0 : chunk_size(&job->m, i);
         if (job->phase == PHASE_CHECK) {
             if (!err) {
                 job->have[i] = true;
@@ -860,7 +863,11 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     for (size_t i = bn->job_count; i-- > 0;)
         if (i < bn->job_count)
             pump(bn, bn->jobs[i], now);
-    uint64_t due = bn->next_reconcile_ms;
+    /* A job started by a message or a command between two ticks must not
+     * wait for the next reconcile: look in at least every IDLE_TICK_MS. */
+    uint64_t due = now + IDLE_TICK_MS;
+    if (bn->next_reconcile_ms < due)
+        due = bn->next_reconcile_ms;
     for (size_t i = 0; i < bn->job_count; i++) {
         if (bn->jobs[i]->phase != PHASE_FETCH)
             return now_ns; /* reading chunk files: the next slice at the next turn */
