@@ -757,6 +757,15 @@ sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     return err;
 }
 
+size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    member_t *ms;
+    size_t n = alive_members(bn, &ms), k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += holds(bn, hash, ms[i].name);
+    sl_free(ms);
+    return k;
+}
+
 void sl_blob_node_stats(const sl_blob_node_t *bn, sl_blob_node_stats_t *out) {
     *out = bn->st;
     out->jobs = bn->job_count;

@@ -2,7 +2,8 @@
  * peers on loopback in one process, stepped in turn, R = 2. A put from a
  * buffer settles on exactly the two placed peers; a peer without a copy
  * gets it to a file through the completion callback; an unknown hash is
- * refused; when a holder stops, the survivors restore two copies. */
+ * refused; when a holder stops, the survivors restore two copies; when it
+ * comes back with its copy, the extra copy outside the placement goes. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,9 @@ static void test_put_get_rereplicate(void) {
     CHECK(!memcmp(m.hash, h, SL_BLAKE2B_LEN));
     sl_blob_manifest_fini(&m);
 
+    /* durable here at once; two alive copies soon */
+    CHECK(sl_blob_node_holders(ps[0].blobs, h) >= 1);
+    WAIT_FOR(sl_blob_node_holders(ps[0].blobs, h) >= 2);
     /* placement settles on the two placed peers, as every peer sees it */
     size_t placed[2];
     CHECK_INT(sl_blob_place(h, names, NPEERS, 2, placed), 2);
@@ -192,6 +196,23 @@ static void test_put_get_rereplicate(void) {
     WAIT_FOR(alive_all(ps, NPEERS - 1));
     WAIT_FOR(holder(other, other, h) && holder(other, p1, h) && holder(p1, other, h));
     CHECK_OK(sl_blob_node_read(other->blobs, h, &got, &got_len));
+    CHECK(got_len == len && !memcmp(got, data, len));
+    sl_free(got);
+    CHECK_INT(sl_blob_node_holders(other->blobs, h), 2);
+
+    /* the stopped holder comes back with its copy: three holders, and the
+     * one outside the placement drops its extra copy */
+    start(p0, names[placed[0]], sl_node_addr(p1->node));
+    WAIT_FOR(alive_all(ps, NPEERS));
+    WAIT_FOR(holder(p1, p0, h) && holder(p1, p1, h) && !holder(p1, other, h) &&
+             holder(other, p0, h) && !holder(other, other, h));
+    uint64_t dropped = 0;
+    for (int i = 0; i < NPEERS; i++) {
+        sl_blob_node_stats(ps[i].blobs, &st);
+        dropped += st.dropped;
+    }
+    CHECK(dropped >= 1);
+    CHECK_OK(sl_blob_node_read(p0->blobs, h, &got, &got_len));
     CHECK(got_len == len && !memcmp(got, data, len));
     sl_free(got);
     free(data);

@@ -209,6 +209,41 @@ static int s6_run(uint64_t seed, size_t r) {
     return broken;
 }
 
+/* The incremental builder gives the manifest sl_blob_manifest_build does. */
+static void test_builder(void) {
+    static uint8_t data[5 * 1000 + 17];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 131 + 7);
+    size_t sizes[] = {0, 1, 999, 1000, 1001, sizeof data};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        sl_blob_manifest_t want, got;
+        CHECK_OK(sl_blob_manifest_build(data, sizes[k], 1000, &want));
+        sl_blob_builder_t *b;
+        CHECK_OK(sl_blob_builder_new(1000, &b));
+        for (size_t off = 0; off < sizes[k]; off += 1000)
+            CHECK_OK(sl_blob_builder_add(b, data + off, sizes[k] - off < 1000 ? sizes[k] - off : 1000,
+                                         NULL));
+        CHECK_OK(sl_blob_builder_finish(b, &got));
+        CHECK(got.size == want.size && got.chunk_count == want.chunk_count);
+        CHECK(!memcmp(got.hash, want.hash, SL_BLAKE2B_LEN));
+        CHECK(!want.chunk_count ||
+              !memcmp(got.chunks, want.chunks, (size_t)want.chunk_count * SL_BLAKE2B_LEN));
+        CHECK_ERR(sl_blob_builder_finish(b, &got), SL_ESTATE);
+        sl_blob_builder_destroy(&b);
+        CHECK(b == NULL);
+        sl_blob_manifest_fini(&got);
+        sl_blob_manifest_fini(&want);
+    }
+    /* a chunk after a short one, an empty or oversized chunk: refused */
+    sl_blob_builder_t *b;
+    CHECK_OK(sl_blob_builder_new(1000, &b));
+    CHECK_ERR(sl_blob_builder_add(b, data, 0, NULL), SL_EINVAL);
+    CHECK_ERR(sl_blob_builder_add(b, data, 1001, NULL), SL_EINVAL);
+    CHECK_OK(sl_blob_builder_add(b, data, 10, NULL));
+    CHECK_ERR(sl_blob_builder_add(b, data, 10, NULL), SL_EINVAL);
+    sl_blob_builder_destroy(&b);
+}
+
 static void test_s6(void) {
     int seeds = sl_test_seed_count(20);
     for (int s = 1; s <= seeds; s++)
@@ -230,6 +265,7 @@ int main(void) {
     sl_test_run("manifest", test_manifest);
     sl_test_run("write_read_verify", test_write_read_verify);
     sl_test_run("placement", test_placement);
+    sl_test_run("builder", test_builder);
     sl_test_run("s6", test_s6);
     rm_rf(base);
     return sl_test_finish();

@@ -63,40 +63,6 @@ static void test_vectors(void) {
     CHECK(counts[0] >= 7 && counts[1] >= 2 && counts[2] >= 20);
 }
 
-static void test_builder(void) {
-    static uint8_t data[5 * 1000 + 17];
-    for (size_t i = 0; i < sizeof data; i++)
-        data[i] = (uint8_t)(i * 131 + 7);
-    size_t sizes[] = {0, 1, 999, 1000, 1001, sizeof data};
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        sl_blob_manifest_t want, got;
-        CHECK_OK(sl_blob_manifest_build(data, sizes[k], 1000, &want));
-        sl_blob_builder_t *b;
-        CHECK_OK(sl_blob_builder_new(1000, &b));
-        for (size_t off = 0; off < sizes[k]; off += 1000)
-            CHECK_OK(sl_blob_builder_add(b, data + off, sizes[k] - off < 1000 ? sizes[k] - off : 1000,
-                                         NULL));
-        CHECK_OK(sl_blob_builder_finish(b, &got));
-        CHECK(got.size == want.size && got.chunk_count == want.chunk_count);
-        CHECK(!memcmp(got.hash, want.hash, SL_BLAKE2B_LEN));
-        CHECK(!want.chunk_count ||
-              !memcmp(got.chunks, want.chunks, (size_t)want.chunk_count * SL_BLAKE2B_LEN));
-        CHECK_ERR(sl_blob_builder_finish(b, &got), SL_ESTATE);
-        sl_blob_builder_destroy(&b);
-        CHECK(b == NULL);
-        sl_blob_manifest_fini(&got);
-        sl_blob_manifest_fini(&want);
-    }
-    /* a chunk after a short one, an empty or oversized chunk: refused */
-    sl_blob_builder_t *b;
-    CHECK_OK(sl_blob_builder_new(1000, &b));
-    CHECK_ERR(sl_blob_builder_add(b, data, 0, NULL), SL_EINVAL);
-    CHECK_ERR(sl_blob_builder_add(b, data, 1001, NULL), SL_EINVAL);
-    CHECK_OK(sl_blob_builder_add(b, data, 10, NULL));
-    CHECK_ERR(sl_blob_builder_add(b, data, 10, NULL), SL_EINVAL);
-    sl_blob_builder_destroy(&b);
-}
-
 /* ---- a virtual network of holders ---- */
 
 enum { HONEST, CORRUPT, SILENT, LACKING };
@@ -368,7 +334,6 @@ static void test_codec_roundtrip(void) {
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("vectors", test_vectors);
-    sl_test_run("builder", test_builder);
     sl_test_run("codec_roundtrip", test_codec_roundtrip);
     sl_test_run("fetch_honest", test_fetch_honest);
     sl_test_run("fetch_bad_holders", test_fetch_bad_holders);

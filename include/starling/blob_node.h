@@ -103,6 +103,11 @@ sl_err sl_blob_node_get_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_L
 sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], uint8_t **data,
                          size_t *len);
 
+/* Alive members that hold a verified copy, as this peer's store and
+ * membership view say. A writer that must survive its own loss (a study
+ * checkpoint) waits until this reaches the R copies before relying on it. */
+size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+
 typedef struct {
     uint64_t puts;           /* blobs stored from here */
     uint64_t chunks_written; /* chunk files written (put, fetch, blob-chunk) */
