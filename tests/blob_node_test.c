@@ -3,7 +3,9 @@
  * buffer settles on exactly the two placed peers; a peer without a copy
  * gets it to a file through the completion callback; an unknown hash is
  * refused; when a holder stops, the survivors restore two copies; when it
- * comes back with its copy, the extra copy outside the placement goes. */
+ * comes back with its copy, the extra copy outside the placement goes; a
+ * holder that sends bad bytes is refused (counted) and the blob arrives
+ * from the honest one. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,7 @@
 #include "testlib.h"
 
 #define DEADLINE_MS 20000
-#define NPEERS 3
+#define NPEERS 4 /* the fourth is a bare node in test_corrupt_source */
 
 static char tmpdir[256];
 
@@ -129,9 +131,9 @@ static void test_put_get_rereplicate(void) {
     start(&ps[0], names[0], NULL);
     if (!ps[0].blobs)
         return;
-    for (int i = 1; i < NPEERS; i++)
+    for (int i = 1; i < 3; i++)
         start(&ps[i], names[i], sl_node_addr(ps[0].node));
-    WAIT_FOR(alive_all(ps, NPEERS));
+    WAIT_FOR(alive_all(ps, 3));
 
     size_t len = 2 * SL_BLOB_CHUNK_LEN + 12345;
     uint8_t *data = malloc(len);
@@ -149,10 +151,10 @@ static void test_put_get_rereplicate(void) {
     WAIT_FOR(sl_blob_node_holders(ps[0].blobs, h) >= 2);
     /* placement settles on the two placed peers, as every peer sees it */
     size_t placed[2];
-    CHECK_INT(sl_blob_place(h, names, NPEERS, 2, placed), 2);
+    CHECK_INT(sl_blob_place(h, names, 3, 2, placed), 2);
     peer_t *p0 = &ps[placed[0]], *p1 = &ps[placed[1]];
     peer_t *other = &ps[3 - placed[0] - placed[1]];
-    for (int i = 0; i < NPEERS; i++)
+    for (int i = 0; i < 3; i++)
         WAIT_FOR(holder(&ps[i], p0, h) && holder(&ps[i], p1, h) && !holder(&ps[i], other, h));
 
     /* the third peer gets it to a file: the callback says when */
@@ -185,7 +187,7 @@ static void test_put_get_rereplicate(void) {
     CHECK_INT(st.puts, 1);
     CHECK_INT(st.corrupt, 0);
     uint64_t replicated = 0;
-    for (int i = 0; i < NPEERS; i++) {
+    for (int i = 0; i < 3; i++) {
         sl_blob_node_stats(ps[i].blobs, &st);
         replicated += st.replicated;
     }
@@ -193,7 +195,7 @@ static void test_put_get_rereplicate(void) {
 
     /* a holder stops for good: the two alive peers both hold it again */
     stop(p0);
-    WAIT_FOR(alive_all(ps, NPEERS - 1));
+    WAIT_FOR(alive_all(ps, 2));
     WAIT_FOR(holder(other, other, h) && holder(other, p1, h) && holder(p1, other, h));
     CHECK_OK(sl_blob_node_read(other->blobs, h, &got, &got_len));
     CHECK(got_len == len && !memcmp(got, data, len));
@@ -203,11 +205,11 @@ static void test_put_get_rereplicate(void) {
     /* the stopped holder comes back with its copy: three holders, and the
      * one outside the placement drops its extra copy */
     start(p0, names[placed[0]], sl_node_addr(p1->node));
-    WAIT_FOR(alive_all(ps, NPEERS));
+    WAIT_FOR(alive_all(ps, 3));
     WAIT_FOR(holder(p1, p0, h) && holder(p1, p1, h) && !holder(p1, other, h) &&
              holder(other, p0, h) && !holder(other, other, h));
     uint64_t dropped = 0;
-    for (int i = 0; i < NPEERS; i++) {
+    for (int i = 0; i < 3; i++) {
         sl_blob_node_stats(ps[i].blobs, &st);
         dropped += st.dropped;
     }
@@ -220,12 +222,128 @@ static void test_put_get_rereplicate(void) {
         stop(&ps[i]);
 }
 
+/* A holder that answers every GET with bytes that do not match: the
+ * receiving daemon refuses them (counted as corrupt), asks the honest
+ * holder, and the blob arrives intact. */
+typedef struct {
+    sl_node_t *node;         /* the liar (a bare node: no store, no blob service) */
+    const uint8_t *data;     /* the blob it lies about */
+    uint32_t chunk_len;      /* its chunk size */
+    size_t len;              /* its size */
+    int answered;            /* GETs answered with bad bytes */
+} liar_t;
+
+static void liar_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body, size_t len,
+                     uint64_t now_ns) {
+    (void)now_ns;
+    liar_t *l = ctx;
+    sl_blob_msg_t g;
+    if (type != SL_BLOB_MSG_GET || sl_blob_msg_decode(type, body, len, &g) != SL_OK)
+        return;
+    size_t off = (size_t)g.index * l->chunk_len;
+    size_t n = l->len - off < l->chunk_len ? l->len - off : l->chunk_len;
+    uint8_t *bad = malloc(n);
+    memcpy(bad, l->data + off, n);
+    bad[n / 3] ^= 0x40; /* right length, wrong bytes */
+    sl_blob_msg_t c = {.type = SL_BLOB_MSG_CHUNK, .xfer = g.xfer, .index = g.index,
+                       .status = SL_BLOB_CHUNK_OK, .data = bad, .data_len = n};
+    memcpy(c.chunk, g.chunk, SL_BLAKE2B_LEN);
+    char addr[SL_BLOB_XFER_MAX_ADDR + 1];
+    memcpy(addr, g.addr, g.addr_len);
+    addr[g.addr_len] = 0;
+    uint8_t *out;
+    size_t out_len;
+    if (sl_blob_msg_encode(&c, &out, &out_len) == SL_OK) {
+        if (sl_node_send(node, addr, SL_BLOB_MSG_CHUNK, out, out_len) == SL_OK)
+            l->answered++;
+        sl_free(out);
+    }
+    free(bad);
+}
+
+static void test_corrupt_source(void) {
+    peer_t ps[NPEERS] = {{0}};
+    static const char *names[3] = {"a", "b", "c"};
+    start(&ps[0], names[0], NULL);
+    if (!ps[0].blobs)
+        return;
+    for (int i = 1; i < 3; i++)
+        start(&ps[i], names[i], sl_node_addr(ps[0].node));
+    liar_t liar = {0};
+    char data_dir[600];
+    snprintf(data_dir, sizeof data_dir, "%s/liar", tmpdir);
+    const char *seeds[1] = {sl_node_addr(ps[0].node)};
+    sl_node_config_t cfg = {.name = "liar", .listen = "tcp://127.0.0.1:0", .data_dir = data_dir,
+                            .seeds = seeds, .seed_count = 1, .leave_wait_ms = 100};
+    sl_swim_config_defaults(&cfg.swim);
+    cfg.swim.timing.probe_interval_ms = 100;
+    cfg.swim.timing.probe_timeout_ms = 50;
+    cfg.swim.timing.gossip_interval_ms = 20;
+    CHECK_OK(sl_node_new(&cfg, &liar.node));
+    if (!liar.node)
+        return;
+    CHECK_OK(sl_node_route_register(liar.node, SL_BLOB_MSG_GET, SL_BLOB_MSG_OFFER, liar_msg, &liar));
+    ps[3].node = liar.node; /* stepped with the others; no modules */
+    WAIT_FOR(alive_all(ps, 4));
+
+    size_t len = 3 * SL_BLOB_CHUNK_LEN;
+    uint8_t *data = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        data[i] = (uint8_t)(i * 40503u >> 7);
+    liar.data = data;
+    liar.len = len;
+    liar.chunk_len = SL_BLOB_CHUNK_LEN;
+    uint8_t h[SL_BLAKE2B_LEN];
+    CHECK_OK(sl_blob_node_put(ps[0].blobs, data, len, h));
+    /* the liar claims a copy (written on its behalf: it has no store) */
+    char key[256], hex[65];
+    sl_hex(h, SL_BLAKE2B_LEN, hex);
+    int kn = snprintf(key, sizeof key, "blob/%s/h/liar", hex);
+    CHECK_OK(sl_store_node_put(ps[0].store, key, (size_t)kn, "1", 1));
+    /* a real peer outside the placement: once settled it has no copy, and
+     * it sees the liar and an honest peer as holders */
+    static const char *all[4] = {"a", "b", "c", "liar"};
+    size_t placed[2];
+    CHECK_INT(sl_blob_place(h, all, 4, 2, placed), 2);
+    peer_t *x = NULL;
+    for (int i = 0; i < 3 && !x; i++)
+        if ((size_t)i != placed[0] && (size_t)i != placed[1])
+            x = &ps[i];
+    peer_t liar_peer = {.name = "liar"};
+    WAIT_FOR(!holder(x, x, h) && holder(x, &liar_peer, h) && sl_blob_node_holders(x->blobs, h) >= 2);
+    char path[600];
+    snprintf(path, sizeof path, "%s/liar-out.bin", tmpdir);
+    done_t d = {0, SL_EINTERNAL};
+    sl_blob_node_stats_t before;
+    sl_blob_node_stats(x->blobs, &before);
+    CHECK_OK(sl_blob_node_get_file(x->blobs, h, path, on_done, &d));
+    WAIT_FOR(d.calls == 1);
+    CHECK_INT(d.err, SL_OK);
+    uint8_t *got;
+    size_t got_len;
+    CHECK_OK(sl_plat_read_file(path, len + 1, &got, &got_len));
+    CHECK(got_len == len && !memcmp(got, data, len));
+    sl_free(got);
+    sl_blob_node_stats_t after;
+    sl_blob_node_stats(x->blobs, &after);
+    /* chunks are spread over the holders, so the liar was asked at least
+     * once, and its bytes were refused and counted */
+    CHECK(liar.answered >= 1);
+    CHECK(after.corrupt >= before.corrupt + (uint64_t)liar.answered);
+    CHECK_INT(after.chunks_fetched - before.chunks_fetched, 3);
+    free(data);
+    for (int i = 0; i < 3; i++)
+        stop(&ps[i]);
+    sl_node_destroy(&liar.node);
+}
+
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     snprintf(tmpdir, sizeof tmpdir, "%s/sl-blob-node-%d",
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
     mkdir(tmpdir, 0700);
     sl_test_run("put_get_rereplicate", test_put_get_rereplicate);
+    sl_test_run("corrupt_source", test_corrupt_source);
     rm_rf(tmpdir);
     return sl_test_finish();
 }
