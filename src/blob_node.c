@@ -1137,6 +1137,8 @@ static sl_err ctl_ls(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl
     sl_blob_node_t *bn = ctx;
     hash_list_t l;
     list_blobs(bn, &l);
+    member_t *ms;
+    size_t mn = alive_members(bn, &ms);
     cJSON *arr = cJSON_CreateArray();
     for (size_t b = 0; arr && b < l.count; b++) {
         sl_blob_manifest_t m;
@@ -1154,10 +1156,21 @@ static sl_err ctl_ls(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl
         int pn = snprintf(prefix, sizeof prefix, PREFIX "%s/h/", hex);
         holder_scan_t hc = {hs, (size_t)pn};
         sl_store_scan(sl_store_node_store(bn->store), prefix, (size_t)pn, collect_holder, &hc);
+        /* which of them are alive in this peer's view (a dead holder's key stays) */
+        cJSON *alive = cJSON_AddArrayToObject(o, "alive_holders");
+        const cJSON *nm;
+        cJSON_ArrayForEach(nm, hs) {
+            for (size_t i = 0; i < mn; i++)
+                if (!strcmp(ms[i].name, nm->valuestring)) {
+                    cJSON_AddItemToArray(alive, cJSON_CreateString(nm->valuestring));
+                    break;
+                }
+        }
         cJSON_AddItemToArray(arr, o);
         sl_blob_manifest_fini(&m);
     }
     sl_free(l.hashes);
+    sl_free(ms);
     return reply_json(call, arr);
 }
 

@@ -29,6 +29,7 @@ static const char *blob_help =
     "       peerctl blob get HASH OUTFILE    write the blob to OUTFILE (atomically,\n"
     "                                        only once verified against HASH)\n"
     "       peerctl blob ls [--json]         blobs in the store: hash, size, holders\n"
+    "                                        (a holder not alive now is marked down)\n"
     "\n"
     "Blobs are content-addressed (BLAKE2b-256), cut into 1 MiB chunks, and kept\n"
     "on 2 peers chosen by rendezvous hashing; another peer copies a blob when a\n"
@@ -330,10 +331,14 @@ static int blob_ls(bool json) {
         const cJSON *h = cJSON_GetObjectItem(o, "hash");
         printf("%-64s %12.0f  ", cJSON_IsString(h) ? h->valuestring : "?",
                cJSON_GetNumberValue(cJSON_GetObjectItem(o, "size")));
-        const cJSON *n;
+        const cJSON *n, *a;
         bool first = true;
         cJSON_ArrayForEach(n, cJSON_GetObjectItem(o, "holders")) {
-            printf("%s%s", first ? "" : ",", cJSON_IsString(n) ? n->valuestring : "?");
+            bool alive = false;
+            cJSON_ArrayForEach(a, cJSON_GetObjectItem(o, "alive_holders"))
+                alive |= cJSON_IsString(a) && cJSON_IsString(n) && !strcmp(a->valuestring, n->valuestring);
+            printf("%s%s%s", first ? "" : ",", cJSON_IsString(n) ? n->valuestring : "?",
+                   alive ? "" : " (down)");
             first = false;
         }
         printf("\n");

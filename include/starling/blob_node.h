@@ -18,7 +18,8 @@
  *                                 (polled: {"state":"verifying"|"done"})
  *             blob-fetch HASH     bring a blob here; {"state":"ready"|"fetching"}
  *             blob-read HASH I    chunk I of a blob held here, verified
- *             blob-ls             JSON array: hash, size, chunks, holders
+ *             blob-ls             JSON array: hash, size, chunks, holders,
+ *                                 alive_holders (as this peer sees them)
  *   stats     "blob": puts, chunks served and fetched, corrupt chunks, ...
  *
  * Every chunk is verified against its hash where it is read from disk (a

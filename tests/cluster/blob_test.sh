@@ -85,6 +85,7 @@ for n in "${alive[@]}"; do wait_until 60 "$n sees $h1 dead" sees "$n" "$h1" dead
 wait_until 90 "re-replication: 2 alive holders again" exactly_two "$h2" "${alive[@]}"
 IFS=, read -r a1 a2 <<<"$(holders "$h2" "${alive[@]}")"
 log "holders after the kill: $a1 $a2"
+ctl "$h2" blob ls | grep -q "$h1 (down)" || fail "blob ls does not mark the dead holder $h1 down: $(ctl "$h2" blob ls)"
 [ "$a1" = "$h2" ] || [ "$a2" = "$h2" ] || fail "the surviving holder $h2 lost its copy"
 for n in "${alive[@]}"; do
     if [ "$n" != "$a1" ] && [ "$n" != "$a2" ]; then other=$n; fi
