@@ -503,6 +503,8 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                  !(job->have = sl_calloc(job->m.chunk_count ? job->m.chunk_count : 1, 1)) ||
                  !(jobs = sl_realloc(bn->jobs, (bn->job_count + 1) * sizeof *jobs))))
         err = SL_ENOMEM;
+    if (jobs)
+        bn->jobs = jobs; /* the old array may be gone: keep the new one whatever follows */
     if (commit_after && !err)
         err = sl_blob_builder_new(job->m.chunk_len, &job->whole);
     if (err) {
@@ -510,7 +512,6 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
         free_job(job);
         return err;
     }
-    bn->jobs = jobs;
     memcpy(job->hash, hash, SL_BLAKE2B_LEN);
     if (extra_source)
         snprintf(job->sources, sizeof job->sources, "%s", extra_source);

@@ -331,6 +331,54 @@ static void test_codec_roundtrip(void) {
     sl_blob_manifest_fini(&m);
 }
 
+/* Every allocation failure in the codec, the builder and a fetch is an
+ * error, never a crash or a leak. */
+static void test_alloc_failures(void) {
+    static uint8_t data[5000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)i;
+    for (uint64_t n = 1; n < 60; n++) {
+        int64_t live = sl_alloc_live();
+        sl_alloc_fail_after(n, false);
+        sl_blob_manifest_t m;
+        if (sl_blob_manifest_build(data, sizeof data, 1000, &m) == SL_OK) {
+            uint8_t *enc = NULL;
+            size_t enc_len;
+            if (sl_blob_manifest_encode(&m, &enc, &enc_len) == SL_OK) {
+                sl_blob_msg_t o = {.type = SL_BLOB_MSG_OFFER, .data = enc, .data_len = enc_len,
+                                   .addr = (const uint8_t *)"tcp://a:1", .addr_len = 9};
+                uint8_t *body;
+                size_t len;
+                if (sl_blob_msg_encode(&o, &body, &len) == SL_OK) {
+                    sl_blob_msg_t d;
+                    sl_blob_msg_decode(SL_BLOB_MSG_OFFER, body, len, &d);
+                    sl_free(body);
+                }
+                sl_free(enc);
+            }
+            const char *src[] = {"tcp://a:1", "tcp://b:1"};
+            sl_blob_fetch_t *f;
+            if (sl_blob_fetch_new(1, &m, NULL, src, 2, NULL, &f) == SL_OK) {
+                sl_blob_req_t reqs[4];
+                sl_blob_fetch_poll(f, 0, reqs, 4);
+                sl_blob_fetch_set_sources(f, src + 1, 1);
+                sl_blob_fetch_destroy(&f);
+            }
+            sl_blob_manifest_fini(&m);
+        }
+        sl_blob_builder_t *b;
+        if (sl_blob_builder_new(1000, &b) == SL_OK) {
+            for (int k = 0; k < 5; k++)
+                sl_blob_builder_add(b, data + k * 1000, 1000, NULL);
+            if (sl_blob_builder_finish(b, &m) == SL_OK)
+                sl_blob_manifest_fini(&m);
+            sl_blob_builder_destroy(&b);
+        }
+        sl_alloc_fail_after(0, false);
+        CHECK_INT(sl_alloc_live(), live);
+    }
+}
+
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("vectors", test_vectors);
@@ -340,5 +388,6 @@ int main(void) {
     sl_test_run("fetch_gives_up", test_fetch_gives_up);
     sl_test_run("fetch_sources_change", test_fetch_sources_change);
     sl_test_run("fetch_write_error", test_fetch_write_error);
+    sl_test_run("alloc_failures", test_alloc_failures);
     return sl_test_finish();
 }
