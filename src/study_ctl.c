@@ -308,19 +308,13 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
                          (int)req->args[1].len, (const char *)req->args[1].ptr);
     } else {
-        job_t *j = sl_study_node_job(sn, v.id, r->t.id);
-        if (j && j->log.data) {
-            err = reply_big(call, j->log.data, j->log.len);
-        } else {
-            char key[128];
-            const uint8_t *lv;
-            size_t ll;
-            snprintf(key, sizeof key, "study/%s/t/%s/log", v.id, r->t.id);
-            if (sl_study_node_get_str(sn, key, &lv, &ll) == SL_OK && ll > 0)
-                err = reply_big(call, lv, ll);
-            else
-                err = sl_ctl_reply(call, SL_OK, "", 0, false);
-        }
+        sl_buf_t b = {0};
+        err = sl_study_node_log(sn, v.id, r->t.id, &b);
+        if (err == SL_OK)
+            err = b.len ? reply_big(call, b.data, b.len) : sl_ctl_reply(call, SL_OK, "", 0, false);
+        else
+            err = reply_text(call, err, "cannot read the log of %s: %s", r->t.id, sl_strerror(err));
+        sl_buf_fini(&b);
     }
     sl_study_view_fini(&v);
     return err;

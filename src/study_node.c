@@ -14,7 +14,10 @@
  *   study/S/t/T/fail/E         a failure under claim epoch E
  *   study/S/t/T/res/W@E        a result (sl_result_encode); readers merge
  *   study/S/t/T/stop           the leader stops a running trial
- *   study/S/t/T/log            the last owner's log (tail, text)
+ *   study/S/t/T/log/C/P        the log of peer P's run under claim epoch C (C
+ *                              zero-padded; tail, text): one writer per key, so
+ *                              no line is lost when owners overlap; readers
+ *                              join them in key order (sl_study_node_log)
  *   study/S/t/T/ck             checkpoint manifest {"epoch":..,"files":[[name,len,chunks]..]}
  *   study/S/t/T/ckd/E/NAME/C   chunk C of a checkpoint file (<= 60000 bytes)
  * Checkpoints travel as store values in chunks (blob transfer between
@@ -504,13 +507,96 @@ static void job_log(job_t *j, const char *line) {
     }
 }
 
+/* A job's log key: one per (claim epoch, owner), so each has one writer. */
+static void log_key(sl_study_node_t *sn, const char *study, const char *trial, uint64_t epoch,
+                    char *key, size_t cap) {
+    snprintf(key, cap, "study/%s/t/%s/log/%010" PRIu64 "/%s", study, trial, epoch,
+             self_name(sn));
+}
+
 static void job_flush_log(sl_study_node_t *sn, job_t *j) {
     if (!j->log_dirty || !j->log.data)
         return;
-    char key[128];
-    snprintf(key, sizeof key, "study/%s/t/%s/log", j->study, j->trial);
+    char key[SL_NAME_MAX + 128];
+    log_key(sn, j->study, j->trial, j->epoch, key, sizeof key);
     sl_study_node_put_str(sn, key, j->log.data, j->log.len);
     j->log_dirty = false;
+}
+
+/* The parts of a trial's log, to be put in key order. */
+typedef struct {
+    char **keys;  /* "C/P" (claim epoch, owner) or "" for a log from before */
+    char **texts; /* the text */
+    size_t count; /* used */
+    bool oom;     /* an allocation failed */
+} log_parts_t;
+
+static bool scan_logs(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
+    log_parts_t *lp = ctx;
+    if (e->type != SL_CRDT_LWW || lp->count >= 4096)
+        return true;
+    size_t pre = 6 + SL_TRIAL_ID_LEN + 3 + SL_TRIAL_ID_LEN + 4; /* study/S/t/T/log */
+    if (key_len < pre || (key_len > pre && key[pre] != '/'))
+        return true;
+    char **nk = sl_realloc(lp->keys, (lp->count + 1) * sizeof *nk);
+    if (nk)
+        lp->keys = nk;
+    char **nt = nk ? sl_realloc(lp->texts, (lp->count + 1) * sizeof *nt) : NULL;
+    if (nt)
+        lp->texts = nt;
+    char *k = nt ? sl_malloc(key_len - pre + 1) : NULL;
+    char *t = k ? sl_malloc(e->val_len + 1) : NULL;
+    if (!t) {
+        sl_free(k);
+        lp->oom = true;
+        return false;
+    }
+    memcpy(k, key + pre, key_len - pre);
+    k[key_len - pre] = 0;
+    memcpy(t, e->val, e->val_len);
+    t[e->val_len] = 0;
+    lp->keys[lp->count] = k;
+    lp->texts[lp->count] = t;
+    lp->count++;
+    return true;
+}
+
+sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *trial,
+                         sl_buf_t *out) {
+    char pre[96];
+    snprintf(pre, sizeof pre, "study/%s/t/%s/log", study, trial);
+    log_parts_t lp = {0};
+    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_logs, &lp);
+    sl_err err = lp.oom ? SL_ENOMEM : SL_OK;
+    /* key order: claim epochs ascending (zero-padded), owners by name */
+    for (size_t i = 1; i < lp.count; i++)
+        for (size_t k = i; k > 0 && strcmp(lp.keys[k - 1], lp.keys[k]) > 0; k--) {
+            char *tk = lp.keys[k], *tt = lp.texts[k];
+            lp.keys[k] = lp.keys[k - 1];
+            lp.texts[k] = lp.texts[k - 1];
+            lp.keys[k - 1] = tk;
+            lp.texts[k - 1] = tt;
+        }
+    job_t *j = sl_study_node_job(sn, study, trial);
+    char mine[SL_NAME_MAX + 128] = "";
+    if (j)
+        log_key(sn, study, trial, j->epoch, mine, sizeof mine);
+    for (size_t i = 0; i < lp.count && err == SL_OK; i++) {
+        if (j && !strcmp(lp.keys[i], mine + strlen(pre)))
+            continue; /* this peer's running job: its buffer is newer */
+        sl_buf_printf(out, "%s", lp.texts[i]);
+    }
+    if (err == SL_OK && j && j->log.data)
+        sl_buf_printf(out, "%s", j->log.data);
+    if (out->failed)
+        err = SL_ENOMEM;
+    for (size_t i = 0; i < lp.count; i++) {
+        sl_free(lp.keys[i]);
+        sl_free(lp.texts[i]);
+    }
+    sl_free(lp.keys);
+    sl_free(lp.texts);
+    return err;
 }
 
 /* Joins the cancelled workers that have ended. */
@@ -601,14 +687,6 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
     snprintf(j->dir, sizeof j->dir, "%s/%s/%s", sn->root, v->id, r->t.id);
     sl_plat_mkdirs(j->dir, 0700);
     int from = sl_study_node_restore(sn, v->id, r->t.id, j->dir);
-    {   /* the log goes on from the previous owners' */
-        char key[128];
-        const uint8_t *lv;
-        size_t ll;
-        snprintf(key, sizeof key, "study/%s/t/%s/log", v->id, r->t.id);
-        if (sl_study_node_get_str(sn, key, &lv, &ll) == SL_OK && ll > 0)
-            sl_buf_printf(&j->log, "%.*s", (int)ll, (const char *)lv);
-    }
     j->ck_written = from;
     j->last_epoch = from;
     sl_study_job_t job;
@@ -869,9 +947,14 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     }
     if (v.finished || v.cancelled || sl_plat_stop_requested())
         goto out;
-    /* no claims before this peer has joined (or waited a lease alone): a
-       fresh view would take every other member's trials for its own */
-    if (sl_swim_alive_count(sl_node_swim(sn->node)) < 2 &&
+    /* no claims before this peer has joined and caught up (or waited a
+       lease alone): a fresh view would take every other member's trials
+       for its own, and a replica restored from disk after a kill -9 still
+       shows this peer's old claims, which others may have taken over
+       since (an equal claim epoch would then go to the smaller name) */
+    if (!sn->joined_ms && sl_swim_alive_count(sl_node_swim(sn->node)) >= 2)
+        sn->joined_ms = now;
+    if (!(sn->joined_ms && now >= sn->joined_ms + CATCHUP_MS) &&
         now < sn->started_ms + spec->lease_ms)
         goto out;
     /* claims */

@@ -12,6 +12,9 @@
 #define MAX_JOBS 32
 #define LOG_MAX 60000
 #define MAX_FILES 16
+/* After joining, a peer waits this long before it claims: five anti-entropy
+ * periods of the store (200 ms by default) to receive what it missed. */
+#define CATCHUP_MS 1000
 
 /* A trial as read from the store in one pass. */
 typedef struct {
@@ -74,6 +77,7 @@ struct sl_study_node {
     uint64_t log_flush_ms;           /* next flush of the logs */
     bool slots_written;              /* peer/NAME/slots is in the store */
     uint64_t started_ms;             /* wall ms at attach */
+    uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
     int orphan_count;                /* entries in orphans */
 };
@@ -93,6 +97,10 @@ job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *tri
 /* Writes a trial's replicated checkpoint into `dir`; its epoch, or 0. */
 int sl_study_node_restore(sl_study_node_t *sn, const char *study, const char *trial,
                           const char *dir);
+/* A trial's log: every owner's run in claim-epoch order (this peer's
+ * running job from its buffer), appended to `out`. */
+sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *trial,
+                         sl_buf_t *out);
 /* Wall-clock milliseconds (leases, the time budget). */
 uint64_t sl_study_node_wall_ms(void);
 
