@@ -22,6 +22,7 @@ memory (getrusage, kB), the PyTorch version and its thread settings.
 import argparse
 import gzip
 import json
+import math
 import os
 import resource
 import struct
@@ -53,7 +54,7 @@ def read_idx(path):
     return body.reshape(dims)
 
 
-def load(data_dir, limit):
+def load(data_dir, limit, normalize=False):
     def pick(stem):
         for name in (stem + "-ubyte.gz", stem + "-ubyte", stem.replace("-idx", ".idx") + "-ubyte.gz"):
             p = os.path.join(data_dir, name)
@@ -65,9 +66,21 @@ def load(data_dir, limit):
     ytr = read_idx(pick("train-labels-idx1"))
     xte = read_idx(pick("t10k-images-idx3"))
     yte = read_idx(pick("t10k-labels-idx1"))
+    # Statistics of the whole training set (as Starling's --normalize,
+    # before --limit), of the values bytes / 255, from a byte histogram
+    # built in slices (a full int or float copy would count in the RSS).
+    stats = None
+    if normalize:
+        flat = xtr.reshape(-1)
+        hist = np.zeros(256, dtype=np.float64)
+        for i in range(0, flat.size, 1 << 20):
+            hist += np.bincount(flat[i:i + (1 << 20)], minlength=256)
+        vals = np.arange(256, dtype=np.float64) * np.float64(np.float32(1.0 / 255.0))
+        mean = float((hist * vals).sum() / hist.sum())
+        stats = (mean, float(np.sqrt((hist * vals * vals).sum() / hist.sum() - mean * mean)))
     if limit:
         xtr, ytr = xtr[:limit], ytr[:limit]
-    return xtr, ytr, xte, yte
+    return xtr, ytr, xte, yte, stats
 
 
 class MLP(nn.Module):
@@ -108,18 +121,42 @@ def init_like_starling(model):
         nn.init.zeros_(m.bias)
 
 
+def scheduled_lr(a, epoch, step, steps):
+    """Starling's sl_nn_optim_lr (src/nn/optim.c), per step: linear warm-up
+    over `warmup` epochs, then step or cosine decay (epoch counted from 0)."""
+    pos = epoch + (step / steps if steps else 0.0)
+    if a.warmup > 0 and pos < a.warmup:
+        done = epoch * steps + step + 1.0
+        return a.lr * done / (a.warmup * (steps or 1))
+    if a.schedule == "step":
+        return a.lr * a.step_gamma ** (epoch // max(1, a.step_epochs))
+    if a.schedule == "cosine":
+        span = a.epochs - a.warmup
+        t = min(1.0, (pos - a.warmup) / span) if span > 0 else 1.0
+        return a.lr * 0.5 * (1.0 + math.cos(math.pi * t))
+    return a.lr
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
+    ap.add_argument("--optimizer", choices=["sgd", "nesterov", "adam", "adamw"], default="sgd")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0,
+                    help="L2 (sgd, nesterov, adam) or decoupled (adamw), as Starling")
+    ap.add_argument("--schedule", choices=["none", "step", "cosine"], default="none")
+    ap.add_argument("--step-epochs", type=int, default=10)
+    ap.add_argument("--step-gamma", type=float, default=0.1)
+    ap.add_argument("--warmup", type=float, default=0.0, help="linear warm-up epochs")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="use the first N training samples")
+    ap.add_argument("--normalize", action="store_true",
+                    help="standardise with the training set's pixel mean and std (as Starling)")
     ap.add_argument("--data", default=DATA_DIR)
     a = ap.parse_args()
 
@@ -135,10 +172,17 @@ def main():
         print(json.dumps({"error": "no cuda device visible to PyTorch"}), flush=True)
         return 3
 
-    xtr, ytr, xte, yte = load(a.data, a.limit)
-    # Same scaling as Starling's IDX loader: bytes / 255, nothing else.
+    xtr, ytr, xte, yte, stats = load(a.data, a.limit, a.normalize)
+    # Same scaling as Starling's IDX loader: bytes / 255, or with --normalize
+    # bytes * scale + shift with Starling's float32 scale and shift.
+    scale, shift = np.float32(1.0 / 255.0), np.float32(0.0)
+    if a.normalize:
+        mean, std = stats
+        scale, shift = np.float32(1.0 / 255.0 / std), np.float32(-mean / std)
+
     def to_tensor(x):
-        return torch.from_numpy(x.astype(np.float32) / 255.0).reshape(-1, 1, 28, 28).to(dev)
+        v = x.astype(np.float32) * scale + shift if a.normalize else x.astype(np.float32) / 255.0
+        return torch.from_numpy(v).reshape(-1, 1, 28, 28).to(dev)
 
     Xtr, Xte = to_tensor(xtr), to_tensor(xte)
     Ytr = torch.from_numpy(ytr.astype(np.int64)).to(dev)
@@ -147,10 +191,15 @@ def main():
 
     model = (MLP() if a.model == "mlp" else CNN()).to(dev)
     init_like_starling(model)
-    if a.optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    wd = a.weight_decay
+    if a.optimizer in ("sgd", "nesterov"):
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
+                              weight_decay=wd, nesterov=a.optimizer == "nesterov")
+    elif a.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr, weight_decay=wd)
     else:
-        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=wd)
+    steps = (n + a.batch - 1) // a.batch
 
     def sync():
         if dev.type == "cuda":
@@ -165,7 +214,10 @@ def main():
         correct = torch.zeros((), dtype=torch.int64, device=dev)
         sync()
         t0 = time.perf_counter()
-        for first in range(0, n, a.batch):
+        for step, first in enumerate(range(0, n, a.batch)):
+            lr = scheduled_lr(a, epoch - 1, step, steps)
+            for group in opt.param_groups:
+                group["lr"] = lr
             idx = perm[first:first + a.batch]
             xb, yb = Xtr[idx], Ytr[idx]
             opt.zero_grad(set_to_none=True)
