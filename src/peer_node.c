@@ -69,6 +69,7 @@ struct sl_ctl_call {
     uint32_t id;           /* the request's id */
     bool replied_last;     /* a part with more=false was sent */
     bool replied_any;      /* at least one part was sent */
+    bool deferred;         /* sl_ctl_defer took it: the handler's return sends nothing */
 };
 
 struct sl_node {
@@ -456,6 +457,24 @@ sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t
     return err;
 }
 
+sl_ctl_call_t *sl_ctl_defer(sl_ctl_call_t *call) {
+    if (call->replied_last || call->deferred)
+        return NULL;
+    sl_ctl_call_t *kept = sl_malloc(sizeof *kept);
+    if (!kept)
+        return NULL;
+    *kept = *call;
+    call->deferred = true;
+    return kept;
+}
+
+void sl_ctl_call_free(sl_ctl_call_t **call) {
+    if (!*call)
+        return;
+    sl_free(*call);
+    *call = NULL;
+}
+
 /* True for an answer to a request: it goes back on the request's own
  * connection when that request is the message being handled. */
 static bool is_answer(const sl_msg_t *m) {
@@ -544,6 +563,8 @@ static void handle_ctl(sl_node_t *node, const sl_net_route_t *route, const sl_ct
         return;
     }
     sl_err err = e->fn(e->ctx, node, req, &call);
+    if (call.deferred)
+        return; /* the module answers later through its copy */
     if (err != SL_OK && !call.replied_last) {
         char msg[160];
         int n = snprintf(msg, sizeof msg, "%s failed: %s", e->cmd, sl_strerror(err));

@@ -1,4 +1,4 @@
-/* Store messages (proto/store.md): DIGEST, DELTA, SNAPSHOT bodies in the
+/* Store messages (proto/store.md): DIGEST, DELTA, SNAPSHOT, SUMMARY bodies in the
  * canonical msgpack profile. Strict and bounded: every count is checked
  * against its limit and against the bytes left before anything is
  * allocated for it. */
@@ -151,6 +151,17 @@ sl_err sl_store_msg_encode(const sl_store_dmsg_t *m, size_t max_len, sl_store_ms
         sl_mpack_write_uint(&w, 4);
         sl_mpack_write_bool(&w, m->want_reset);
         sl_mpack_write_uint(&w, 5);
+        sl_mpack_write_str(&w, m->reply_to, m->reply_to_len);
+        break;
+    case SL_STORE_MSG_SUMMARY:
+        sl_mpack_write_map(&w, 4);
+        sl_mpack_write_uint(&w, 0);
+        sl_mpack_write_uint(&w, m->sender);
+        sl_mpack_write_uint(&w, 1);
+        sl_mpack_write_bool(&w, m->reply);
+        sl_mpack_write_uint(&w, 2);
+        sl_mpack_write_uint(&w, m->fingerprint);
+        sl_mpack_write_uint(&w, 3);
         sl_mpack_write_str(&w, m->reply_to, m->reply_to_len);
         break;
     case SL_STORE_MSG_DELTA:
@@ -366,10 +377,21 @@ static sl_err read_items(sl_mpack_reader_t *r, sl_store_dmsg_t *m) {
     return SL_OK;
 }
 
+/* A reply address: a str of 0..SL_STORE_MAX_ADDR octets, no control
+ * characters. */
+static void read_addr(sl_mpack_reader_t *r, sl_store_dmsg_t *out) {
+    size_t n = 0;
+    sl_mpack_read_str(r, 0, SL_STORE_MAX_ADDR, &out->reply_to, &n);
+    out->reply_to_len = (uint32_t)n;
+    for (size_t i = 0; !r->err && i < n; i++)
+        if (out->reply_to[i] < 0x20 || out->reply_to[i] == 0x7f)
+            sl_mpack_reader_fail(r, SL_EPROTO); /* no control characters */
+}
+
 sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_store_dmsg_t *out) {
     memset(out, 0, sizeof *out);
     out->type = type;
-    if (type < SL_STORE_MSG_DIGEST || type > SL_STORE_MSG_SNAPSHOT)
+    if (type < SL_STORE_MSG_DIGEST || type > SL_STORE_MSG_SUMMARY)
         return SL_ETYPE;
     if (len > SL_MSG_MAX_LEN && type != SL_STORE_MSG_SNAPSHOT)
         return SL_ETOOBIG;
@@ -377,7 +399,7 @@ sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_sto
     sl_mpack_reader_init(&r, body, len);
     sl_mpack_map_t map;
     uint64_t key, v;
-    static const uint32_t nkeys[] = {6, 3, 8};
+    static const uint32_t nkeys[] = {6, 3, 8, 4};
     uint32_t want = nkeys[type - SL_STORE_MSG_DIGEST];
     uint32_t seen = 0;
     sl_mpack_map_begin(&r, 16, &map);
@@ -403,14 +425,18 @@ sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_sto
                 read_pairs(&r, false, &out->retired, &out->retired_count);
             else if (key == 4)
                 sl_mpack_read_bool(&r, &out->want_reset);
-            else {
-                size_t n = 0;
-                sl_mpack_read_str(&r, 0, SL_STORE_MAX_ADDR, &out->reply_to, &n);
-                out->reply_to_len = (uint32_t)n;
-                for (size_t i = 0; !r.err && i < n; i++)
-                    if (out->reply_to[i] < 0x20 || out->reply_to[i] == 0x7f)
-                        sl_mpack_reader_fail(&r, SL_EPROTO); /* no control characters */
-            }
+            else
+                read_addr(&r, out);
+            break;
+        case SL_STORE_MSG_SUMMARY:
+            if (key == 1)
+                sl_mpack_read_bool(&r, &out->reply);
+            else if (key == 2) {
+                sl_mpack_read_uint(&r, UINT64_MAX, &out->fingerprint);
+                if (!r.err && out->fingerprint == 0)
+                    sl_mpack_reader_fail(&r, SL_EPROTO);
+            } else
+                read_addr(&r, out);
             break;
         case SL_STORE_MSG_DELTA:
             if (key == 1)

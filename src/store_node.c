@@ -12,12 +12,16 @@
 #include "starling/rng.h"
 
 #define GC_MS 1000u
+#define ACTIVE_ROUNDS 5 /* fast rounds after each change of our state */
 #define MAX_PEERS 1024
 #define KEYS_PART_LEN (1u << 20)
 
 typedef struct {
     char addr[SL_STORE_MAX_ADDR + 1]; /* a member's advertised address */
-    uint64_t rid;                     /* the replica id its digests carry */
+    uint64_t rid;                     /* the replica id its digests carry (0: none yet) */
+    uint64_t heard_fp;                /* the fingerprint it last told us (0: none) */
+    uint64_t sent_fp;                 /* our fingerprint when we last sent it a DIGEST */
+    bool urgent;                      /* joined or came back: exchange at the next round */
 } peer_rid_t;
 
 struct sl_store_node {
@@ -25,20 +29,41 @@ struct sl_store_node {
     sl_store_t *store;            /* the replica */
     sl_disk_t *disk;              /* its WAL and snapshot */
     sl_rng_t rng;                 /* peer choice */
-    uint32_t sync_ms;             /* anti-entropy period */
+    uint32_t sync_ms;             /* round period while the state changes */
+    uint32_t idle_ms;             /* SUMMARY period once it stopped changing */
+    uint32_t refresh_ms;          /* a SUMMARY even to members that agree */
     uint32_t snapshot_records;    /* WAL records between snapshots */
     uint64_t records;             /* WAL records since the last snapshot */
     bool dirty;                   /* records appended, not synced */
     uint64_t next_sync_ns;        /* next anti-entropy round */
+    uint64_t next_idle_ns;        /* next SUMMARY when idle */
+    uint64_t next_refresh_ns;     /* next SUMMARY to a member that agrees */
+    uint64_t last_fp;             /* our fingerprint at the last round */
+    uint32_t active_rounds;       /* fast rounds left since the state last changed */
     uint64_t next_gc_ns;          /* next garbage collection step */
-    peer_rid_t *peers;            /* address -> replica id, from digests */
+    peer_rid_t *peers;            /* address -> replica id and fingerprints */
     size_t peer_count;            /* entries */
     uint64_t *live;               /* the last list given to sl_store_set_live */
     size_t live_count;            /* entries */
+    uint64_t digests_sent;        /* DIGESTs sent by rounds */
+    uint64_t summaries_sent;      /* SUMMARYs sent by rounds */
+    uint64_t rounds_silent;       /* rounds that sent nothing: every member agreed */
+    sl_store_node_change_fn on_change; /* told of every changed key, or NULL */
+    void *on_change_ctx;          /* its context */
+    char (*blocked)[SL_STORE_MAX_ADDR + 1]; /* test-only: store traffic to and from these is dropped */
+    size_t blocked_count;         /* entries */
+    uint64_t fault_dropped;       /* messages dropped by the fault command */
 };
 
 static sl_err replay(void *ctx, uint8_t type, const uint8_t *body, size_t len) {
     return sl_store_replay(ctx, type, body, len);
+}
+
+static bool is_blocked(const sl_store_node_t *sn, const char *addr) {
+    for (size_t i = 0; i < sn->blocked_count; i++)
+        if (strcmp(sn->blocked[i], addr) == 0)
+            return true;
+    return false;
 }
 
 static sl_err send_to(sl_store_node_t *sn, const char *addr, size_t addr_len,
@@ -48,6 +73,10 @@ static sl_err send_to(sl_store_node_t *sn, const char *addr, size_t addr_len,
         return SL_ETOOBIG;
     memcpy(a, addr, addr_len);
     a[addr_len] = 0;
+    if (is_blocked(sn, a)) {
+        sn->fault_dropped++;
+        return SL_EAGAIN;
+    }
     return sl_node_send(sn->node, a, m->type, m->body, m->len);
 }
 
@@ -111,45 +140,113 @@ static sl_err local_write(sl_store_node_t *sn, sl_store_msg_t *d) {
     return err;
 }
 
+static void notify_local(sl_store_node_t *sn, const void *key, size_t key_len) {
+    if (!sn->on_change)
+        return;
+    sl_store_entry_t e;
+    bool live = sl_store_lookup(sn->store, key, key_len, &e) == SL_OK;
+    sn->on_change(sn->on_change_ctx, key, key_len, live ? &e : NULL);
+}
+
 sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, const void *val,
                          size_t val_len) {
     sl_store_msg_t d;
     sl_err err = sl_store_put(sn->store, key, key_len, val, val_len, sl_plat_wall_ms(), &d);
-    return err ? err : local_write(sn, &d);
+    if (!err && !(err = local_write(sn, &d)))
+        notify_local(sn, key, key_len);
+    return err;
 }
 
 sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len) {
     sl_store_msg_t d;
     sl_err err = sl_store_del(sn->store, key, key_len, sl_plat_wall_ms(), &d);
-    return err ? err : local_write(sn, &d);
+    if (!err && !(err = local_write(sn, &d)))
+        notify_local(sn, key, key_len);
+    return err;
+}
+
+void sl_store_node_on_change(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx) {
+    sn->on_change = fn;
+    sn->on_change_ctx = ctx;
 }
 
 sl_store_t *sl_store_node_store(sl_store_node_t *sn) { return sn->store; }
 
 /* ---- messages ---- */
 
-static void learn_peer(sl_store_node_t *sn, const char *addr, uint64_t rid) {
-    if (!addr[0] || !rid)
-        return;
-    for (size_t i = 0; i < sn->peer_count; i++) {
-        if (strcmp(sn->peers[i].addr, addr) != 0)
-            continue;
-        if (sn->peers[i].rid != rid) {
-            /* the member restarted: its old incarnation is gone for good */
-            sl_store_retire(sn->store, sn->peers[i].rid);
-            sn->peers[i].rid = rid;
-        }
-        return;
-    }
-    if (sn->peer_count >= MAX_PEERS)
-        return;
+static peer_rid_t *peer_find(sl_store_node_t *sn, const char *addr, size_t len, bool create) {
+    if (!len || len > SL_STORE_MAX_ADDR)
+        return NULL;
+    for (size_t i = 0; i < sn->peer_count; i++)
+        if (strlen(sn->peers[i].addr) == len && memcmp(sn->peers[i].addr, addr, len) == 0)
+            return &sn->peers[i];
+    if (!create || sn->peer_count >= MAX_PEERS)
+        return NULL;
     peer_rid_t *p = sl_realloc(sn->peers, (sn->peer_count + 1) * sizeof *p);
     if (!p)
-        return;
+        return NULL;
     sn->peers = p;
-    snprintf(p[sn->peer_count].addr, sizeof p[sn->peer_count].addr, "%s", addr);
-    p[sn->peer_count].rid = rid;
-    sn->peer_count++;
+    p = &sn->peers[sn->peer_count++];
+    memset(p, 0, sizeof *p);
+    memcpy(p->addr, addr, len);
+    return p;
+}
+
+/* What a DIGEST or SUMMARY tells of its sender: its replica id and its
+ * fingerprint. */
+static void learn_peer(sl_store_node_t *sn, const char *addr, uint64_t rid, uint64_t fp) {
+    if (!addr[0] || !rid)
+        return;
+    peer_rid_t *p = peer_find(sn, addr, strlen(addr), true);
+    if (!p)
+        return;
+    if (p->rid && p->rid != rid) {
+        sl_store_retire(sn->store, p->rid); /* restarted: its old incarnation is gone for good */
+        p->sent_fp = 0;
+    }
+    p->rid = rid;
+    p->heard_fp = fp;
+}
+
+/* Test-only partitions: is this message from a blocked peer? DELTAs
+ * carry no address: they come from a replica id learnt from its digests. */
+static bool from_blocked(const sl_store_node_t *sn, uint8_t type, const uint8_t *body, size_t len) {
+    sl_store_dmsg_t m;
+    if (sl_store_msg_decode(type, body, len, &m) != SL_OK)
+        return false;
+    bool blocked = false;
+    if (m.reply_to_len) {
+        char a[SL_STORE_MAX_ADDR + 1];
+        memcpy(a, m.reply_to, m.reply_to_len);
+        a[m.reply_to_len] = 0;
+        blocked = is_blocked(sn, a);
+    }
+    for (size_t i = 0; !blocked && i < sn->peer_count; i++)
+        blocked = sn->peers[i].rid == m.sender && is_blocked(sn, sn->peers[i].addr);
+    sl_store_dmsg_fini(&m);
+    return blocked;
+}
+
+/* Tells the change hook of every key an applied DELTA touched, with the
+ * key's value now (NULL: deleted or empty). */
+static void notify_delta(sl_store_node_t *sn, const uint8_t *body, size_t len) {
+    sl_store_dmsg_t m;
+    if (sl_store_msg_decode(SL_STORE_MSG_DELTA, body, len, &m) != SL_OK)
+        return;
+    for (uint32_t i = 0; i < m.item_count; i++) {
+        const sl_store_item_t *it = &m.items[i];
+        if (i && it->key_len == m.items[i - 1].key_len &&
+            memcmp(it->key, m.items[i - 1].key, it->key_len) == 0)
+            continue; /* several atoms of one key: one call */
+        sl_store_entry_t e;
+        bool live = sl_store_lookup(sn->store, it->key, it->key_len, &e) == SL_OK;
+        /* an LWW atom that lost to a newer one changed nothing */
+        if (live && e.type == SL_CRDT_LWW && it->it.kind == SL_ITEM_LWW &&
+            (e.dot.rid != it->it.dot.rid || e.dot.seq != it->it.dot.seq))
+            continue;
+        sn->on_change(sn->on_change_ctx, it->key, it->key_len, live ? &e : NULL);
+    }
+    sl_store_dmsg_fini(&m);
 }
 
 static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body, size_t len,
@@ -161,16 +258,41 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     sl_store_out_init(&out);
     bool persist = false;
     sl_store_msg_t in = {.type = type, .body = (uint8_t *)body, .len = len};
+    if (sn->blocked_count && from_blocked(sn, type, body, len)) {
+        sn->fault_dropped++;
+        return;
+    }
     sl_err err = sl_store_receive(sn->store, type, body, len, sl_plat_wall_ms(), &out, &persist);
+    if (err == SL_OK && persist && sn->on_change && type == SL_STORE_MSG_DELTA)
+        notify_delta(sn, body, len);
     if (err == SL_OK) {
-        if (type == SL_STORE_MSG_DIGEST)
-            learn_peer(sn, out.reply_to, out.from);
+        if (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY)
+            learn_peer(sn, out.reply_to, out.from, out.peer_fp);
         if (persist && log_record(sn, &in) != SL_OK)
             sl_log(SL_LOG_ERR, "STORE-WAL", "cannot log a received delta; peers will resend it");
         for (size_t i = 0; i < out.count && out.reply_to[0]; i++)
             send_to(sn, out.reply_to, strlen(out.reply_to), &out.msgs[i]);
     }
     sl_store_out_fini(&out);
+}
+
+/* A member that joined, came back or restarted: what we heard from it
+ * may be stale, and an exchange now lets it (or us) catch up without
+ * waiting for the rounds. */
+static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
+    sl_store_node_t *sn = ctx;
+    (void)node;
+    bool back = ev->new_state == SL_STATE_ALIVE &&
+                (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE ||
+                 (ev->kind == SL_SWIM_EV_UPDATE && ev->incarnation != ev->old_incarnation));
+    if (!back)
+        return;
+    peer_rid_t *p = peer_find(sn, (const char *)ev->addr.ptr, ev->addr.len, true);
+    if (!p)
+        return;
+    p->heard_fp = p->sent_fp = 0;
+    p->urgent = true;
+    sn->next_sync_ns = 0; /* a round at the next turn */
 }
 
 /* ---- timers ---- */
@@ -195,7 +317,7 @@ static void update_live(sl_store_node_t *sn) {
             continue;
         uint64_t rid = sl_hash64(m.addr.ptr, m.addr.len, 77) | (1ull << 63);
         for (size_t k = 0; k < sn->peer_count; k++)
-            if (strlen(sn->peers[k].addr) == m.addr.len &&
+            if (sn->peers[k].rid && strlen(sn->peers[k].addr) == m.addr.len &&
                 memcmp(sn->peers[k].addr, m.addr.ptr, m.addr.len) == 0)
                 rid = sn->peers[k].rid;
         live[n++] = rid;
@@ -208,7 +330,7 @@ static void update_live(sl_store_node_t *sn) {
         for (size_t i = 0; i < count && !member; i++)
             member = sl_swim_member_at(sw, i, &m) == SL_OK && m.state != SL_STATE_LEFT &&
                      m.addr.len == a.len && memcmp(m.addr.ptr, a.ptr, a.len) == 0;
-        if (!member)
+        if (!member && sn->peers[k].rid)
             sl_store_retire(sn->store, sn->peers[k].rid);
     }
     qsort(live, n, sizeof *live, u64_cmp);
@@ -225,6 +347,86 @@ static void update_live(sl_store_node_t *sn) {
     }
 }
 
+/* One anti-entropy round. Quiet at rest: a write is pushed right after
+ * its WAL sync, and a round only talks to members that may not hold what
+ * we hold (the fingerprint they last told us is not ours):
+ *   - a member that joined or came back gets our DIGEST at once;
+ *   - for a few rounds after our state changed, a DIGEST every sync_ms
+ *     to such a member we have not sent this state yet (push-pull: it
+ *     pulls what it lacks and we pull what we lack);
+ *   - then a SUMMARY (fingerprint, ~40 bytes) every idle_ms to such a
+ *     member, answered by its SUMMARY when it agrees (then both know, and
+ *     fall silent) or by its DIGEST when not;
+ *   - every refresh_ms a SUMMARY to any member, in case a fingerprint we
+ *     hold went stale without a membership event.
+ * So once every pair agrees, nothing is sent but the refresh. */
+static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
+    uint64_t fp = sl_store_fingerprint(sn->store);
+    if (fp != sn->last_fp) {
+        sn->last_fp = fp;
+        sn->active_rounds = ACTIVE_ROUNDS;
+    }
+    const sl_swim_t *sw = sl_node_swim(sn->node);
+    size_t count = sl_swim_member_count(sw);
+    size_t n_urgent = 0, n_fresh = 0, n_differ = 0, n_any = 0;
+    peer_rid_t *urgent = NULL, *fresh = NULL, *differ = NULL, *any = NULL;
+    /* one pass, reservoir sampling in each class */
+    for (size_t i = 0; i < count; i++) {
+        sl_swim_member_t m;
+        if (sl_swim_member_at(sw, i, &m) != SL_OK || m.is_self ||
+            (m.state != SL_STATE_ALIVE && m.state != SL_STATE_SUSPECT))
+            continue;
+        peer_rid_t *p = peer_find(sn, (const char *)m.addr.ptr, m.addr.len, true);
+        if (!p)
+            continue;
+        if (p->urgent && sl_rng_below(&sn->rng, ++n_urgent) == 0)
+            urgent = p;
+        if (p->heard_fp != fp) {
+            if (p->sent_fp != fp && sl_rng_below(&sn->rng, ++n_fresh) == 0)
+                fresh = p;
+            if (sl_rng_below(&sn->rng, ++n_differ) == 0)
+                differ = p;
+        }
+        if (sl_rng_below(&sn->rng, ++n_any) == 0)
+            any = p;
+    }
+    peer_rid_t *to = NULL;
+    bool digest = true;
+    if (urgent) {
+        to = urgent;
+        to->urgent = false;
+    } else if (sn->active_rounds && fresh) {
+        to = fresh;
+        sn->active_rounds--;
+    } else if (now_ns >= sn->next_idle_ns) {
+        sn->next_idle_ns = now_ns + (uint64_t)sn->idle_ms * 1000000ull;
+        digest = false;
+        to = differ;
+        if (!to && now_ns >= sn->next_refresh_ns)
+            to = any;
+        if (to == any && any)
+            sn->next_refresh_ns = now_ns + (uint64_t)sn->refresh_ms * 1000000ull;
+        if (!to)
+            sn->rounds_silent++;
+    }
+    if (!to)
+        return;
+    sl_store_msg_t msg;
+    sl_err err = digest ? sl_store_digest(sn->store, false, &msg)
+                        : sl_store_summary(sn->store, false, &msg);
+    if (err)
+        return;
+    if (send_to(sn, to->addr, strlen(to->addr), &msg) == SL_OK) {
+        if (digest) {
+            to->sent_fp = fp;
+            sn->digests_sent++;
+        } else {
+            sn->summaries_sent++;
+        }
+    }
+    sl_store_msg_fini(&msg);
+}
+
 static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     sl_store_node_t *sn = ctx;
     (void)node;
@@ -232,11 +434,7 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         sn->next_sync_ns = now_ns + (uint64_t)sn->sync_ms * 1000000ull;
         if (commit(sn) != SL_OK)
             sl_log(SL_LOG_ERR, "STORE-WAL", "cannot sync the store's log");
-        sl_store_msg_t d;
-        if (sl_store_digest(sn->store, false, &d) == SL_OK) {
-            push(sn, &d, 1);
-            sl_store_msg_fini(&d);
-        }
+        round_run(sn, now_ns);
     }
     if (now_ns >= sn->next_gc_ns) {
         sn->next_gc_ns = now_ns + (uint64_t)GC_MS * 1000000ull;
@@ -244,6 +442,27 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         sl_store_gc(sn->store);
     }
     return sn->next_sync_ns < sn->next_gc_ns ? sn->next_sync_ns : sn->next_gc_ns;
+}
+
+static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
+    sl_store_node_t *sn = ctx;
+    sl_store_stats_t st;
+    sl_store_stats(sn->store, &st);
+    sl_node_counter_t c[] = {{"keys", st.keys},
+                             {"replicas", st.replicas},
+                             {"applied", st.applied},
+                             {"gaps", st.gaps},
+                             {"rejected", st.rejected},
+                             {"deltas_sent", st.deltas_sent},
+                             {"snapshots_sent", st.snapshots_sent},
+                             {"digests_sent", sn->digests_sent},
+                             {"summaries_sent", sn->summaries_sent},
+                             {"rounds_silent", sn->rounds_silent},
+                             {"fault_dropped", sn->fault_dropped},
+                             {"state_hash", sl_store_state_hash(sn->store)}};
+    size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
+    memcpy(out, c, n * sizeof *c);
+    return n;
 }
 
 /* ---- commands ---- */
@@ -365,6 +584,41 @@ static sl_err ctl_keys(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_c
     return err;
 }
 
+/* store-fault block ADDR... | heal: test-only partitions (benchmarks and
+ * cluster tests): store messages to and from the listed peers' store
+ * addresses are dropped until heal. Membership is left alone, so this
+ * splits the store's traffic only (bench/store/partition.py). */
+static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
+    sl_store_node_t *sn = ctx;
+    (void)node;
+    if (req->arg_count == 1 && req->args[0].len == 4 && !memcmp(req->args[0].ptr, "heal", 4)) {
+        sl_free(sn->blocked);
+        sn->blocked = NULL;
+        sn->blocked_count = 0;
+        sn->next_sync_ns = 0;
+        for (size_t i = 0; i < sn->peer_count; i++)
+            sn->peers[i].urgent = true; /* as membership would after a heal */
+        return sl_ctl_reply(call, SL_OK, "{}", 2, false);
+    }
+    if (req->arg_count < 2 || req->args[0].len != 5 || memcmp(req->args[0].ptr, "block", 5))
+        return reply_err(call, SL_EINVAL, "usage: store-fault block ADDR... | store-fault heal");
+    size_t n = req->arg_count - 1;
+    char(*b)[SL_STORE_MAX_ADDR + 1] = sl_calloc(n, sizeof *b);
+    if (!b)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const sl_bytes_t *a = &req->args[i + 1];
+        size_t l = a->len > SL_STORE_MAX_ADDR - 6 ? SL_STORE_MAX_ADDR - 6 : a->len;
+        /* "tcp://" as the store's addresses carry it */
+        bool has = l >= 6 && !memcmp(a->ptr, "tcp://", 6);
+        snprintf(b[i], sizeof b[i], "%s%.*s", has ? "" : "tcp://", (int)l, (const char *)a->ptr);
+    }
+    sl_free(sn->blocked);
+    sn->blocked = b;
+    sn->blocked_count = n;
+    return sl_ctl_reply(call, SL_OK, "{}", 2, false);
+}
+
 /* ---- lifecycle ---- */
 
 sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
@@ -376,7 +630,9 @@ sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
     if (!sn)
         return SL_ENOMEM;
     sn->node = node;
-    sn->sync_ms = cfg->sync_ms ? cfg->sync_ms : 200;
+    sn->sync_ms = cfg->sync_ms ? cfg->sync_ms : 100;
+    sn->idle_ms = cfg->idle_ms ? cfg->idle_ms : 1000;
+    sn->refresh_ms = cfg->refresh_ms ? cfg->refresh_ms : 30000;
     sn->snapshot_records = cfg->snapshot_records ? cfg->snapshot_records : 100000;
     sl_err err = sl_disk_open(cfg->dir, &sn->disk);
     if (err)
@@ -404,12 +660,15 @@ sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
     sl_store_mark_durable(sn->store);
     sl_log(SL_LOG_INFO, "STORE-START", "store replica %016" PRIx64 " (incarnation %" PRIu64 ")",
            rid, sl_disk_incarnation(sn->disk));
-    if ((err = sl_node_route_register(node, SL_STORE_MSG_DIGEST, SL_STORE_MSG_SNAPSHOT, on_msg, sn)) ||
+    if ((err = sl_node_route_register(node, SL_STORE_MSG_DIGEST, SL_STORE_MSG_SUMMARY, on_msg, sn)) ||
         (err = sl_node_tick_register(node, on_tick, sn)) ||
+        (err = sl_node_member_listen(node, on_member, sn)) ||
+        (err = sl_node_stats_register(node, "store", store_stats, sn)) ||
         (err = sl_node_ctl_register(node, "put", ctl_put, sn)) ||
         (err = sl_node_ctl_register(node, "get", ctl_get, sn)) ||
         (err = sl_node_ctl_register(node, "del", ctl_del, sn)) ||
-        (err = sl_node_ctl_register(node, "keys", ctl_keys, sn)))
+        (err = sl_node_ctl_register(node, "keys", ctl_keys, sn)) ||
+        (err = sl_node_ctl_register(node, "store-fault", ctl_fault, sn)))
         goto fail;
     *out = sn;
     return SL_OK;
@@ -428,6 +687,7 @@ void sl_store_node_destroy(sl_store_node_t **snp) {
     sl_disk_close(&sn->disk);
     sl_free(sn->peers);
     sl_free(sn->live);
+    sl_free(sn->blocked);
     sl_free(sn);
     *snp = NULL;
 }

@@ -62,6 +62,40 @@ sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out) {
     return err;
 }
 
+/* The fingerprint of a digest's content: want_reset, the vv (entries
+ * above 0) and the retired list, each sorted by rid. The same function
+ * hashes our own lists and a received DIGEST, so both sides agree. */
+static uint64_t fp_of(bool want_reset, const sl_store_range_t *vv, uint32_t vn,
+                      const sl_store_range_t *ret, uint32_t rn) {
+    uint64_t h = sl_mix64(0x53554d4d ^ (want_reset ? 1 : 2));
+    for (uint32_t i = 0; i < vn; i++)
+        if (vv[i].to)
+            h = sl_mix64(h ^ sl_mix64(vv[i].rid) ^ (vv[i].to * 0x9e3779b97f4a7c15ull));
+    h = sl_mix64(h ^ 0x5245544952454400ull);
+    for (uint32_t i = 0; i < rn; i++)
+        h = sl_mix64(h ^ sl_mix64(ret[i].rid) ^ (ret[i].to * 0xc2b2ae3d27d4eb4full));
+    return h ? h : 1;
+}
+
+uint64_t sl_store_fingerprint(const sl_store_t *s) {
+    sl_store_range_t *vv, *ret;
+    uint32_t vn, rn;
+    if (vv_lists(s, s->track_durable, &vv, &vn, &ret, &rn) != SL_OK)
+        return 1; /* no memory: a fingerprint that matches no one's */
+    uint64_t h = fp_of(s->want_reset, vv, vn, ret, rn);
+    sl_free(vv);
+    sl_free(ret);
+    return h;
+}
+
+sl_err sl_store_summary(sl_store_t *s, bool reply, sl_store_msg_t *out) {
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_SUMMARY, .sender = s->rid, .reply = reply,
+                         .fingerprint = sl_store_fingerprint(s),
+                         .reply_to = (const uint8_t *)s->addr,
+                         .reply_to_len = (uint32_t)strlen(s->addr)};
+    return sl_store_msg_encode(&m, SL_MSG_MAX_LEN, out);
+}
+
 static uint64_t pairs_get(const sl_store_range_t *p, uint32_t n, uint64_t rid, bool *found) {
     uint32_t lo = 0, hi = n;
     while (lo < hi) {
@@ -714,6 +748,39 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_ou
     return err;
 }
 
+/* A SUMMARY: the same fingerprint means the same vv as ours (what the
+ * peer holds is recorded as our own lists, for garbage collection) and an
+ * answer only if it was not one; another fingerprint gets our DIGEST,
+ * which starts a push-pull exchange. */
+static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_out_t *replies) {
+    if (m->fingerprint == sl_store_fingerprint(s)) {
+        replies->agreed = true;
+        peer_t *p = peer_get(s, m->sender, true);
+        if (!p)
+            return SL_ENOMEM;
+        sl_store_range_t *vv, *ret;
+        uint32_t vn, rn;
+        sl_err err = vv_lists(s, s->track_durable, &vv, &vn, &ret, &rn);
+        if (err)
+            return err;
+        sl_free(p->vv);
+        sl_free(p->retired);
+        p->vv = vv;
+        p->vv_count = vn;
+        p->retired = ret;
+        p->retired_count = rn;
+        if (m->reply)
+            return SL_OK;
+        sl_store_msg_t d;
+        if ((err = sl_store_summary(s, true, &d)))
+            return err;
+        return store_out_push(replies, &d);
+    }
+    sl_store_msg_t d;
+    sl_err err = sl_store_digest(s, false, &d);
+    return err ? err : store_out_push(replies, &d);
+}
+
 sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                         uint64_t now_ms, sl_store_out_t *replies, bool *persist) {
     *persist = false;
@@ -733,7 +800,7 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
                type);
         return SL_EPROTO;
     }
-    if (type != SL_STORE_MSG_DIGEST) {
+    if (type != SL_STORE_MSG_DIGEST && type != SL_STORE_MSG_SUMMARY) {
         uint64_t h = item_max_hlc(&m);
         if (h && (err = sl_hlc_update(&s->hlc, now_ms, h, m.sender, NULL))) {
             s->st.rejected++;
@@ -747,7 +814,13 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
     if (type == SL_STORE_MSG_DIGEST) {
         memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
         replies->reply_to[m.reply_to_len] = 0;
+        replies->peer_fp = fp_of(m.want_reset, m.ranges, m.range_count, m.retired, m.retired_count);
         err = handle_digest(s, &m, replies);
+    } else if (type == SL_STORE_MSG_SUMMARY) {
+        memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
+        replies->reply_to[m.reply_to_len] = 0;
+        replies->peer_fp = m.fingerprint;
+        err = handle_summary(s, &m, replies);
     }
     else if (type == SL_STORE_MSG_DELTA)
         err = apply_delta(s, &m, false, &changed);
@@ -767,7 +840,7 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
 
 sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len) {
     sl_store_dmsg_t m;
-    if (type == SL_STORE_MSG_DIGEST)
+    if (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY)
         return SL_ETYPE;
     sl_err err = sl_store_msg_decode(type, body, len, &m);
     if (err)

@@ -132,6 +132,66 @@ static void test_sync_two(void) {
     sl_store_destroy(&b);
 }
 
+/* SUMMARY: replicas that agree answer a summary with one (a reply gets
+ * nothing back) and record each other as holding their state; a replica
+ * that differs answers with its DIGEST, which starts the push-pull. */
+static void test_summary(void) {
+    sl_store_t *a = mk(10, 0), *b = mk(20, 0);
+    put(a, "x", "1");
+    sync_pair(a, b);
+    CHECK_INT(sl_store_fingerprint(a), sl_store_fingerprint(b));
+    CHECK(sl_store_fingerprint(a) != 0);
+
+    sl_store_msg_t m;
+    sl_store_out_t out, back;
+    bool persist;
+    CHECK_OK(sl_store_summary(a, false, &m));
+    CHECK_MSG(m.len < 48, "summary of %zu bytes", m.len);
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(b, m.type, m.body, m.len, 1000, &out, &persist));
+    sl_store_msg_fini(&m);
+    CHECK(out.agreed && !persist);
+    CHECK_INT(out.peer_fp, sl_store_fingerprint(b));
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.msgs[0].type, SL_STORE_MSG_SUMMARY);
+    sl_store_out_init(&back); /* b's reply: a agrees and answers nothing */
+    deliver(a, &out, &back, NULL);
+    CHECK(back.agreed);
+    CHECK_INT(back.count, 0);
+    sl_store_out_fini(&back);
+    sl_store_out_fini(&out);
+
+    put(a, "y", "2"); /* now a is ahead: b's summary gets a's DIGEST */
+    CHECK(sl_store_fingerprint(a) != sl_store_fingerprint(b));
+    CHECK_OK(sl_store_summary(b, false, &m));
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(a, m.type, m.body, m.len, 1000, &out, &persist));
+    sl_store_msg_fini(&m);
+    CHECK(!out.agreed);
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.msgs[0].type, SL_STORE_MSG_DIGEST);
+    for (int round = 0; round < 10 && out.count; round++) { /* the push-pull it starts */
+        sl_store_out_init(&back);
+        deliver(round % 2 ? a : b, &out, &back, NULL);
+        sl_store_out_fini(&out);
+        out = back;
+    }
+    CHECK_INT(out.count, 0);
+    sl_store_out_fini(&out);
+    check_get(b, "y", "2");
+    CHECK_INT(sl_store_fingerprint(a), sl_store_fingerprint(b));
+
+    /* a DIGEST's fingerprint as the receiver computes it is the sender's own */
+    CHECK_OK(sl_store_digest(a, false, &m));
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(b, m.type, m.body, m.len, 1000, &out, &persist));
+    CHECK_INT(out.peer_fp, sl_store_fingerprint(a));
+    sl_store_out_fini(&out);
+    sl_store_msg_fini(&m);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
 static void test_chunked_and_bounded(void) {
     sl_store_t *a = mk(10, 4096), *b = mk(20, 4096);
     char k[32], v[200];
@@ -447,6 +507,7 @@ int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("local_ops", test_local_ops);
     sl_test_run("sync_two", test_sync_two);
+    sl_test_run("summary", test_summary);
     sl_test_run("chunked_and_bounded", test_chunked_and_bounded);
     sl_test_run("no_echo", test_no_echo);
     sl_test_run("gc_and_retire", test_gc_and_retire);

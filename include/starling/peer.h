@@ -109,6 +109,17 @@ sl_err sl_node_ctl_register(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void
  * part was dropped (client gone or too far behind): stop sending. */
 sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t len, bool more);
 
+/* Keeps a request open after its handler returns, for a command that
+ * streams replies as things happen (the store's watch-keys). Call it in
+ * the handler, before any part with more=false; it returns a copy that
+ * stays valid until sl_ctl_call_free (NULL when out of memory, or when
+ * the call was already answered or deferred), and the handler's return
+ * then sends nothing. Reply through the copy with sl_ctl_reply (more=true
+ * for each part); SL_EAGAIN means the client is gone or too far behind:
+ * stop sending. Free the copy when done, before sl_node_destroy. */
+sl_ctl_call_t *sl_ctl_defer(sl_ctl_call_t *call);
+void sl_ctl_call_free(sl_ctl_call_t **call);
+
 /* ---- Other message types ---- */
 
 /* A message of a claimed type: `header` is SL_WIRE_HEADER_LEN bytes,

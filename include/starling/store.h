@@ -11,10 +11,13 @@
  * replica is a single number: the version vector (vv) holds, per replica,
  * the largest sequence seen, and every smaller one was seen too.
  *
- * Messages (proto/store.md has the exact bodies; types 16..18):
+ * Messages (proto/store.md has the exact bodies; types 16..19):
  *   DIGEST   the sender's vv (and retired replicas). On receipt the store
  *            answers with the deltas the sender lacks and, if the sender
  *            has something it lacks, its own DIGEST (push-pull).
+ *   SUMMARY  a 64-bit fingerprint of what a DIGEST would carry: two
+ *            replicas that agree cost a few dozen bytes. On receipt the
+ *            store answers with a SUMMARY (it agrees) or its DIGEST.
  *   DELTA    ranges (replica, from, to] and the live atoms with dots in
  *            them: the receiver applies it only where its vv equals a
  *            range's `from` or more, then its vv moves to `to`. Atoms that
@@ -73,6 +76,7 @@ extern "C" {
 #define SL_STORE_MSG_DIGEST 16
 #define SL_STORE_MSG_DELTA 17
 #define SL_STORE_MSG_SNAPSHOT 18
+#define SL_STORE_MSG_SUMMARY 19
 
 #define SL_STORE_SNAP_RESET 0x01 /* SNAPSHOT flag: replace what the sender knows */
 
@@ -99,6 +103,9 @@ typedef struct {
     char reply_to[SL_STORE_MAX_ADDR + 1]; /* where they go: the DIGEST's
                                              reply address ("" if none) */
     uint64_t from;        /* the handled message's sender replica id */
+    uint64_t peer_fp;     /* DIGEST, SUMMARY: the sender's fingerprint
+                             (sl_store_fingerprint), else 0 */
+    bool agreed;          /* SUMMARY: it matched this replica's */
 } sl_store_out_t;
 
 void sl_store_msg_fini(sl_store_msg_t *m);
@@ -122,10 +129,11 @@ typedef struct {
 typedef struct {
     uint8_t type;               /* SL_STORE_MSG_* */
     uint64_t sender;            /* sender's replica id */
-    bool reply;                 /* DIGEST: answers a DIGEST (no digest back) */
+    bool reply;                 /* DIGEST, SUMMARY: answers one (no digest back) */
     bool want_reset;            /* DIGEST: asks for a RESET snapshot */
-    const uint8_t *reply_to;    /* DIGEST: the sender's address (into the body) */
-    uint32_t reply_to_len;      /* DIGEST: its bytes, 0..SL_STORE_MAX_ADDR */
+    const uint8_t *reply_to;    /* DIGEST, SUMMARY: the sender's address (into the body) */
+    uint32_t reply_to_len;      /* DIGEST, SUMMARY: its bytes, 0..SL_STORE_MAX_ADDR */
+    uint64_t fingerprint;       /* SUMMARY: the sender's sl_store_fingerprint */
     uint64_t snap_id;           /* SNAPSHOT: identifies one snapshot */
     uint32_t chunk;             /* SNAPSHOT: this chunk's index */
     uint32_t chunks;            /* SNAPSHOT: number of chunks */
@@ -144,7 +152,7 @@ typedef struct {
 /* Decodes a body of type `type`, strictly (canonical msgpack, every field
  * required, bounds on every length and count, atoms valid, dots inside
  * their ranges). Pointers point into `body`. Errors as in mpack.h, plus
- * SL_ETYPE for a type outside 16..18. */
+ * SL_ETYPE for a type outside 16..19. */
 sl_err sl_store_msg_decode(uint8_t type, const uint8_t *body, size_t len, sl_store_dmsg_t *out);
 void sl_store_dmsg_fini(sl_store_dmsg_t *m);
 
@@ -210,6 +218,16 @@ sl_err sl_store_set_addr(sl_store_t *s, const char *addr);
 
 /* This replica's DIGEST (`reply` marks an answer to one). */
 sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out);
+
+/* A 64-bit hash of exactly what this replica's DIGEST carries (the vv it
+ * reports, the retired list, want_reset), never 0. Two replicas with the
+ * same fingerprint hold the same state (up to a hash collision), since
+ * what a replica holds is determined by its vv. */
+uint64_t sl_store_fingerprint(const sl_store_t *s);
+
+/* This replica's SUMMARY: its fingerprint and address (`reply` marks an
+ * answer to a SUMMARY). */
+sl_err sl_store_summary(sl_store_t *s, bool reply, sl_store_msg_t *out);
 
 /* Handles a message from a peer. `replies` gets what to send back to that
  * peer; `*persist` is set when the message changed the state and should be

@@ -2,15 +2,20 @@
  * (store.h) with its disk (disk.h) to a running sl_node (peer.h) through
  * the node's extension points, and answers the store's control commands.
  *
- *   routes    message types 16..18 (proto/store.md)
- *   ticks     anti-entropy (a DIGEST to one random alive member every
- *             sync_ms), group commit of received deltas, garbage
- *             collection, retiring old incarnations, snapshots
+ *   routes    message types 16..19 (proto/store.md)
+ *   ticks     anti-entropy rounds (quiet at rest: see docs/store.md,
+ *             "Anti-entropy at rest"), group commit of received deltas,
+ *             garbage collection, retiring old incarnations, snapshots
+ *   events    a member that joins or comes back gets a DIGEST at once
+ *   stats     store.digests_sent, summaries_sent, rounds_silent
  *   commands  put KEY VALUE      store a register value (UTF-8 or bytes);
  *                                the reply comes once the write is synced
  *             get KEY            the value's bytes (SL_ENOTFOUND)
  *             del KEY            delete (any type)
  *             keys [PREFIX]      JSON array of the live keys, sorted
+ *             store-fault block ADDR... | heal
+ *                                test-only: drop store traffic to and
+ *                                from these peers (partition benchmarks)
  *
  * Members are matched to replica ids through the reply address their
  * digests carry: a member whose address now comes with a new replica id
@@ -33,7 +38,9 @@ typedef struct sl_store_node sl_store_node_t;
 
 typedef struct {
     const char *dir;           /* the store's directory (WAL, snapshot, blobs); created */
-    uint32_t sync_ms;          /* anti-entropy period (0: 200 ms) */
+    uint32_t sync_ms;          /* round period while the state changes (0: 100 ms) */
+    uint32_t idle_ms;          /* SUMMARY period once it stopped (0: 1000 ms) */
+    uint32_t refresh_ms;       /* a SUMMARY even to members that agree (0: 30000 ms) */
     uint32_t snapshot_records; /* WAL records between snapshots (0: 100000) */
 } sl_store_node_config_t;
 
@@ -52,6 +59,16 @@ sl_store_t *sl_store_node_store(sl_store_node_t *sn);
 sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, const void *val,
                          size_t val_len);
 sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len);
+
+/* Told of a key that changed: a local write (once durable) or an applied
+ * remote DELTA. `e` is the key's entry now (valid during the call only),
+ * NULL when it was deleted or is empty. A RESET snapshot (a peer back
+ * after a long absence) is not reported key by key. */
+typedef void (*sl_store_node_change_fn)(void *ctx, const uint8_t *key, size_t key_len,
+                                        const sl_store_entry_t *e);
+
+/* Sets the one change hook (NULL to clear it). */
+void sl_store_node_on_change(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,13 @@
 /* libFuzzer target for the store decoders (src/store_codec.c, src/blob.c)
  * and the store's handling of hostile messages (src/store.c).
  *
- * Input: byte 0 picks the message type (16 + byte0 % 4: 19 is an unknown
- * type, refused); bit 7 of byte 0 also delivers the message to a store
- * holding a little state (it must refuse or apply it, and stay consistent:
- * sl_store_check); bit 6 also decodes the rest as a blob manifest. The
- * rest is the body. tests/fuzz/corpus/store/v-* are the test vectors in
- * this layout (proto/vectors/store/gen.py writes them).
+ * Input: byte 0's low 6 bits pick the message type, 16..20 (the values
+ * 16..19 are the types themselves; 20 is an unknown type, refused); bit 7
+ * of byte 0 also delivers the message to a store holding a little state
+ * (it must refuse or apply it, and stay consistent: sl_store_check); bit
+ * 6 also decodes the rest as a blob manifest. The rest is the body.
+ * tests/fuzz/corpus/store/v-* are the test vectors in this layout
+ * (proto/vectors/store/gen.py writes them).
  *
  * What must hold: no crash, leak or sanitizer report; a body that decodes
  * re-encodes (never failing) to bytes no longer than the input, identical
@@ -29,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
     uint8_t ctl = data[0];
-    uint8_t type = (uint8_t)(16 + (ctl & 0x3f) % 4);
+    uint8_t type = (uint8_t)(16 + ((ctl & 0x3f) + 4) % 5);
     const uint8_t *body = data + 1;
     size_t len = size - 1;
     sl_log_set_level(0);
