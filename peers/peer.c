@@ -14,6 +14,7 @@
 #include "starling/platform.h"
 #include "starling/blob_node.h"
 #include "starling/store_node.h"
+#include "starling/store_watch.h"
 #include "starling/study_node.h"
 
 #define MAX_META 16
@@ -391,6 +392,7 @@ int main(int argc, char **argv) {
     size_t meta_len = 0;
     sl_node_t *node = NULL;
     sl_store_node_t *store = NULL;
+    sl_store_watch_t *watch = NULL;
     sl_study_node_t *study = NULL;
     sl_blob_node_t *blobs = NULL;
     rc = 1;
@@ -455,6 +457,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peer: cannot open the store in %s: %s\n", store_dir, sl_strerror(err));
         goto done;
     }
+    if ((err = sl_store_watch_attach(node, store, &watch)) != SL_OK) {
+        fprintf(stderr, "peer: cannot serve store watches: %s\n", sl_strerror(err));
+        goto done;
+    }
     char blob_dir[4200];
     snprintf(blob_dir, sizeof blob_dir, "%s/blob", o.data_dir);
     sl_blob_node_config_t bcfg = {.dir = blob_dir};
@@ -473,6 +479,7 @@ done:
     sl_node_destroy(&node);
     sl_study_node_destroy(&study);
     sl_blob_node_destroy(&blobs);
+    sl_store_watch_destroy(&watch);
     sl_store_node_destroy(&store);
     memset(&key, 0, sizeof key);
     sl_free(meta);

@@ -31,7 +31,7 @@ static const command_t commands[] = {
     {"blob", sl_cmd_blob, "large files: blob put FILE | blob get HASH OUTFILE | blob ls [--json]"},
     {"submit", sl_cmd_submit, "submit a study: submit STUDY.json (prints the study id)"},
     {"status", sl_cmd_status, "a study's trials: status STUDY [--json]"},
-    {"watch", sl_cmd_watch, "a study's progress, redrawn until it ends: watch STUDY"},
+    {"watch", sl_cmd_watch, "live changes: watch [PREFIX] (keys), watch STUDY (progress bars)"},
     {"logs", sl_cmd_logs, "a trial's log: logs STUDY TRIAL [-f]"},
     {"results", sl_cmd_results, "leaderboard, models.json, pareto.json: results STUDY [--json] [--out DIR]"},
     {"fetch", sl_cmd_fetch, "a trial's trained weights (.npz): fetch STUDY TRIAL DIR"},

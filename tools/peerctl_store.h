@@ -4,6 +4,7 @@
  *   peerctl get KEY [--json]
  *   peerctl del KEY
  *   peerctl keys [PREFIX] [--json]
+ *   peerctl watch [PREFIX | STUDY] [--json]   (tools/peerctl_watch.c)
  * To enable them, tools/peerctl.c's command table needs one line each
  * ({"put", sl_cmd_put, ...}) and peers/peer.c must attach the store
  * (sl_store_node_attach) after sl_node_new. */
@@ -14,5 +15,6 @@ int sl_cmd_put(int argc, char **argv);
 int sl_cmd_get(int argc, char **argv);
 int sl_cmd_del(int argc, char **argv);
 int sl_cmd_keys(int argc, char **argv);
+int sl_cmd_watch(int argc, char **argv);
 
 #endif

@@ -203,10 +203,8 @@ int sl_cmd_status(int argc, char **argv) {
     return 0;
 }
 
-int sl_cmd_watch(int argc, char **argv) {
-    if (argc != 2 || argv[1][0] == '-')
-        return usage("watch STUDY   (redraws until the study ends)");
-    const char *args[1] = {argv[1]};
+int sl_cmd_watch_study(const char *study) {
+    const char *args[1] = {study};
     bool tty = isatty(1);
     for (;;) {
         int rc;

@@ -5,7 +5,8 @@
 
 int sl_cmd_submit(int argc, char **argv);
 int sl_cmd_status(int argc, char **argv);
-int sl_cmd_watch(int argc, char **argv);
+/* peerctl watch STUDY (tools/peerctl_watch.c decides study or keys) */
+int sl_cmd_watch_study(const char *study);
 int sl_cmd_logs(int argc, char **argv);
 int sl_cmd_results(int argc, char **argv);
 int sl_cmd_fetch(int argc, char **argv);
