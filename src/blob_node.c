@@ -124,6 +124,39 @@ static bool holds(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], 
     return n && sl_store_get(sl_store_node_store(bn->store), key, n, &v, &vl) == SL_OK;
 }
 
+/* blob/HEX/dead: the blob was deleted (sl_blob_node_delete) */
+static size_t dead_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out) {
+    manifest_key(hash, out);
+    memcpy(out + PREFIX_LEN + HEX_LEN, "/dead", 6);
+    return PREFIX_LEN + HEX_LEN + 5;
+}
+
+static bool is_dead(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    char key[PREFIX_LEN + HEX_LEN + 8];
+    size_t n = dead_key(hash, key);
+    const uint8_t *v;
+    size_t vl;
+    return sl_store_get(sl_store_node_store(bn->store), key, n, &v, &vl) == SL_OK;
+}
+
+static bool any_key(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
+    (void)key;
+    (void)key_len;
+    (void)e;
+    *(bool *)ctx = true;
+    return false;
+}
+
+/* Does any member, alive or not, still record a copy? */
+static bool has_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    char pre[PREFIX_LEN + HEX_LEN + 8];
+    manifest_key(hash, pre);
+    memcpy(pre + PREFIX_LEN + HEX_LEN, "/h/", 4);
+    bool any = false;
+    sl_store_scan(sl_store_node_store(bn->store), pre, PREFIX_LEN + HEX_LEN + 3, any_key, &any);
+    return any;
+}
+
 static sl_err set_holder(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], bool on) {
     char key[256];
     size_t n = holder_key(hash, sl_node_name(bn->node), key, sizeof key);
@@ -533,7 +566,8 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
 /* Drops this peer's copy of a blob placed elsewhere (chunks other blobs
  * held here share are kept). */
 static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
-                      const uint8_t (*others)[SL_BLAKE2B_LEN], size_t other_count) {
+                      const uint8_t (*others)[SL_BLAKE2B_LEN], size_t other_count,
+                      const char *why) {
     sl_blob_manifest_t m;
     if (lookup_manifest(bn, hash, &m) != SL_OK)
         return;
@@ -562,7 +596,7 @@ static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     }
     char hex[HEX_LEN + 1];
     sl_hex(hash, SL_BLAKE2B_LEN, hex);
-    sl_log(SL_LOG_INFO, "BLOB-DROP", "blob %s: placed peers hold it; extra copy removed", hex);
+    sl_log(SL_LOG_INFO, "BLOB-DROP", "blob %s: %s; copy removed", hex, why);
     bn->st.dropped++;
     sl_free(keep);
     sl_blob_manifest_fini(&m);
@@ -602,8 +636,17 @@ static void list_blobs(const sl_blob_node_t *bn, hash_list_t *l) {
         qsort(l->hashes, l->count, SL_BLAKE2B_LEN, cmp_hash);
 }
 
+/* The last trace of a deleted blob that no member holds. */
+static void forget_manifest(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    char key[PREFIX_LEN + HEX_LEN + 8];
+    manifest_key(hash, key);
+    sl_store_node_del(bn->store, key, PREFIX_LEN + HEX_LEN);
+    sl_store_node_del(bn->store, key, dead_key(hash, key));
+}
+
 /* Runs sl_blob_plan for every blob: fetch where this peer is placed and
- * lacks a copy, drop where it holds an extra one. */
+ * lacks a copy, drop where it holds an extra one, drop every copy of a
+ * deleted one. */
 static void reconcile(sl_blob_node_t *bn, uint64_t now) {
     member_t *ms;
     size_t n = alive_members(bn, &ms);
@@ -634,12 +677,26 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
         job_t *job = find_job(bn, hash);
         if (job && job->f) /* keep its holders current */
             refresh_sources(bn, job);
+        if (is_dead(bn, hash)) {
+            /* deleted: every holder drops its copy; then anyone removes
+               the manifest (a holder that is down keeps it until it comes
+               back and drops its copy too) */
+            if (job)
+                continue;
+            if (h[me])
+                drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count,
+                          "deleted");
+            else if (!has_holders(bn, hash))
+                forget_manifest(bn, hash);
+            continue;
+        }
         for (size_t i = 0; i < plan.fetch_count; i++)
             if (plan.fetch[i] == me && !h[me])
                 start_job(bn, hash, NULL, NULL, true, false, NULL, NULL, NULL);
         for (size_t i = 0; i < plan.drop_count; i++)
             if (plan.drop[i] == me && !job)
-                drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count);
+                drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count,
+                          "placed peers hold it; an extra copy");
     }
     sl_free(mine);
     sl_free(names);
@@ -757,6 +814,21 @@ sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     sl_blob_manifest_fini(&m);
     return err;
 }
+
+sl_err sl_blob_node_delete(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    sl_blob_manifest_t m;
+    sl_err err = lookup_manifest(bn, hash, &m);
+    if (err)
+        return err;
+    sl_blob_manifest_fini(&m);
+    char key[PREFIX_LEN + HEX_LEN + 8];
+    size_t n = dead_key(hash, key);
+    if ((err = sl_store_node_put(bn->store, key, n, "1", 1)) == SL_OK)
+        bn->next_reconcile_ms = 0; /* this peer drops its copy at the next turn */
+    return err;
+}
+
+uint32_t sl_blob_node_r(const sl_blob_node_t *bn) { return bn->r; }
 
 size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     member_t *ms;

@@ -222,6 +222,68 @@ static void test_put_get_rereplicate(void) {
         stop(&ps[i]);
 }
 
+static bool has_manifest(peer_t *viewer, const uint8_t *hash) {
+    char key[80], hex[65];
+    sl_hex(hash, SL_BLAKE2B_LEN, hex);
+    int n = snprintf(key, sizeof key, "blob/%s", hex);
+    const uint8_t *v;
+    size_t vl;
+    return sl_store_get(sl_store_node_store(viewer->store), key, (size_t)n, &v, &vl) == SL_OK;
+}
+
+static bool any_holder(peer_t *ps, const uint8_t *hash) {
+    for (int i = 0; i < NPEERS; i++)
+        for (int k = 0; ps[i].store && k < NPEERS; k++)
+            if (ps[k].name && holder(&ps[i], &ps[k], hash))
+                return true;
+    return false;
+}
+
+/* Deleting a blob: every holder drops its copy, then the manifest goes
+ * everywhere; a blob that shares a chunk with it stays readable. */
+static void test_delete(void) {
+    peer_t ps[NPEERS] = {{0}};
+    static const char *names[NPEERS] = {"a", "b", "c"};
+    start(&ps[0], names[0], NULL);
+    if (!ps[0].blobs)
+        return;
+    for (int i = 1; i < 3; i++)
+        start(&ps[i], names[i], sl_node_addr(ps[0].node));
+    WAIT_FOR(alive_all(ps, 3));
+    size_t len = SL_BLOB_CHUNK_LEN + 999;
+    uint8_t *a = malloc(len), *b = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        a[i] = b[i] = (uint8_t)(i * 2654435761u >> 11);
+    b[len - 1] ^= 1; /* the same first chunk */
+    uint8_t ha[SL_BLAKE2B_LEN], hb[SL_BLAKE2B_LEN];
+    CHECK_OK(sl_blob_node_put(ps[0].blobs, a, len, ha));
+    CHECK_OK(sl_blob_node_put(ps[0].blobs, b, len, hb));
+    WAIT_FOR(sl_blob_node_holders(ps[0].blobs, ha) >= 2 && sl_blob_node_holders(ps[0].blobs, hb) >= 2);
+    CHECK_INT(sl_blob_node_r(ps[0].blobs), 2);
+
+    CHECK_OK(sl_blob_node_delete(ps[1].blobs, ha)); /* from any peer */
+    WAIT_FOR(!any_holder(ps, ha));
+    WAIT_FOR(!has_manifest(&ps[0], ha) && !has_manifest(&ps[1], ha) && !has_manifest(&ps[2], ha));
+    uint8_t nope[SL_BLAKE2B_LEN];
+    memset(nope, 0xee, sizeof nope);
+    CHECK_ERR(sl_blob_node_delete(ps[0].blobs, nope), SL_ENOTFOUND);
+    /* the other blob, sharing a chunk, is whole wherever it is held */
+    for (int i = 0; i < 3; i++) {
+        if (!holder(&ps[i], &ps[i], hb))
+            continue;
+        uint8_t *got;
+        size_t got_len;
+        CHECK_OK(sl_blob_node_read(ps[i].blobs, hb, &got, &got_len));
+        CHECK(got_len == len && !memcmp(got, b, len));
+        sl_free(got);
+    }
+    CHECK_INT(sl_blob_node_holders(ps[0].blobs, hb), 2);
+    free(a);
+    free(b);
+    for (int i = 0; i < NPEERS; i++)
+        stop(&ps[i]);
+}
+
 /* A holder that answers every GET with bytes that do not match: the
  * receiving daemon refuses them (counted as corrupt), asks the honest
  * holder, and the blob arrives intact. */
@@ -344,6 +406,7 @@ int main(void) {
     mkdir(tmpdir, 0700);
     sl_test_run("put_get_rereplicate", test_put_get_rereplicate);
     sl_test_run("corrupt_source", test_corrupt_source);
+    sl_test_run("delete", test_delete);
     rm_rf(tmpdir);
     return sl_test_finish();
 }

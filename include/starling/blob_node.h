@@ -6,6 +6,7 @@
  *   store     blob/HASH           register: the manifest (sl_blob_manifest_encode)
  *             blob/HASH/h/NAME    register "1": member NAME holds a verified copy
  *                                 (each holder writes and deletes only its own key)
+ *             blob/HASH/dead      register "1": deleted; holders drop their copies
  *   disk      DATA/blob/blobs/xx/CHUNKHASH, one file per chunk
  *   routes    message types 24..26 (GET, CHUNK, OFFER)
  *   ticks     every reconcile_ms, and at once after a membership event,
@@ -108,6 +109,16 @@ sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
  * membership view say. A writer that must survive its own loss (a study
  * checkpoint) waits until this reaches the R copies before relying on it. */
 size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+
+/* Deletes a blob: marks it dead in the store (blob/HASH/dead); every
+ * holder drops its copy at its next placement check (chunks another blob
+ * it holds still uses are kept), and once no member records a copy the
+ * manifest goes too. Reads and fetches already under way may fail.
+ * SL_ENOTFOUND for an unknown blob. */
+sl_err sl_blob_node_delete(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+
+/* The number of copies kept (the config's r). */
+uint32_t sl_blob_node_r(const sl_blob_node_t *bn);
 
 typedef struct {
     uint64_t puts;           /* blobs stored from here */
