@@ -468,7 +468,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peer: cannot open the blob store in %s: %s\n", blob_dir, sl_strerror(err));
         goto done;
     }
-    sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads};
+    sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads, .blobs = blobs};
     if ((err = sl_study_node_attach(node, store, &ycfg, &study)) != SL_OK) {
         fprintf(stderr, "peer: cannot start the study runtime: %s\n", sl_strerror(err));
         goto done;

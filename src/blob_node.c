@@ -726,6 +726,10 @@ static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m) {
     if (sl_store_get(sl_store_node_store(bn->store), key, PREFIX_LEN + HEX_LEN, &old, &old_len) != SL_OK ||
         old_len != enc_len || memcmp(old, enc, enc_len) != 0)
         err = sl_store_node_put(bn->store, key, PREFIX_LEN + HEX_LEN, enc, enc_len);
+    if (!err && is_dead(bn, m->hash)) { /* stored again after a delete: it lives */
+        char dk[PREFIX_LEN + HEX_LEN + 8];
+        err = sl_store_node_del(bn->store, dk, dead_key(m->hash, dk));
+    }
     if (!err)
         err = set_holder(bn, m->hash, true);
     if (!err) {

@@ -320,34 +320,30 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     return err;
 }
 
-static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
-                        sl_ctl_call_t *call) {
-    (void)node;
-    sl_study_node_t *sn = ctx;
+/* A fetch waiting for its trial's checkpoint blob. */
+typedef struct {
+    sl_ctl_call_t *call;                 /* deferred */
+    char study[SL_TRIAL_ID_LEN + 1];
+    char trial[SL_TRIAL_ID_LEN + 1];
+    char dir[1100];                      /* where the checkpoint is restored */
+} fetch_t;
+
+/* The trained weights of a restored checkpoint: the builtin trainer's
+ * checkpoint exported as .npz, or a command trial's first file. */
+static sl_err export_weights(sl_study_node_t *sn, const fetch_t *f, int ep, uint8_t **data,
+                             size_t *len, char *why, size_t cap) {
     view_t v;
-    bool replied;
-    if (open_study(sn, req, call, 2, &v, &replied) != SL_OK)
-        return SL_OK;
-    row_t *r = find_row(&v, req);
-    sl_err err = SL_OK;
-    char why[256] = "";
-    if (!r) {
-        err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
-                         (int)req->args[1].len, (const char *)req->args[1].ptr);
-        goto out;
-    }
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%.1000s/fetch-%s", sn->root, r->t.id);
-    sl_plat_mkdirs(dir, 0700);
-    int ep = sl_study_node_restore(sn, v.id, r->t.id, dir);
-    if (ep == 0) {
-        err = reply_text(call, SL_ENOTFOUND, "trial %s has no replicated checkpoint yet", r->t.id);
-        goto out;
-    }
+    sl_err err = sl_study_view_build(sn, f->study, &v);
+    if (err)
+        return err;
+    row_t *r = NULL;
+    for (size_t i = 0; i < v.count; i++)
+        if (!strcmp(v.rows[i].t.id, f->trial))
+            r = &v.rows[i];
     char path[1300];
-    uint8_t *data = NULL;
-    size_t len = 0;
-    if (v.spec->trainer == SL_TRAINER_BUILTIN) {
+    if (!r) {
+        err = SL_ENOTFOUND;
+    } else if (v.spec->trainer == SL_TRAINER_BUILTIN) {
         /* load the checkpoint into a trainer and export the weights */
         sl_nn_train_cfg_t cfg;
         char model[SL_STUDY_TEMPLATE_MAX];
@@ -355,43 +351,88 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         sl_nn_backend_t *be = NULL;
         sl_nn_trainer_t *tn = NULL;
         err = sl_study_train_cfg(v.spec, &r->t.config, r->t.id, ep, &cfg, model, sizeof model,
-                                 why, sizeof why);
-        if (err == SL_OK)
-            err = sl_nn_data_load(v.spec->dataset, &tr, &te, why, sizeof why);
+                                 why, cap);
         /* the same settings as the run (the checkpoint checks them); this
            loads the data set and blocks the loop for about a second */
         if (err == SL_OK)
-            err = sl_nn_backend_open("cpu", 1, &be, why, sizeof why);
+            err = sl_nn_data_load(v.spec->dataset, &tr, &te, why, cap);
         if (err == SL_OK)
-            err = sl_nn_trainer_new(be, &cfg, tr, te, &tn, why, sizeof why);
-        snprintf(path, sizeof path, "%s/checkpoint.slck", dir);
+            err = sl_nn_backend_open("cpu", 1, &be, why, cap);
         if (err == SL_OK)
-            err = sl_nn_checkpoint_load(tn, path, why, sizeof why);
-        snprintf(path, sizeof path, "%s/model.npz", dir);
+            err = sl_nn_trainer_new(be, &cfg, tr, te, &tn, why, cap);
+        snprintf(path, sizeof path, "%s/checkpoint.slck", f->dir);
         if (err == SL_OK)
-            err = sl_nn_export_npz(tn, path, why, sizeof why);
+            err = sl_nn_checkpoint_load(tn, path, why, cap);
+        snprintf(path, sizeof path, "%s/model.npz", f->dir);
+        if (err == SL_OK)
+            err = sl_nn_export_npz(tn, path, why, cap);
         sl_nn_trainer_destroy(&tn);
         sl_nn_backend_destroy(&be);
         sl_nn_data_destroy(&tr);
         sl_nn_data_destroy(&te);
     } else {
         char names[MAX_FILES][128];
-        int n = sl_study_dir_files(dir, names, MAX_FILES);
-        snprintf(path, sizeof path, "%s/%.127s", dir, n > 0 ? names[0] : "none");
+        int n = sl_study_dir_files(f->dir, names, MAX_FILES);
+        snprintf(path, sizeof path, "%s/%.127s", f->dir, n > 0 ? names[0] : "none");
     }
     if (err == SL_OK)
-        err = sl_plat_read_file(path, 256u << 20, &data, &len);
-    if (err == SL_OK) {
-        err = reply_big(call, data, len);
-    } else {
-        err = reply_text(call, err, "cannot export trial %s: %s", r->t.id,
-                         why[0] ? why : sl_strerror(err));
-    }
-    sl_free(data);
-    sl_study_dir_clear(dir);
-    rmdir(dir);
-out:
+        err = sl_plat_read_file(path, 256u << 20, data, len);
     sl_study_view_fini(&v);
+    return err;
+}
+
+static void on_fetch_restored(sl_study_node_t *sn, void *ctx, int ep, const char *why) {
+    fetch_t *f = ctx;
+    if (ep > 0) {
+        uint8_t *data = NULL;
+        size_t len = 0;
+        char ewhy[256] = "";
+        sl_err err = export_weights(sn, f, ep, &data, &len, ewhy, sizeof ewhy);
+        if (err == SL_OK)
+            reply_big(f->call, data, len);
+        else
+            reply_text(f->call, err, "cannot export trial %s: %s", f->trial,
+                       ewhy[0] ? ewhy : sl_strerror(err));
+        sl_free(data);
+    } else if (ep == 0) {
+        reply_text(f->call, SL_ENOTFOUND, "trial %s has no replicated checkpoint%s%s", f->trial,
+                   why ? ": " : " yet", why ? why : "");
+    }
+    sl_study_dir_clear(f->dir);
+    rmdir(f->dir);
+    sl_ctl_call_free(&f->call);
+    sl_free(f);
+}
+
+/* fetch STUDY TRIAL: the reply comes once the trial's checkpoint blob is
+ * here (fetched from its holders if need be). */
+static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
+                        sl_ctl_call_t *call) {
+    (void)node;
+    sl_study_node_t *sn = ctx;
+    static unsigned fetches; /* distinct directories for fetches at once */
+    view_t v;
+    bool replied;
+    if (open_study(sn, req, call, 2, &v, &replied) != SL_OK)
+        return SL_OK;
+    row_t *r = find_row(&v, req);
+    sl_err err = SL_OK;
+    fetch_t *f = NULL;
+    if (!r) {
+        err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
+                         (int)req->args[1].len, (const char *)req->args[1].ptr);
+    } else if (!(f = sl_calloc(1, sizeof *f)) || !(f->call = sl_ctl_defer(call))) {
+        sl_free(f);
+        err = SL_ENOMEM;
+    } else {
+        memcpy(f->study, v.id, sizeof f->study);
+        memcpy(f->trial, r->t.id, sizeof f->trial);
+        snprintf(f->dir, sizeof f->dir, "%.1000s/fetch-%s-%u", sn->root, r->t.id, fetches++);
+        sl_plat_mkdirs(f->dir, 0700);
+    }
+    sl_study_view_fini(&v);
+    if (f && f->call)
+        sl_study_ckpt_restore(sn, f->study, f->trial, f->dir, on_fetch_restored, f);
     return err;
 }
 

@@ -18,10 +18,8 @@
  *                              zero-padded; tail, text): one writer per key, so
  *                              no line is lost when owners overlap; readers
  *                              join them in key order (sl_study_node_log)
- *   study/S/t/T/ck             checkpoint manifest {"epoch":..,"files":[[name,len,chunks]..]}
- *   study/S/t/T/ckd/E/NAME/C   chunk C of a checkpoint file (<= 60000 bytes)
- * Checkpoints travel as store values in chunks (blob transfer between
- * peers is not wired into the daemon yet: a known shortcut). */
+ *   study/S/t/T/ck             checkpoint manifest {"epoch":..,"blob":HEX,"files":[[name,len]..]}
+ *                              naming a blob with its copies (src/study_ckpt.c) */
 #include "starling/study_node.h"
 
 #include <inttypes.h>
@@ -35,6 +33,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "starling/hash.h"
+
 #include "starling/platform.h"
 #include "starling/study.h"
 #include "study_node_internal.h"
@@ -45,6 +45,7 @@ static const char *self_name(sl_study_node_t *sn) { return sl_node_name(sn->node
 
 sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
     sl_err err = sl_store_node_put(sn->store, key, strlen(key), val, len);
+    sn->writes++;
     if (err != SL_OK)
         sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s", key, sl_strerror(err));
     return err;
@@ -79,6 +80,61 @@ const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id) {
             return &sn->specs[i].spec;
         }
     return NULL;
+}
+
+static cached_t *cache_of(sl_study_node_t *sn, const char *id) {
+    for (int i = 0; i < MAX_STUDIES; i++)
+        if (!strcmp(sn->specs[i].id, id))
+            return &sn->specs[i];
+    return NULL;
+}
+
+static size_t memo_slot(const cached_t *c, const char *tid) {
+    uint64_t h = sl_hash64(tid, SL_TRIAL_ID_LEN, 7);
+    size_t mask = c->memo_cap - 1, at = (size_t)h & mask;
+    while (c->memo[at].id[0] && memcmp(c->memo[at].id, tid, SL_TRIAL_ID_LEN))
+        at = (at + 1) & mask;
+    return at;
+}
+
+/* Decodes trial record `val` of trial `tid`, from the memo when the same
+ * bytes were decoded before. */
+static sl_err record_decode(cached_t *c, const sl_study_spec_t *spec, const char *study,
+                            const char *tid, const char *val, size_t vl, sl_trial_t *t) {
+    uint64_t vh = sl_hash64(val, vl, 11);
+    if (c && c->memo_cap) {
+        const rec_memo_t *m = &c->memo[memo_slot(c, tid)];
+        if (m->id[0] && m->val_hash == vh && m->val_len == vl) {
+            *t = m->t;
+            return SL_OK;
+        }
+    }
+    char why[128];
+    sl_err err = sl_trial_record_decode(spec, study, tid, val, vl, t, why, sizeof why);
+    if (err != SL_OK || !c)
+        return err;
+    if (2 * (c->memo_count + 1) > c->memo_cap) { /* grow: at most half full */
+        size_t cap = c->memo_cap ? 2 * c->memo_cap : 256;
+        rec_memo_t *old = c->memo;
+        size_t old_cap = c->memo_cap;
+        rec_memo_t *n = sl_calloc(cap, sizeof *n);
+        if (!n)
+            return SL_OK; /* decoded; not remembered */
+        c->memo = n;
+        c->memo_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].id[0])
+                c->memo[memo_slot(c, old[i].id)] = old[i];
+        sl_free(old);
+    }
+    rec_memo_t *m = &c->memo[memo_slot(c, tid)];
+    if (!m->id[0])
+        c->memo_count++;
+    memcpy(m->id, tid, SL_TRIAL_ID_LEN);
+    m->val_hash = vh;
+    m->val_len = (uint32_t)vl;
+    m->t = *t;
+    return SL_OK;
 }
 
 /* Study ids in the store. */
@@ -128,15 +184,48 @@ void sl_study_view_fini(view_t *v) {
         sl_free(v->rows[i].has_report);
     }
     sl_free(v->rows);
+    sl_free(v->index);
     memset(v, 0, sizeof *v);
 }
 
-static row_t *row_get(view_t *v, const char *tid, size_t tl) {
-    if (tl != SL_TRIAL_ID_LEN)
-        return NULL;
+/* The index slot of trial id `tid`: its row's, or the empty one where it goes. */
+static size_t index_slot(const view_t *v, const char *tid) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the id's bytes */
+    for (int i = 0; i < SL_TRIAL_ID_LEN; i++)
+        h = (h ^ (uint8_t)tid[i]) * 1099511628211ull;
+    size_t mask = v->index_cap - 1, at = (size_t)h & mask;
+    while (v->index[at] && memcmp(v->rows[v->index[at] - 1].t.id, tid, SL_TRIAL_ID_LEN))
+        at = (at + 1) & mask;
+    return at;
+}
+
+/* Keeps the index at most half full (rebuilt from the rows when it grows). */
+static bool index_reserve(view_t *v, size_t rows) {
+    if (v->index && v->index_cap >= 2 * rows + 2)
+        return true;
+    size_t cap = 64;
+    while (cap < 2 * rows + 2)
+        cap *= 2;
+    uint32_t *n = sl_calloc(cap, sizeof *n);
+    if (!n)
+        return false;
+    sl_free(v->index);
+    v->index = n;
+    v->index_cap = cap;
     for (size_t i = 0; i < v->count; i++)
-        if (!memcmp(v->rows[i].t.id, tid, SL_TRIAL_ID_LEN))
-            return &v->rows[i];
+        v->index[index_slot(v, v->rows[i].t.id)] = (uint32_t)i + 1;
+    return true;
+}
+
+/* The row of trial `tid`, added if new. A hash index, not a search of the
+ * rows: the view is built for every key of the study on every turn, so a
+ * linear search made each turn quadratic in the trials. */
+static row_t *row_get(view_t *v, const char *tid, size_t tl) {
+    if (tl != SL_TRIAL_ID_LEN || !index_reserve(v, v->count + 1))
+        return NULL;
+    size_t slot = index_slot(v, tid);
+    if (v->index[slot])
+        return &v->rows[v->index[slot] - 1];
     if (v->count == v->cap) {
         size_t nc = v->cap ? v->cap * 2 : 32;
         row_t *n = sl_realloc(v->rows, nc * sizeof *n);
@@ -165,6 +254,7 @@ static row_t *row_get(view_t *v, const char *tid, size_t tl) {
     for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
         r->t.objectives[o] = NAN;
     v->count++;
+    v->index[slot] = (uint32_t)v->count;
     return r;
 }
 
@@ -177,18 +267,32 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
     size_t kl = key_len - pre;
     const char *slash = memchr(k, '/', kl);
     size_t tl = slash ? (size_t)(slash - k) : kl;
+    /* what follows the trial id ("rung/2", "m/00003", ...), and a copy of
+       the number after its first slash (bounded, NUL-terminated) */
+    const char *sub = slash ? slash + 1 : "";
+    size_t subl = slash ? kl - tl - 1 : 0;
+    if (subl >= 4 && (!memcmp(sub, "log/", 4) || !memcmp(sub, "ckd/", 4)))
+        return true; /* logs and checkpoint chunks: not part of the view */
     row_t *r = row_get(v, k, tl);
     if (!r)
         return true;
     const char *val = (const char *)e->val;
     size_t vl = e->val_len;
-    char sub[600];
-    snprintf(sub, sizeof sub, "%.*s", slash ? (int)(kl - tl - 1) : 0, slash ? slash + 1 : "");
+    const char *num_at = memchr(sub, '/', subl);
+    char num[24] = ""; /* rung and epoch numbers; longer tails (names) are not numbers */
+    if (num_at) {
+        size_t nl = subl - (size_t)(num_at + 1 - sub);
+        if (nl < sizeof num) {
+            memcpy(num, num_at + 1, nl);
+            num[nl] = 0;
+        }
+    }
+#define SUB_IS(lit) (subl == sizeof(lit) - 1 && !memcmp(sub, lit, sizeof(lit) - 1))
+#define SUB_HAS(lit) (subl >= sizeof(lit) - 1 && !memcmp(sub, lit, sizeof(lit) - 1))
     char why[128];
     if (!slash) {
         sl_trial_t t;
-        if (sl_trial_record_decode(v->spec, v->id, r->t.id, val, vl, &t, why, sizeof why) ==
-            SL_OK) {
+        if (record_decode(v->cache, v->spec, v->id, r->t.id, val, vl, &t) == SL_OK) {
             int rung = r->t.rung > t.rung ? r->t.rung : t.rung;
             r->t.ordinal = t.ordinal;
             r->t.bracket = t.bracket;
@@ -196,11 +300,11 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
             r->t.rung = rung;
             r->has_record = true;
         }
-    } else if (!strncmp(sub, "rung/", 5)) {
-        int rung = atoi(sub + 5);
+    } else if (SUB_HAS("rung/")) {
+        int rung = atoi(num);
         if (rung > r->t.rung && rung < SL_STUDY_MAX_RUNGS)
             r->t.rung = rung;
-    } else if (!strncmp(sub, "claim/", 6)) {
+    } else if (SUB_HAS("claim/")) {
         sl_claim_t c;
         if (sl_claim_decode(val, vl, &c) == SL_OK) {
             if (r->has_claim) {
@@ -212,8 +316,8 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
             }
             r->has_claim = true;
         }
-    } else if (!strncmp(sub, "m/", 2)) {
-        int ep = atoi(sub + 2);
+    } else if (SUB_HAS("m/")) {
+        int ep = atoi(num);
         sl_report_t rep;
         if (ep >= 1 && ep <= v->spec->max_epochs &&
             sl_report_parse(val, vl, &rep, why, sizeof why) == SL_OK) {
@@ -221,9 +325,9 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
             r->has_report[ep - 1] = true;
             r->curve[ep - 1] = sl_report_get(&rep, v->spec->objectives[0].metric);
         }
-    } else if (!strncmp(sub, "fail/", 5)) {
+    } else if (SUB_HAS("fail/")) {
         r->failures++;
-    } else if (!strncmp(sub, "res/", 4)) {
+    } else if (SUB_HAS("res/")) {
         sl_result_t res;
         if (sl_result_decode(val, vl, &res) == SL_OK) {
             memcpy(res.trial_id, r->t.id, sizeof res.trial_id);
@@ -236,15 +340,17 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
             }
             r->has_result = true;
         }
-    } else if (!strcmp(sub, "stop")) {
+    } else if (SUB_IS("stop")) {
         r->stop = true;
-    } else if (!strcmp(sub, "ck")) {
+    } else if (SUB_IS("ck")) {
         cJSON *j = cJSON_ParseWithLength(val, vl);
         const cJSON *ep = cJSON_GetObjectItem(j, "epoch");
         if (cJSON_IsNumber(ep))
             r->ck_epoch = (int)ep->valuedouble;
         cJSON_Delete(j);
     }
+#undef SUB_IS
+#undef SUB_HAS
     return true;
 }
 
@@ -277,6 +383,7 @@ sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
         return SL_ENOTFOUND;
     memcpy(v->id, id, sizeof v->id);
     v->spec = (sl_study_spec_t *)spec;
+    v->cache = cache_of(sn, id);
     char pre[64];
     snprintf(pre, sizeof pre, "study/%s/t/", id);
     sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_trials, v);
@@ -336,6 +443,9 @@ sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
         w++;
     }
     v->count = w;
+    sl_free(v->index); /* rows moved: rebuilt if a lookup ever needs it */
+    v->index = NULL;
+    v->index_cap = 0;
     return SL_OK;
 }
 
@@ -368,133 +478,12 @@ static void write_result(sl_study_node_t *sn, const char *study, const char *tri
         sl_study_node_put_str(sn, key, val, len);
 }
 
-/* Replicates the files of a job's checkpoint directory as chunks, then
- * the manifest, then drops the previous checkpoint's chunks. */
+/* Stores a job's checkpoint directory (once per epoch). */
 static void write_checkpoint(sl_study_node_t *sn, job_t *j, int epoch) {
     if (epoch <= j->ck_written)
         return;
-    char names[MAX_FILES][128];
-    int n = sl_study_dir_files(j->dir, names, MAX_FILES);
-    if (n == 0)
-        return;
-    cJSON *man = cJSON_CreateObject();
-    cJSON_AddNumberToObject(man, "epoch", epoch);
-    cJSON *files = cJSON_AddArrayToObject(man, "files");
-    for (int i = 0; i < n; i++) {
-        char p[1300];
-        snprintf(p, sizeof p, "%s/%.127s", j->dir, names[i]);
-        uint8_t *data = NULL;
-        size_t len = 0;
-        if (sl_plat_read_file(p, 256u << 20, &data, &len) != SL_OK)
-            continue;
-        int chunks = (int)((len + CHUNK - 1) / CHUNK);
-        for (int c = 0; c < chunks; c++) {
-            char key[400];
-            snprintf(key, sizeof key, "study/%s/t/%s/ckd/%d/%.127s/%d", j->study, j->trial, epoch,
-                     names[i], c);
-            size_t l = len - (size_t)c * CHUNK < CHUNK ? len - (size_t)c * CHUNK : CHUNK;
-            sl_store_node_put(sn->store, key, strlen(key), data + (size_t)c * CHUNK, l);
-        }
-        sl_free(data);
-        cJSON *f = cJSON_CreateArray();
-        cJSON_AddItemToArray(f, cJSON_CreateString(names[i]));
-        cJSON_AddItemToArray(f, cJSON_CreateNumber((double)len));
-        cJSON_AddItemToArray(f, cJSON_CreateNumber(chunks));
-        cJSON_AddItemToArray(files, f);
-    }
-    char *txt = cJSON_PrintUnformatted(man);
-    cJSON_Delete(man);
-    if (!txt)
-        return;
-    char key[128];
-    snprintf(key, sizeof key, "study/%s/t/%s/ck", j->study, j->trial);
-    /* the previous manifest's chunks go once the new one is written */
-    const uint8_t *old;
-    size_t ol;
-    cJSON *prev = NULL;
-    if (sl_study_node_get_str(sn, key, &old, &ol) == SL_OK)
-        prev = cJSON_ParseWithLength((const char *)old, ol);
-    sl_study_node_put_str(sn, key, txt, strlen(txt));
-    free(txt);
-    int pe = cJSON_IsNumber(cJSON_GetObjectItem(prev, "epoch"))
-                 ? (int)cJSON_GetObjectItem(prev, "epoch")->valuedouble
-                 : 0;
-    const cJSON *f;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItem(prev, "files")) {
-        const cJSON *nm = cJSON_GetArrayItem(f, 0), *ch = cJSON_GetArrayItem(f, 2);
-        if (pe == epoch || !cJSON_IsString(nm) || !cJSON_IsNumber(ch))
-            continue;
-        for (int c = 0; c < (int)ch->valuedouble; c++) {
-            char k[400];
-            snprintf(k, sizeof k, "study/%s/t/%s/ckd/%d/%s/%d", j->study, j->trial, pe,
-                     nm->valuestring, c);
-            sl_store_node_del(sn->store, k, strlen(k));
-        }
-    }
-    cJSON_Delete(prev);
+    sl_study_ckpt_write(sn, j->study, j->trial, j->dir, epoch);
     j->ck_written = epoch;
-}
-
-/* Writes the replicated checkpoint of a trial into `dir`; its epoch, or 0. */
-int sl_study_node_restore(sl_study_node_t *sn, const char *study, const char *trial,
-                              const char *dir) {
-    sl_study_dir_clear(dir);
-    char key[128];
-    snprintf(key, sizeof key, "study/%s/t/%s/ck", study, trial);
-    const uint8_t *v;
-    size_t vl;
-    if (sl_study_node_get_str(sn, key, &v, &vl) != SL_OK)
-        return 0;
-    cJSON *man = cJSON_ParseWithLength((const char *)v, vl);
-    int epoch = cJSON_IsNumber(cJSON_GetObjectItem(man, "epoch"))
-                    ? (int)cJSON_GetObjectItem(man, "epoch")->valuedouble
-                    : 0;
-    const cJSON *f;
-    bool ok = true;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItem(man, "files")) {
-        const cJSON *nm = cJSON_GetArrayItem(f, 0), *ln = cJSON_GetArrayItem(f, 1),
-                    *ch = cJSON_GetArrayItem(f, 2);
-        if (!cJSON_IsString(nm) || !cJSON_IsNumber(ln) || !cJSON_IsNumber(ch) ||
-            strchr(nm->valuestring, '/') || ln->valuedouble > (256u << 20)) {
-            ok = false;
-            break;
-        }
-        size_t len = (size_t)ln->valuedouble;
-        uint8_t *buf = sl_malloc(len ? len : 1);
-        size_t at = 0;
-        for (int c = 0; buf && c < (int)ch->valuedouble; c++) {
-            char k[400];
-            snprintf(k, sizeof k, "study/%s/t/%s/ckd/%d/%s/%d", study, trial, epoch,
-                     nm->valuestring, c);
-            const uint8_t *cv;
-            size_t cl;
-            if (sl_study_node_get_str(sn, k, &cv, &cl) != SL_OK || at + cl > len) {
-                ok = false;
-                break;
-            }
-            memcpy(buf + at, cv, cl);
-            at += cl;
-        }
-        if (ok && buf && at == len) {
-            char p[1300];
-            snprintf(p, sizeof p, "%.1100s/%.127s", dir, nm->valuestring);
-            ok = sl_plat_write_file(p, buf, len, 0600) == SL_OK;
-        } else {
-            ok = false;
-        }
-        sl_free(buf);
-        if (!ok)
-            break;
-    }
-    cJSON_Delete(man);
-    if (!ok) {
-        sl_log(SL_LOG_WARNING, "STUDY-CKPT",
-               "trial %s: replicated checkpoint of epoch %d incomplete here; starting over",
-               trial, epoch);
-        sl_study_dir_clear(dir);
-        return 0;
-    }
-    return epoch;
 }
 
 static void job_log(job_t *j, const char *line) {
@@ -624,6 +613,7 @@ static void job_free(sl_study_node_t *sn, job_t *j, bool wait) {
             sl_study_worker_abandon(&j->w);
         j->w = NULL;
     }
+    sl_free(j->launch);
     sl_buf_fini(&j->log);
     memset(j, 0, sizeof *j);
 }
@@ -672,6 +662,51 @@ static int running_jobs(sl_study_node_t *sn) {
     return n;
 }
 
+/* Starts the job's worker from epoch `from` (its checkpoint is in dir). */
+static void job_launch(sl_study_node_t *sn, job_t *j, int from) {
+    sl_study_job_t *job = j->launch;
+    j->launch = NULL;
+    j->ck_written = from;
+    j->last_epoch = from;
+    char line[256];
+    snprintf(line, sizeof line, "[%s] claim epoch %" PRIu64 ": rung %d, epochs %d..%d",
+             self_name(sn), j->epoch, j->rung, from + 1, job->target_epochs);
+    job_log(j, line);
+    sl_log(SL_LOG_INFO, "STUDY-RUN", "study %s trial %s: %s", j->study, j->trial, line);
+    sl_err err = sl_study_worker_start(job, &j->w);
+    sl_free(job);
+    if (err != SL_OK) {
+        job_release(sn, j);
+        job_free(sn, j, true);
+    }
+}
+
+/* Which job a restore was for: the slot may hold another by then. */
+typedef struct {
+    char study[SL_TRIAL_ID_LEN + 1];
+    char trial[SL_TRIAL_ID_LEN + 1];
+    uint64_t epoch; /* claim epoch */
+} job_ref_t;
+
+static void on_restored(sl_study_node_t *sn, void *ctx, int epoch, const char *why) {
+    job_ref_t *ref = ctx;
+    job_t *j = epoch >= 0 ? sl_study_node_job(sn, ref->study, ref->trial) : NULL;
+    if (j && j->launch && j->epoch == ref->epoch) {
+        if (why) {
+            char line[400];
+            snprintf(line, sizeof line, "[%s] checkpoint not restored (%s): starting over",
+                     self_name(sn), why);
+            job_log(j, line);
+            sl_log(SL_LOG_WARNING, "STUDY-CKPT", "trial %s: %s", j->trial, line);
+        }
+        job_launch(sn, j, epoch);
+    }
+    sl_free(ref);
+}
+
+/* Takes a claimed trial: restores its latest checkpoint (fetched from its
+ * holders if need be; the lease is renewed meanwhile), then starts the
+ * worker. */
 static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t *claim) {
     job_t *j = NULL;
     for (int i = 0; i < MAX_JOBS && !j; i++)
@@ -680,35 +715,33 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
     if (!j)
         return;
     memset(j, 0, sizeof *j);
+    sl_study_job_t *job = sl_calloc(1, sizeof *job);
+    job_ref_t *ref = sl_calloc(1, sizeof *ref);
+    if (!job || !ref) {
+        sl_free(job);
+        sl_free(ref);
+        return; /* the lease lapses and someone else takes it */
+    }
     memcpy(j->study, v->id, sizeof j->study);
     memcpy(j->trial, r->t.id, sizeof j->trial);
     j->epoch = claim->epoch;
     j->rung = r->t.rung;
     snprintf(j->dir, sizeof j->dir, "%s/%s/%s", sn->root, v->id, r->t.id);
     sl_plat_mkdirs(j->dir, 0700);
-    int from = sl_study_node_restore(sn, v->id, r->t.id, j->dir);
-    j->ck_written = from;
-    j->last_epoch = from;
-    sl_study_job_t job;
-    memset(&job, 0, sizeof job);
-    job.spec = *v->spec;
-    memcpy(job.trial_id, r->t.id, sizeof job.trial_id);
-    job.config = r->t.config;
-    job.target_epochs = sl_sched_rung_epochs(v->spec, r->t.bracket, r->t.rung);
-    snprintf(job.dir, sizeof job.dir, "%s", j->dir);
-    job.threads = sn->cfg.threads;
-    job.data = sn->data;
-    char line[256];
-    snprintf(line, sizeof line, "[%s] claim epoch %" PRIu64 ": rung %d, epochs %d..%d",
-             self_name(sn), claim->epoch, r->t.rung, from + 1, job.target_epochs);
-    job_log(j, line);
-    sl_log(SL_LOG_INFO, "STUDY-RUN", "study %s trial %s: %s", v->id, r->t.id, line);
     j->renew_ms = sl_study_node_wall_ms() + v->spec->lease_ms / 3;
     j->outcome = -1;
-    if (sl_study_worker_start(&job, &j->w) != SL_OK) {
-        job_release(sn, j);
-        job_free(sn, j, true);
-    }
+    job->spec = *v->spec;
+    memcpy(job->trial_id, r->t.id, sizeof job->trial_id);
+    job->config = r->t.config;
+    job->target_epochs = sl_sched_rung_epochs(v->spec, r->t.bracket, r->t.rung);
+    snprintf(job->dir, sizeof job->dir, "%s", j->dir);
+    job->threads = sn->cfg.threads;
+    job->data = sn->data;
+    j->launch = job;
+    memcpy(ref->study, j->study, sizeof ref->study);
+    memcpy(ref->trial, j->trial, sizeof ref->trial);
+    ref->epoch = j->epoch;
+    sl_study_ckpt_restore(sn, j->study, j->trial, j->dir, on_restored, ref);
 }
 
 /* The leader's turn: run the scheduler and write its decisions. */
@@ -821,7 +854,7 @@ static void members_build(sl_study_node_t *sn, const view_t *v, int concurrency,
 static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec,
                       const row_t *r) {
     sl_wev_t *ev;
-    while (j->study[0] && (ev = sl_study_worker_pop(j->w))) {
+    while (j->study[0] && j->w && (ev = sl_study_worker_pop(j->w))) {
         if (ev->kind == SL_WEV_LOG) {
             job_log(j, ev->text);
         } else if (ev->kind == SL_WEV_EPOCH) {
@@ -881,6 +914,10 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     if (!ms)
         goto out;
     members_build(sn, &v, concurrency, ms);
+    /* the view is rebuilt below only when the loop wrote or a job ended:
+       building it reads every key of the study */
+    uint64_t writes0 = sn->writes;
+    int jobs0 = running_jobs(sn);
     /* workers first: their reports change the view */
     for (int i = 0; i < MAX_JOBS; i++) {
         job_t *j = &sn->jobs[i];
@@ -919,9 +956,11 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
     }
     if (v.finished)
         goto out;
-    sl_study_view_fini(&v);
-    if (sl_study_view_build(sn, id, &v) != SL_OK)
-        goto out;
+    if (sn->writes != writes0 || running_jobs(sn) != jobs0) {
+        sl_study_view_fini(&v);
+        if (sl_study_view_build(sn, id, &v) != SL_OK)
+            goto out;
+    }
     /* the leader of this round */
     sl_sched_view_t sv = {.study_id = id, .capacity = 1, .cancelled = v.cancelled};
     sl_trial_t *ts = sl_calloc(v.count + 1, sizeof *ts);
@@ -940,10 +979,13 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
             cap += ms->m[i].free_slots;
         for (size_t i = 0; i < v.count; i++)
             cap += v.rows[i].t.state == SL_TRIAL_RUNNING;
+        uint64_t before = sn->writes;
         lead(sn, &v, cap);
-        sl_study_view_fini(&v);
-        if (sl_study_view_build(sn, id, &v) != SL_OK)
-            goto out;
+        if (sn->writes != before) {
+            sl_study_view_fini(&v);
+            if (sl_study_view_build(sn, id, &v) != SL_OK)
+                goto out;
+        }
     }
     if (v.finished || v.cancelled || sl_plat_stop_requested())
         goto out;
@@ -1003,9 +1045,58 @@ out:
     sl_study_view_fini(&v);
 }
 
+/* Whether a turn is due now: something changed (the replica, a worker's
+ * queue, membership) and the gap since the last turn has passed, or a
+ * tick period went by with no change. */
+static bool turn_due(sl_study_node_t *sn, uint64_t now_ns) {
+    uint64_t period = (uint64_t)sn->cfg.tick_ms * 1000000ull;
+    if (now_ns >= sn->full_ns + period)
+        return true;
+    uint64_t gap = (uint64_t)TURN_GAP_MS * 1000000ull;
+    if (gap < TURN_COST_X * sn->turn_cost_ns)
+        gap = TURN_COST_X * sn->turn_cost_ns;
+    if (now_ns < sn->turn_ns + gap)
+        return false;
+    if (sn->poked || sl_store_fingerprint(sl_store_node_store(sn->store)) != sn->turn_fp)
+        return true;
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (sn->jobs[i].study[0] && sl_study_worker_pending(sn->jobs[i].w))
+            return true;
+    return false;
+}
+
+/* Any study not finished here, or a job: then changes are polled. */
+static bool any_active(sl_study_node_t *sn, const idlist_t *l) {
+    if (running_jobs(sn) > 0)
+        return true;
+    for (int i = 0; i < l->count; i++) {
+        char key[96];
+        const uint8_t *val;
+        size_t len;
+        snprintf(key, sizeof key, "study/%s/finished", l->ids[i]);
+        if (sl_study_node_get_str(sn, key, &val, &len) != SL_OK)
+            return true;
+    }
+    return false;
+}
+
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     (void)node;
     sl_study_node_t *sn = ctx;
+    uint64_t period = (uint64_t)sn->cfg.tick_ms * 1000000ull;
+    /* the loop used to turn only every tick_ms, so each trial waited a
+       tick or more at each step (proposed, claimed, reported, released)
+       and a slot ran at most one trial per tick; now it turns as soon as
+       something changed, polled every POLL_MS while a study is active */
+    if (!turn_due(sn, now_ns)) {
+        uint64_t next = now_ns + (sn->active ? (uint64_t)POLL_MS * 1000000ull : period);
+        return next < sn->full_ns + period ? next : sn->full_ns + period;
+    }
+    if (now_ns >= sn->full_ns + period)
+        sn->full_ns = now_ns;
+    sn->turn_ns = now_ns;
+    sn->poked = false;
+    sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t now = sl_study_node_wall_ms();
     if (!sn->slots_written) { /* others rank trials by who has slots */
         char key[SL_NAME_MAX + 32], val[16];
@@ -1013,32 +1104,50 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         snprintf(val, sizeof val, "%d", sn->cfg.slots);
         sn->slots_written = sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
     }
+    idlist_t l = {.count = 0};
     if (!sl_plat_stop_requested()) {
-        idlist_t l;
         list_studies(sn, &l);
         for (int i = 0; i < l.count; i++)
             study_turn(sn, l.ids[i], now);
     }
+    sn->active = any_active(sn, &l);
     reap_orphans(sn);
+    sl_study_ckpt_settle(sn);
     if (now >= sn->log_flush_ms) {
         for (int i = 0; i < MAX_JOBS; i++)
             if (sn->jobs[i].study[0])
                 job_flush_log(sn, &sn->jobs[i]);
         sn->log_flush_ms = now + 1000;
     }
-    return now_ns + (uint64_t)sn->cfg.tick_ms * 1000000ull;
+    /* the fingerprint after the loop's own writes: they need no new turn */
+    sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
+    uint64_t end_ns = sl_plat_now_ns();
+    sn->turn_cost_ns = end_ns > now_ns ? end_ns - now_ns : 0;
+    return now_ns + (sn->active ? (uint64_t)POLL_MS * 1000000ull : period);
 }
 
-/* SIGTERM: stop every worker, replicate the latest checkpoint on disk,
- * release the claims. A builtin epoch in progress is abandoned (the
- * process exits): the last completed epoch's checkpoint is what resumes. */
-static void on_stop(void *ctx, sl_node_t *node) {
+/* A member joined, died or left: claims and leaders may move at once. */
+static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     (void)node;
+    (void)ev;
+    ((sl_study_node_t *)ctx)->poked = true;
+}
+
+/* How long a leaving peer waits for its last checkpoints' copies. */
+#define STOP_SETTLE_MS 1500
+
+/* SIGTERM: stop every worker, store the latest checkpoint on disk as a
+ * blob, let the loop run until the blobs have their copies and the
+ * manifests name them (at most STOP_SETTLE_MS), then release the claims.
+ * A builtin epoch in progress is abandoned (the process exits): the last
+ * completed epoch's checkpoint is what resumes. The tick claims nothing
+ * once a stop is requested. */
+static void on_stop(void *ctx, sl_node_t *node) {
     sl_study_node_t *sn = ctx;
     for (int i = 0; i < MAX_JOBS; i++) {
         job_t *j = &sn->jobs[i];
-        if (!j->study[0])
-            continue;
+        if (!j->study[0] || !j->w)
+            continue; /* a job still restoring has nothing new to keep */
         sl_study_worker_stop(j->w);
         const sl_study_spec_t *spec = sl_study_node_spec(sn, j->study);
         sl_wev_t *ev;
@@ -1060,6 +1169,18 @@ static void on_stop(void *ctx, sl_node_t *node) {
             write_checkpoint(sn, j, j->last_epoch);
         else if (spec && j->last_epoch > 1)
             write_checkpoint(sn, j, j->last_epoch - 1);
+    }
+    uint64_t end = sl_plat_now_ns() + STOP_SETTLE_MS * 1000000ull;
+    while (sl_study_ckpt_unsettled(sn) && sl_plat_now_ns() < end)
+        if (sl_node_step(node, 20) != SL_OK)
+            break;
+    if (sl_study_ckpt_unsettled(sn))
+        sl_log(SL_LOG_WARNING, "STUDY-CKPT", "leaving before the last checkpoints had their "
+               "copies: their trials resume from the previous ones");
+    for (int i = 0; i < MAX_JOBS; i++) {
+        job_t *j = &sn->jobs[i];
+        if (!j->study[0])
+            continue;
         job_log(j, "peer leaving: checkpointed, claim released");
         job_release(sn, j);
         job_free(sn, j, false);
@@ -1076,6 +1197,10 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
     sn->store = store;
     if (cfg)
         sn->cfg = *cfg;
+    if (!sn->cfg.blobs) {
+        sl_free(sn);
+        return SL_EINVAL;
+    }
     if (!sn->cfg.tick_ms)
         sn->cfg.tick_ms = 250;
     sn->started_ms = sl_study_node_wall_ms();
@@ -1091,6 +1216,8 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
         goto fail;
     if ((err = sl_node_stop_listen(node, on_stop, sn)) != SL_OK)
         goto fail;
+    if ((err = sl_node_member_listen(node, on_member, sn)) != SL_OK)
+        goto fail;
     *out = sn;
     return SL_OK;
 fail:
@@ -1104,7 +1231,7 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
         return;
     sl_study_node_t *sn = *snp;
     for (int i = 0; i < MAX_JOBS; i++)
-        if (sn->jobs[i].study[0]) {
+        if (sn->jobs[i].study[0] && sn->jobs[i].w) {
             sl_study_worker_cancel(sn->jobs[i].w);
             if (sn->orphan_count < MAX_JOBS)
                 sn->orphans[sn->orphan_count++] = sn->jobs[i].w;
@@ -1122,6 +1249,11 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     reap_orphans(sn);
     for (int i = 0; i < sn->orphan_count; i++)
         sl_study_worker_abandon(&sn->orphans[i]);
+    for (int i = 0; i < MAX_JOBS; i++)
+        sl_free(sn->jobs[i].launch);
+    for (int i = 0; i < MAX_STUDIES; i++)
+        sl_free(sn->specs[i].memo);
+    sl_study_ckpt_fini(sn);
     if (sn->orphan_count == 0) /* abandoned threads may still read the data sets */
         sl_study_data_destroy(&sn->data);
     sl_free(sn);

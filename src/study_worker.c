@@ -175,6 +175,11 @@ static uint64_t mono_ms(void) { return sl_plat_now_ns() / 1000000ull; }
 static int reap(pid_t pid, int grace_ms) {
     int status = 0;
     uint64_t end = mono_ms() + (uint64_t)grace_ms;
+    /* polling a child's exit (no condition to wait on), 1 ms first and
+       doubling to 20: a command that exits right after its last report
+       (most do) is reaped within a millisecond or two, not a fixed 20 ms
+       that would hold the trial's slot */
+    long step_ms = 1;
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
         if (r == pid)
@@ -183,8 +188,9 @@ static int reap(pid_t pid, int grace_ms) {
             return -1;
         if (mono_ms() >= end)
             break;
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL); /* polling a child's exit: no condition to wait on */
+        struct timespec ts = {0, step_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        step_ms = step_ms < 10 ? step_ms * 2 : 20;
     }
     kill(-pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -365,6 +371,13 @@ sl_wev_t *sl_study_worker_pop(sl_study_worker_t *w) {
 }
 
 bool sl_study_worker_ended(sl_study_worker_t *w) { return atomic_load(&w->ended); }
+
+bool sl_study_worker_pending(sl_study_worker_t *w) {
+    pthread_mutex_lock(&w->mu);
+    bool any = w->head != NULL;
+    pthread_mutex_unlock(&w->mu);
+    return any || atomic_load(&w->ended);
+}
 
 void sl_study_worker_destroy(sl_study_worker_t **wp) {
     if (!wp || !*wp)

@@ -58,6 +58,8 @@ void sl_study_worker_cancel(sl_study_worker_t *w);
 sl_wev_t *sl_study_worker_pop(sl_study_worker_t *w);
 /* The thread has ended (every event queued). */
 bool sl_study_worker_ended(sl_study_worker_t *w);
+/* Whether events wait in the queue (the loop's cue to take a turn now). */
+bool sl_study_worker_pending(sl_study_worker_t *w);
 /* Joins (after stop, waits for the thread) and frees. */
 void sl_study_worker_destroy(sl_study_worker_t **w);
 /* Detaches without waiting (the process is leaving). */

@@ -113,7 +113,10 @@ size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAK
 /* Deletes a blob: marks it dead in the store (blob/HASH/dead); every
  * holder drops its copy at its next placement check (chunks another blob
  * it holds still uses are kept), and once no member records a copy the
- * manifest goes too. Reads and fetches already under way may fail.
+ * manifest goes too. Reads and fetches already under way may fail; a
+ * put of the same bytes afterwards brings it back. Blobs are
+ * content-addressed: delete only bytes no one else may have stored (a
+ * study's checkpoint blob begins with a line naming its trial and epoch).
  * SL_ENOTFOUND for an unknown blob. */
 sl_err sl_blob_node_delete(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
 

@@ -20,11 +20,12 @@
  *   stop      on SIGTERM (sl_node_stop_listen): workers stop, their
  *             latest checkpoints are replicated, claims released.
  *
- * STUDY is a study id or a study name. Attach after the store node;
- * destroy after sl_node_destroy. */
+ * STUDY is a study id or a study name. Attach after the store and blob
+ * nodes; destroy after sl_node_destroy, before the blob node. */
 #ifndef STARLING_STUDY_NODE_H
 #define STARLING_STUDY_NODE_H
 
+#include "starling/blob_node.h"
 #include "starling/peer.h"
 #include "starling/store_node.h"
 
@@ -40,6 +41,7 @@ typedef struct {
                            the store as peer/NAME/slots for the others' ranking */
     int threads;        /* BLAS threads per builtin trial (0: the spec's) */
     uint32_t tick_ms;   /* period of the study loop (0: 250) */
+    sl_blob_node_t *blobs; /* where checkpoints go (required) */
 } sl_study_node_config_t;
 
 sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,

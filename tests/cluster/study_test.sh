@@ -139,6 +139,18 @@ python3 -c "import json,sys; m=json.load(open(sys.argv[1])); assert m['models']"
 ctl p2 plot "$SID" --out "$CLUSTER_DIR/out" || fail "plot failed"
 grep -q "<svg" "$CLUSTER_DIR/out/curves.svg" || fail "no curves.svg"
 T=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['trials'][0]['trial'])" "$CLUSTER_DIR/status.json")
+# the checkpoint of a trial that trained to the top rung, from every peer
+# (one of the three holds no copy of its blob and fetches it from a holder)
+FULL=$(python3 -c "import json,sys; print([t for t in json.load(open(sys.argv[1]))['trials'] if t['epoch'] == 9][0]['trial'])" "$CLUSTER_DIR/status.json")
+for p in p0 p1 p2; do
+    ctl "$p" --timeout 10000 fetch "$SID" "$FULL" "$CLUSTER_DIR/fetch-$p" 2>/dev/null || fail "fetch from $p failed"
+done
+python3 - "$CLUSTER_DIR" "$FULL" <<'PY' || fail "the fetched checkpoints differ or are not the trial's last"
+import json, sys
+got = [open(f"{sys.argv[1]}/fetch-{p}/{sys.argv[2]}.npz", "rb").read() for p in ("p0", "p1", "p2")]
+assert got[0] == got[1] == got[2], got
+assert json.loads(got[0])["epoch"] >= 8, got[0]
+PY
 ctl p0 logs "$SID" "$T" | grep -q "claim epoch" || fail "no log for $T"
 # the killed peer's trial was taken over and resumed from its replicated checkpoint
 ctl "$OBS" logs "$SID" "$KILLED_TRIAL" >"$CLUSTER_DIR/killed.log"
