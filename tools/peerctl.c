@@ -17,6 +17,8 @@ typedef struct {
     const char *name;                /* as typed */
     int (*fn)(int argc, char **argv); /* runs it; argv[0] is the name */
     const char *help;                /* one line for --help */
+    const char *usage;               /* `peerctl CMD --help` for a command without its
+                                        own (NULL: the command prints its own) */
 } command_t;
 
 static const command_t commands[] = {
@@ -26,17 +28,26 @@ static const command_t commands[] = {
     {"train", sl_cmd_train, "train a model locally"},
     {"put", sl_cmd_put, "store a value: put KEY VALUE | put KEY --file FILE"},
     {"get", sl_cmd_get, "print a stored value: get KEY"},
-    {"del", sl_cmd_del, "delete a key: del KEY"},
-    {"keys", sl_cmd_keys, "list stored keys: keys [PREFIX]"},
+    {"del", sl_cmd_del, "delete a key: del KEY",
+     "del KEY\n\nDeletes KEY (any type) on every peer. Fails if KEY does not exist."},
+    {"keys", sl_cmd_keys, "list stored keys: keys [PREFIX]",
+     "keys [PREFIX] [--json]\n\nLists the live keys that start with PREFIX (all without one), sorted;\n--json prints a JSON array."},
     {"blob", sl_cmd_blob, "large files: blob put FILE | blob get HASH OUTFILE | blob ls [--json]"},
-    {"submit", sl_cmd_submit, "submit a study: submit STUDY.json (prints the study id)"},
-    {"status", sl_cmd_status, "a study's trials: status STUDY [--json]"},
+    {"submit", sl_cmd_submit, "submit a study: submit STUDY.json (prints the study id)",
+     "submit STUDY.json\n\nSubmits a study (docs/studies.md; examples in peers/examples/) and prints\nits id. The same file always gives the same id; an invalid spec is refused\nwith the field and the problem, and nothing is written."},
+    {"status", sl_cmd_status, "a study's trials: status STUDY [--json]",
+     "status STUDY [--json]\n\nThe study's trials as this peer sees them: trial, state\n(pending|running|paused|done|failed|preempted), owner, epoch, latest\nmetrics, config. STUDY is an id or a name."},
     {"watch", sl_cmd_watch, "live changes: watch [PREFIX] (keys), watch STUDY (progress bars)"},
-    {"logs", sl_cmd_logs, "a trial's log: logs STUDY TRIAL [-f]"},
-    {"results", sl_cmd_results, "leaderboard, models.json, pareto.json: results STUDY [--json] [--out DIR]"},
-    {"fetch", sl_cmd_fetch, "a trial's trained weights (.npz): fetch STUDY TRIAL DIR"},
-    {"plot", sl_cmd_plot, "SVG training curves and Pareto front: plot STUDY --out DIR"},
-    {"cancel", sl_cmd_cancel, "stop a study: cancel STUDY"},
+    {"logs", sl_cmd_logs, "a trial's log: logs STUDY TRIAL [-f]",
+     "logs STUDY TRIAL [-f]\n\nThe trial's log, every owner's run in order; -f follows it until the\ntrial is final."},
+    {"results", sl_cmd_results, "leaderboard, models.json, pareto.json: results STUDY [--json] [--out DIR]",
+     "results STUDY [--json] [--out DIR]\n\nThe leaderboard; writes models.json (the best models, their configs and\nmetrics) and pareto.json (the Pareto front over the study's objectives)\ninto DIR (default: the current directory)."},
+    {"fetch", sl_cmd_fetch, "a trial's trained weights (.npz): fetch STUDY TRIAL DIR",
+     "fetch STUDY TRIAL DIR\n\nWrites the trial's trained weights to DIR/TRIAL.npz (numpy: np.load),\nfrom its latest replicated checkpoint (fetched from a peer that holds it).\nFor a command trial: its checkpoint file."},
+    {"plot", sl_cmd_plot, "SVG training curves and Pareto front: plot STUDY --out DIR",
+     "plot STUDY --out DIR\n\nWrites curves.svg (training curves of every trial) and pareto.svg (the\nPareto front) into DIR."},
+    {"cancel", sl_cmd_cancel, "stop a study: cancel STUDY",
+     "cancel STUDY\n\nStops the study: running trials stop at their next epoch, nothing new is\nclaimed, and the study is marked finished."},
 };
 
 static void usage(FILE *f) {
@@ -85,9 +96,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peerctl: cannot start the crypto library\n");
         return 1;
     }
-    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
-        if (!strcmp(argv[i], commands[k].name))
-            return commands[k].fn(argc - i, argv + i);
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+        if (strcmp(argv[i], commands[k].name) != 0)
+            continue;
+        for (int a = i + 1; commands[k].usage && a < argc; a++)
+            if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+                printf("usage: peerctl %s\n", commands[k].usage);
+                return 0;
+            }
+        return commands[k].fn(argc - i, argv + i);
+    }
     fprintf(stderr, "peerctl: unknown command '%s'; see peerctl --help\n", argv[i]);
     return 2;
 }
