@@ -477,10 +477,20 @@ sl_err sl_disk_chunk_put(sl_disk_t *d, const char *hex, const void *data, size_t
     sl_err err = chunk_path(d, hex, true, &p);
     if (err)
         return err;
+    /* content-addressed: a file already there with these very bytes is
+       kept; one that differs (a damaged copy) is replaced, since the
+       caller counts on this chunk being good */
     struct stat st;
     if (stat(p, &st) == 0 && (size_t)st.st_size == len) {
-        sl_free(p); /* content-addressed: already there */
-        return SL_OK;
+        uint8_t *old = NULL;
+        size_t old_len = 0;
+        bool same = read_file(p, &old, &old_len) == SL_OK && old_len == len &&
+                    memcmp(old, data, len) == 0;
+        sl_free(old);
+        if (same) {
+            sl_free(p);
+            return SL_OK;
+        }
     }
     err = write_atomic(d, p, data, len, NULL, 0);
     sl_free(p);

@@ -286,6 +286,13 @@ static void test_chunks(void) {
     CHECK_OK(sl_disk_chunk_get(d, hex, &data, &len));
     CHECK(len == 7 && memcmp(data, "payload", 7) == 0);
     sl_free(data);
+    /* a damaged copy of the same size (here: other bytes under this name)
+       is replaced by the next put, not taken for the good one */
+    CHECK_OK(sl_disk_chunk_put(d, "4567ef01", "damaged", 7));
+    CHECK_OK(sl_disk_chunk_put(d, "4567ef01", "payload", 7));
+    CHECK_OK(sl_disk_chunk_get(d, "4567ef01", &data, &len));
+    CHECK(len == 7 && memcmp(data, "payload", 7) == 0);
+    sl_free(data);
     CHECK_ERR(sl_disk_chunk_get(d, "ffff0000", &data, &len), SL_ENOTFOUND);
     CHECK_ERR(sl_disk_chunk_put(d, "../../x", "a", 1), SL_EINVAL);
     CHECK_OK(sl_disk_chunk_del(d, hex));
