@@ -7,6 +7,7 @@
  * the cpu backend's threaded sgemm against its single-threaded one. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/nn_internal.h"
 #include "nn/ops_math.h"
@@ -416,6 +417,121 @@ static void test_sgemm_split(void) {
     sl_nn_backend_destroy(&more[1]);
 }
 
+/* The element-wise ops (minibatch gather, bias+activation forward and
+ * backward, the optimizer step) are split over the cpu backend's threads
+ * by rows, channels or elements while the pool polls
+ * (SL_NN_CPU_POLL=always forces that here, whatever the machine's load):
+ * 2 and 3 threads give bit-for-bit the 1-thread result, for dense (rows of
+ * features) and conv (CNHW planes) views and odd sizes. */
+static void test_elementwise_split(void) {
+    char why[256] = "";
+    setenv("SL_NN_CPU_POLL", "always", 1);
+    sl_nn_backend_t *be[3] = {NULL, NULL, NULL};
+    for (int t = 0; t < 3; t++)
+        CHECK_OK(sl_nn_backend_open("cpu", t + 1, &be[t], why, sizeof why));
+    unsetenv("SL_NN_CPU_POLL");
+    if (!be[0] || !be[1] || !be[2])
+        return;
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 13);
+    /* outer, channels, inner: dense rows, conv CNHW planes, odd shapes */
+    static const int views[][3] = {{128, 256, 1}, {131, 77, 1}, {1, 32, 24 * 24 * 65},
+                                   {1, 7, 4099}, {3, 5, 3001}};
+    for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+        int outer = views[v][0], ch = views[v][1], inner = views[v][2];
+        size_t n = (size_t)outer * ch * inner;
+        float *x = malloc(n * sizeof *x), *bias = malloc((size_t)ch * sizeof *bias);
+        for (size_t i = 0; i < n; i++)
+            x[i] = (float)(sl_rng_double(&rng) - 0.5);
+        for (int c = 0; c < ch; c++)
+            bias[c] = (float)(sl_rng_double(&rng) - 0.5);
+        float *y[3], *dy[3], *db[3];
+        for (int t = 0; t < 3; t++) {
+            const sl_nn_backend_ops_t *o = be[t]->ops;
+            y[t] = malloc(n * sizeof(float));
+            dy[t] = malloc(n * sizeof(float));
+            db[t] = malloc((size_t)ch * sizeof(float));
+            memcpy(y[t], x, n * sizeof(float));
+            CHECK_OK(o->bias_act_fwd(be[t]->self, y[t], bias, outer, ch, inner, SL_NN_ACT_RELU));
+            for (size_t i = 0; i < n; i++)
+                dy[t][i] = x[(i * 7919) % n];
+            CHECK_OK(o->bias_act_bwd(be[t]->self, dy[t], y[t], db[t], outer, ch, inner,
+                                     SL_NN_ACT_RELU));
+        }
+        for (int t = 1; t < 3; t++)
+            CHECK_MSG(!memcmp(y[0], y[t], n * sizeof(float)) &&
+                          !memcmp(dy[0], dy[t], n * sizeof(float)) &&
+                          !memcmp(db[0], db[t], (size_t)ch * sizeof(float)),
+                      "bias_act %dx%dx%d with %d threads differs", outer, ch, inner, t + 1);
+        for (int t = 0; t < 3; t++) {
+            free(y[t]);
+            free(dy[t]);
+            free(db[t]);
+        }
+        free(x);
+        free(bias);
+    }
+    /* gather: 301 rows of 784 bytes in a shuffled order */
+    int rows = 301, cols = 784, total = 1000;
+    uint8_t *img = malloc((size_t)total * cols);
+    int32_t *idx = malloc((size_t)total * sizeof *idx);
+    for (size_t i = 0; i < (size_t)total * cols; i++)
+        img[i] = (uint8_t)sl_rng_next(&rng);
+    for (int i = 0; i < total; i++)
+        idx[i] = (int32_t)((i * 389) % total);
+    float *g[3];
+    for (int t = 0; t < 3; t++) {
+        g[t] = malloc((size_t)rows * cols * sizeof(float));
+        CHECK_OK(be[t]->ops->gather_u8(be[t]->self, g[t], img, idx, 17, rows, cols, 1 / 255.0f,
+                                       -0.25f));
+    }
+    for (int t = 1; t < 3; t++)
+        CHECK_MSG(!memcmp(g[0], g[t], (size_t)rows * cols * sizeof(float)),
+                  "gather with %d threads differs", t + 1);
+    CHECK(g[0][5] == img[(size_t)idx[17] * cols + 5] * (1 / 255.0f) - 0.25f);
+    for (int t = 0; t < 3; t++)
+        free(g[t]);
+    free(img);
+    free(idx);
+    /* optimizer: every rule over an odd count */
+    size_t count = 100003;
+    for (int kind = SL_NN_OPT_SGD; kind <= SL_NN_OPT_ADAMW; kind++) {
+        sl_nn_opt_step_t st = {.kind = kind, .lr = 0.01f, .momentum = 0.9f,
+                               .weight_decay = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+                               .eps = 1e-8f, .bias_corr1 = 10.0f, .bias_corr2 = 1000.0f};
+        float *w[3], *s1[3], *s2[3], *grad = malloc(count * sizeof *grad);
+        for (size_t i = 0; i < count; i++)
+            grad[i] = (float)(sl_rng_double(&rng) - 0.5);
+        for (int t = 0; t < 3; t++) {
+            w[t] = malloc(count * sizeof(float));
+            s1[t] = malloc(count * sizeof(float));
+            s2[t] = malloc(count * sizeof(float));
+            for (size_t i = 0; i < count; i++) {
+                w[t][i] = grad[(i * 31) % count];
+                s1[t][i] = grad[(i * 17) % count] * 0.1f;
+                s2[t][i] = grad[i] * grad[i];
+            }
+            for (int step = 0; step < 3; step++)
+                CHECK_OK(be[t]->ops->opt_step(be[t]->self, w[t], grad, s1[t],
+                                              kind >= SL_NN_OPT_ADAM ? s2[t] : NULL, count,
+                                              &st));
+        }
+        for (int t = 1; t < 3; t++)
+            CHECK_MSG(!memcmp(w[0], w[t], count * sizeof(float)) &&
+                          !memcmp(s1[0], s1[t], count * sizeof(float)) &&
+                          !memcmp(s2[0], s2[t], count * sizeof(float)),
+                      "optimizer %d with %d threads differs", kind, t + 1);
+        for (int t = 0; t < 3; t++) {
+            free(w[t]);
+            free(s1[t]);
+            free(s2[t]);
+        }
+        free(grad);
+    }
+    for (int t = 0; t < 3; t++)
+        sl_nn_backend_destroy(&be[t]);
+}
+
 int main(void) {
     CHECK_OK(sl_init());
     sl_test_run("dense", test_dense);
@@ -436,5 +552,6 @@ int main(void) {
     sl_test_run("dropout_mask", test_dropout_mask);
     sl_test_run("sgemm_split", test_sgemm_split);
     sl_test_run("window_split", test_window_split);
+    sl_test_run("elementwise_split", test_elementwise_split);
     return sl_test_finish();
 }

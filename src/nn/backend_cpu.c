@@ -7,8 +7,18 @@
  * and they meet once at the end. OpenBLAS's own threaded sgemm shares packed
  * panels between its threads and synchronises many times per call, so on a
  * busy machine a thread that loses its core stalls the other; independent
- * blocks only wait at the join. The helpers sleep on a condition variable
- * (never spin), so the process never runs more than T busy threads. The
+ * blocks only wait at the join. Between jobs a helper polls for the next one
+ * for a bounded time (SPIN_NS), then sleeps on a condition variable; the
+ * caller polls for the join the same way. A sleeping thread takes 20-50 us
+ * to wake on this VM, and a training step posts a job every 10-300 us, so
+ * waking by futex alone cost ~15% of an MLP epoch. Polling only pays while
+ * the pool has the cores to itself: when another process's thread wants
+ * one, a polling thread takes its share of the core from the pool's
+ * working threads (epochs ran 2x slower under load). So the caller looks
+ * at the machine's runnable-thread count (/proc/loadavg, every PROBE_NS)
+ * and the pool polls only while the other runnable threads fit on the
+ * cores it leaves free; else it sleeps at once, as it always did.
+ * SL_NN_CPU_POLL=always|never overrides the probe (tests, measurements). The
  * window ops (im2col, col2im, max-pooling) are split the same way, by
  * samples; the other loops run on the calling thread. T is
  * `threads` when > 0, else OpenBLAS's own count (OPENBLAS_NUM_THREADS etc.
@@ -21,10 +31,19 @@
  * of the inputs alone (bit-for-bit resume). */
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 #include "nn/ops_math.h"
 #include "starling/nn_backend.h"
@@ -59,16 +78,88 @@ typedef struct {
     int threads;           /* threads an sgemm is split over (OpenBLAS runs with 1) */
     int started;           /* helper threads running (threads - 1 once open) */
     pthread_t *helpers;    /* the helper threads [started] */
-    pthread_mutex_t lock;  /* guards the fields below */
+    pthread_mutex_t lock;  /* guards sleeping on the two conditions */
     pthread_cond_t wake;   /* signalled when a job is posted or on stop */
     pthread_cond_t idle;   /* signalled when the last helper finishes a job */
-    uint64_t generation;   /* bumped for every posted job */
-    int pending;           /* helpers still working on the current job */
-    bool stop;             /* helpers exit */
+    _Atomic uint64_t generation; /* bumped for every posted job */
+    atomic_int pending;    /* helpers still working on the current job */
+    atomic_int sleepers;   /* helpers asleep (or about to be) on `wake` */
+    atomic_bool joining;   /* the caller sleeps (or is about to) on `idle` */
+    atomic_bool stop;      /* helpers exit */
+    atomic_bool may_spin;  /* the machine has a core for every pool thread (probe_load) */
+    long probe_at;         /* caller: when to look at the machine's load again (ns) */
+    int cores;             /* online cores */
+    int poll;              /* SL_NN_CPU_POLL: 1 always, -1 never, 0 probe the load */
     void (*fn)(void *arg, int part, int parts); /* the current job: runs part `part` */
     void *arg;             /* the current job's argument */
     gemm_t part[SL_NN_CPU_MAX_THREADS]; /* an sgemm job's blocks, [i] for thread i */
 } cpu_t;
+
+/* How long a thread polls before sleeping: a few training steps' gaps
+ * between jobs, short enough that an idle pool is asleep at once. */
+#define SPIN_NS 200000L
+/* How often the caller re-reads the machine's runnable-thread count. */
+#define PROBE_NS 20000000L
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Polls until cond(c, arg) holds or SPIN_NS passed, when polling is
+ * allowed; returns whether it holds. */
+static bool spin_until(cpu_t *c, bool (*cond)(cpu_t *, uint64_t), uint64_t arg) {
+    long deadline = 0;
+    for (int i = 0;; i++) {
+        if (cond(c, arg))
+            return true;
+        if (!atomic_load_explicit(&c->may_spin, memory_order_relaxed))
+            return false;
+        cpu_relax();
+        if ((i & 63) == 63) {
+            long t = now_ns();
+            if (!deadline)
+                deadline = t + SPIN_NS;
+            else if (t > deadline)
+                return false;
+        }
+    }
+}
+
+/* Caller only: every PROBE_NS, whether the runnable threads of other
+ * processes leave a core to each pool thread. /proc/loadavg's fourth
+ * field counts runnable threads, the caller and every helper not asleep
+ * included. Unreadable: no polling (sleep at once). */
+static void probe_load(cpu_t *c) {
+    if (c->poll) {
+        atomic_store(&c->may_spin, c->poll > 0);
+        return;
+    }
+    long t = now_ns();
+    if (t < c->probe_at)
+        return;
+    c->probe_at = t + PROBE_NS;
+    bool spin = false;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        double l1, l5, l15;
+        int running, total;
+        if (fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5) {
+            int awake = 1 + (c->threads - 1) - atomic_load(&c->sleepers);
+            int others = running - awake;
+            spin = others + c->threads <= c->cores;
+        }
+        fclose(f);
+    }
+    atomic_store(&c->may_spin, spin);
+}
+
+static bool job_posted(cpu_t *c, uint64_t seen) {
+    return atomic_load(&c->stop) || atomic_load(&c->generation) != seen;
+}
+
+static bool job_done(cpu_t *c, uint64_t unused) { return atomic_load(&c->pending) == 0; }
 
 /* Runs one block on the calling thread (OpenBLAS single-threaded). */
 static void gemm_run(const gemm_t *g) {
@@ -83,23 +174,28 @@ static void *helper_main(void *arg) {
     int index = (int)(intptr_t)((void **)arg)[1];
     sl_free(arg);
     uint64_t seen = 0;
-    pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->stop && c->generation == seen)
-            pthread_cond_wait(&c->wake, &c->lock);
-        if (c->stop)
+        if (!spin_until(c, job_posted, seen)) {
+            /* Sleep. sleepers is raised before generation is read again
+             * (both seq_cst), so a poster either sees a sleeper and
+             * broadcasts under the lock, or this re-check sees its job. */
+            pthread_mutex_lock(&c->lock);
+            atomic_fetch_add(&c->sleepers, 1);
+            while (!job_posted(c, seen))
+                pthread_cond_wait(&c->wake, &c->lock);
+            atomic_fetch_sub(&c->sleepers, 1);
+            pthread_mutex_unlock(&c->lock);
+        }
+        if (atomic_load(&c->stop))
             break;
-        seen = c->generation;
-        void (*fn)(void *, int, int) = c->fn;
-        void *job = c->arg;
-        int parts = c->threads;
-        pthread_mutex_unlock(&c->lock);
-        fn(job, index, parts);
-        pthread_mutex_lock(&c->lock);
-        if (--c->pending == 0)
+        seen = atomic_load(&c->generation);
+        c->fn(c->arg, index, c->threads);
+        if (atomic_fetch_sub(&c->pending, 1) == 1 && atomic_load(&c->joining)) {
+            pthread_mutex_lock(&c->lock);
             pthread_cond_signal(&c->idle);
+            pthread_mutex_unlock(&c->lock);
+        }
     }
-    pthread_mutex_unlock(&c->lock);
     return NULL;
 }
 
@@ -109,7 +205,7 @@ static void cpu_close(void **self) {
     cpu_t *c = *self;
     if (c->started) {
         pthread_mutex_lock(&c->lock);
-        c->stop = true;
+        atomic_store(&c->stop, true);
         pthread_cond_broadcast(&c->wake);
         pthread_mutex_unlock(&c->lock);
         for (int i = 0; i < c->started; i++)
@@ -136,6 +232,9 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
     if (c->threads > SL_NN_CPU_MAX_THREADS)
         c->threads = SL_NN_CPU_MAX_THREADS;
     openblas_set_num_threads(1);
+    c->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *poll = getenv("SL_NN_CPU_POLL");
+    c->poll = poll && !strcmp(poll, "always") ? 1 : poll && !strcmp(poll, "never") ? -1 : 0;
     if (c->threads > 1) {
         c->helpers = sl_calloc((size_t)c->threads - 1, sizeof *c->helpers);
         if (!c->helpers)
@@ -210,18 +309,27 @@ SL_VEC static sl_err cpu_fill(void *self, float *restrict dst, float value, size
 /* Runs fn(arg, i, T) for every part i < T: part 0 on the caller, the
  * others on the helpers; returns when all are done. */
 static void run_parts(cpu_t *cp, void (*fn)(void *, int, int), void *arg) {
-    pthread_mutex_lock(&cp->lock);
+    /* The helpers are between jobs (pending was 0), so fn and arg are
+     * theirs to read once the generation's release publishes them. */
+    probe_load(cp);
     cp->fn = fn;
     cp->arg = arg;
-    cp->pending = cp->threads - 1;
-    cp->generation++;
-    pthread_cond_broadcast(&cp->wake);
-    pthread_mutex_unlock(&cp->lock);
+    atomic_store(&cp->pending, cp->threads - 1);
+    atomic_fetch_add(&cp->generation, 1);
+    if (atomic_load(&cp->sleepers) > 0) {
+        pthread_mutex_lock(&cp->lock);
+        pthread_cond_broadcast(&cp->wake);
+        pthread_mutex_unlock(&cp->lock);
+    }
     fn(arg, 0, cp->threads);
-    pthread_mutex_lock(&cp->lock);
-    while (cp->pending > 0)
-        pthread_cond_wait(&cp->idle, &cp->lock);
-    pthread_mutex_unlock(&cp->lock);
+    if (!spin_until(cp, job_done, 0)) {
+        pthread_mutex_lock(&cp->lock);
+        atomic_store(&cp->joining, true);
+        while (atomic_load(&cp->pending) > 0)
+            pthread_cond_wait(&cp->idle, &cp->lock);
+        atomic_store(&cp->joining, false);
+        pthread_mutex_unlock(&cp->lock);
+    }
 }
 
 static void gemm_part(void *arg, int part, int parts) {
@@ -273,9 +381,32 @@ SL_VEC static sl_err cpu_axpby(void *self, size_t count, float alpha, const floa
     return SL_OK;
 }
 
-SL_VEC static sl_err cpu_gather_u8(void *self, float *restrict dst, const uint8_t *restrict src,
-                                   const int32_t *idx, size_t first, int rows, int cols,
-                                   float scale, float shift) {
+/* ---- element-wise ops split over the pool ----
+ *
+ * Each op below cuts its work into one contiguous slice per thread (rows,
+ * channels or elements); no sum is split, so the result is the same for
+ * any thread count. Work under SPLIT_MIN_ELEMS stays on the caller, and
+ * so does all of it while the pool sleeps between jobs (waking a helper
+ * costs more than these few microseconds of work). */
+#define SPLIT_MIN_ELEMS (1L << 14)
+
+static bool want_split(cpu_t *cp, long elems, long units) {
+    if (cp->threads < 2 || elems < SPLIT_MIN_ELEMS || units < 2 * cp->threads)
+        return false;
+    probe_load(cp);
+    return atomic_load(&cp->may_spin);
+}
+
+/* Slice `part` of `parts` of [0, n), boundaries rounded to `align`. */
+static void slice(long n, int part, int parts, long align, long *lo, long *hi) {
+    long step = (n / parts + align - 1) / align * align;
+    *lo = part * step < n ? part * step : n;
+    *hi = part == parts - 1 || (part + 1) * step > n ? n : (part + 1) * step;
+}
+
+SL_VEC static void gather_u8_rows(float *restrict dst, const uint8_t *restrict src,
+                                  const int32_t *idx, size_t first, int rows, int cols,
+                                  float scale, float shift) {
     for (int r = 0; r < rows; r++) {
         size_t row = idx ? (size_t)idx[first + r] : first + r;
         const uint8_t *s = src + row * cols;
@@ -283,12 +414,11 @@ SL_VEC static sl_err cpu_gather_u8(void *self, float *restrict dst, const uint8_
         for (int c = 0; c < cols; c++)
             d[c] = sl_op_convert((float)s[c], scale, shift);
     }
-    return SL_OK;
 }
 
-SL_VEC static sl_err cpu_gather_f32(void *self, float *restrict dst, const float *restrict src,
-                                    const int32_t *idx, size_t first, int rows, int cols,
-                                    float scale, float shift) {
+SL_VEC static void gather_f32_rows(float *restrict dst, const float *restrict src,
+                                   const int32_t *idx, size_t first, int rows, int cols,
+                                   float scale, float shift) {
     for (int r = 0; r < rows; r++) {
         size_t row = idx ? (size_t)idx[first + r] : first + r;
         const float *s = src + row * cols;
@@ -296,7 +426,49 @@ SL_VEC static sl_err cpu_gather_f32(void *self, float *restrict dst, const float
         for (int c = 0; c < cols; c++)
             d[c] = sl_op_convert(s[c], scale, shift);
     }
+}
+
+typedef struct {
+    float *dst;
+    const void *src; /* uint8_t or float */
+    bool u8;
+    const int32_t *idx;
+    size_t first;
+    int rows, cols;
+    float scale, shift;
+} gather_job_t;
+
+static void gather_part(void *arg, int part, int parts) {
+    const gather_job_t *j = arg;
+    long lo, hi;
+    slice(j->rows, part, parts, 1, &lo, &hi);
+    float *dst = j->dst + lo * j->cols;
+    if (j->u8)
+        gather_u8_rows(dst, j->src, j->idx, j->first + lo, (int)(hi - lo), j->cols, j->scale,
+                       j->shift);
+    else
+        gather_f32_rows(dst, j->src, j->idx, j->first + lo, (int)(hi - lo), j->cols, j->scale,
+                        j->shift);
+}
+
+static sl_err gather_run(cpu_t *cp, gather_job_t *j) {
+    if (want_split(cp, (long)j->rows * j->cols, j->rows))
+        run_parts(cp, gather_part, j);
+    else
+        gather_part(j, 0, 1);
     return SL_OK;
+}
+
+static sl_err cpu_gather_u8(void *self, float *dst, const uint8_t *src, const int32_t *idx,
+                            size_t first, int rows, int cols, float scale, float shift) {
+    gather_job_t j = {dst, src, true, idx, first, rows, cols, scale, shift};
+    return gather_run(self, &j);
+}
+
+static sl_err cpu_gather_f32(void *self, float *dst, const float *src, const int32_t *idx,
+                             size_t first, int rows, int cols, float scale, float shift) {
+    gather_job_t j = {dst, src, false, idx, first, rows, cols, scale, shift};
+    return gather_run(self, &j);
 }
 
 static sl_err cpu_gather_i32(void *self, int32_t *dst, const int32_t *src, const int32_t *idx,
@@ -332,18 +504,19 @@ static inline void bias_act_rows(float *restrict y, const float *restrict bias, 
             y[c] = sl_op_act(y[c], act);
 }
 
-SL_VEC static sl_err cpu_bias_act_fwd(void *self, float *y, const float *bias, int outer,
-                                      int channels, int inner, sl_nn_act act) {
-    for (int o = 0; o < outer; o++) {
+/* Rows [o0, o1) and channels [c0, c1) of the [outer][channels][inner] view. */
+SL_VEC static void bias_act_fwd_range(float *y, const float *bias, int channels, int inner,
+                                      sl_nn_act act, long o0, long o1, long c0, long c1) {
+    for (long o = o0; o < o1; o++) {
         float *yo = y + (size_t)o * channels * inner;
         if (inner == 1) {
             if (act == SL_NN_ACT_RELU)
-                bias_act_rows(yo, bias, channels, SL_NN_ACT_RELU);
+                bias_act_rows(yo + c0, bias ? bias + c0 : NULL, (int)(c1 - c0), SL_NN_ACT_RELU);
             else
-                bias_act_rows(yo, bias, channels, SL_NN_ACT_NONE);
+                bias_act_rows(yo + c0, bias ? bias + c0 : NULL, (int)(c1 - c0), SL_NN_ACT_NONE);
             continue;
         }
-        for (int c = 0; c < channels; c++) {
+        for (long c = c0; c < c1; c++) {
             float b = bias ? bias[c] : 0.0f;
             float *p = yo + (size_t)c * inner;
             if (act == SL_NN_ACT_RELU)
@@ -352,6 +525,37 @@ SL_VEC static sl_err cpu_bias_act_fwd(void *self, float *y, const float *bias, i
                 bias_act_run(p, b, (size_t)inner, SL_NN_ACT_NONE);
         }
     }
+}
+
+typedef struct {
+    float *dy;          /* bwd: gradient (in place); fwd: unused */
+    float *y;           /* fwd: output (in place); bwd: forward output */
+    const float *bias;  /* fwd */
+    float *dbias;       /* bwd */
+    int outer, channels, inner;
+    sl_nn_act act;
+} bias_job_t;
+
+/* Forward: by rows when there are several (dense), else by channels. */
+static void bias_fwd_part(void *arg, int part, int parts) {
+    const bias_job_t *j = arg;
+    long lo, hi;
+    if (j->outer > 1) {
+        slice(j->outer, part, parts, 1, &lo, &hi);
+        bias_act_fwd_range(j->y, j->bias, j->channels, j->inner, j->act, lo, hi, 0, j->channels);
+    } else {
+        slice(j->channels, part, parts, 1, &lo, &hi);
+        bias_act_fwd_range(j->y, j->bias, j->channels, j->inner, j->act, 0, j->outer, lo, hi);
+    }
+}
+
+static sl_err cpu_bias_act_fwd(void *self, float *y, const float *bias, int outer, int channels,
+                               int inner, sl_nn_act act) {
+    bias_job_t j = {NULL, y, bias, NULL, outer, channels, inner, act};
+    if (want_split(self, (long)outer * channels * inner, outer > 1 ? outer : channels))
+        run_parts(self, bias_fwd_part, &j);
+    else
+        bias_fwd_part(&j, 0, 1);
     return SL_OK;
 }
 
@@ -376,23 +580,26 @@ static inline void act_grad_run(float *restrict dy, const float *restrict y, siz
         dy[i] = sl_op_act_grad(y[i], dy[i], act);
 }
 
-SL_VEC static sl_err cpu_bias_act_bwd(void *self, float *dy, const float *y, float *dbias,
-                                      int outer, int channels, int inner, sl_nn_act act) {
+/* Channels [c0, c1) of the backward: each dbias[c] sums over rows in the
+ * same order whatever the slice, so splitting by channels is exact. */
+SL_VEC static void bias_act_bwd_range(float *dy, const float *y, float *dbias, int outer,
+                                      int channels, int inner, sl_nn_act act, long c0,
+                                      long c1) {
     if (dbias)
-        memset(dbias, 0, (size_t)channels * sizeof *dbias);
+        memset(dbias + c0, 0, (size_t)(c1 - c0) * sizeof *dbias);
     for (int o = 0; o < outer; o++) {
         size_t base = (size_t)o * channels * inner;
         if (inner == 1) {
             float *restrict d = dy + base;
             const float *restrict yy = y + base;
             if (act == SL_NN_ACT_RELU)
-                act_grad_run(d, yy, (size_t)channels, SL_NN_ACT_RELU);
+                act_grad_run(d + c0, yy + c0, (size_t)(c1 - c0), SL_NN_ACT_RELU);
             if (dbias)
-                for (int c = 0; c < channels; c++)
+                for (long c = c0; c < c1; c++)
                     dbias[c] += d[c];
             continue;
         }
-        for (int c = 0; c < channels; c++) {
+        for (long c = c0; c < c1; c++) {
             float *d = dy + base + (size_t)c * inner;
             if (act == SL_NN_ACT_RELU)
                 act_grad_run(d, y + base + (size_t)c * inner, (size_t)inner, SL_NN_ACT_RELU);
@@ -400,6 +607,23 @@ SL_VEC static sl_err cpu_bias_act_bwd(void *self, float *dy, const float *y, flo
                 dbias[c] += sum16(d, (size_t)inner);
         }
     }
+}
+
+static void bias_bwd_part(void *arg, int part, int parts) {
+    const bias_job_t *j = arg;
+    long lo, hi;
+    /* Dense rows are short: slices of 16 channels keep the loops vectorised. */
+    slice(j->channels, part, parts, j->inner == 1 ? 16 : 1, &lo, &hi);
+    bias_act_bwd_range(j->dy, j->y, j->dbias, j->outer, j->channels, j->inner, j->act, lo, hi);
+}
+
+static sl_err cpu_bias_act_bwd(void *self, float *dy, const float *y, float *dbias, int outer,
+                               int channels, int inner, sl_nn_act act) {
+    bias_job_t j = {dy, (float *)y, NULL, dbias, outer, channels, inner, act};
+    if (want_split(self, (long)outer * channels * inner, channels))
+        run_parts(self, bias_bwd_part, &j);
+    else
+        bias_bwd_part(&j, 0, 1);
     return SL_OK;
 }
 
@@ -821,7 +1045,7 @@ static sl_err cpu_zero_acc(void *self, double *acc, int count) {
             sl_op_opt(&w[i], g[i], &s1[i], s2 ? &s2[i] : &s1[i], &s);                    \
     } while (0)
 
-SL_VEC static sl_err cpu_opt_step(void *self, float *restrict w, const float *restrict g,
+SL_VEC static void opt_step_range(float *restrict w, const float *restrict g,
                                   float *restrict s1, float *restrict s2, size_t count,
                                   const sl_nn_opt_step_t *step) {
     switch (step->kind) {
@@ -832,18 +1056,42 @@ SL_VEC static sl_err cpu_opt_step(void *self, float *restrict w, const float *re
         OPT_LOOP(SL_NN_OPT_NESTEROV);
         break;
     case SL_NN_OPT_ADAM:
-        if (!s2)
-            return SL_EINVAL;
         OPT_LOOP(SL_NN_OPT_ADAM);
         break;
     case SL_NN_OPT_ADAMW:
-        if (!s2)
-            return SL_EINVAL;
         OPT_LOOP(SL_NN_OPT_ADAMW);
         break;
-    default:
-        return SL_EINVAL;
     }
+}
+
+typedef struct {
+    float *w;
+    const float *g;
+    float *s1, *s2;
+    size_t count;
+    const sl_nn_opt_step_t *step;
+} opt_job_t;
+
+static void opt_part(void *arg, int part, int parts) {
+    const opt_job_t *j = arg;
+    long lo, hi;
+    slice((long)j->count, part, parts, 16, &lo, &hi);
+    opt_step_range(j->w + lo, j->g + lo, j->s1 + lo, j->s2 ? j->s2 + lo : NULL,
+                   (size_t)(hi - lo), j->step);
+}
+
+static sl_err cpu_opt_step(void *self, float *w, const float *g, float *s1, float *s2,
+                           size_t count, const sl_nn_opt_step_t *step) {
+    if (step->kind != SL_NN_OPT_SGD && step->kind != SL_NN_OPT_NESTEROV &&
+        step->kind != SL_NN_OPT_ADAM && step->kind != SL_NN_OPT_ADAMW)
+        return SL_EINVAL;
+    if ((step->kind == SL_NN_OPT_ADAM || step->kind == SL_NN_OPT_ADAMW) && !s2)
+        return SL_EINVAL;
+    opt_job_t j = {w, g, s1, s2, count, step};
+    if (want_split(self, (long)count, (long)count / 16))
+        run_parts(self, opt_part, &j);
+    else
+        opt_part(&j, 0, 1);
     return SL_OK;
 }
 
