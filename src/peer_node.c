@@ -762,9 +762,11 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
         wait = max_wait_ms;
     sl_net_in_t in;
     sl_err err = sl_net_poll(node->net, (int)wait, &in);
-    for (int n = 0; err == SL_OK && n < MSGS_PER_TURN; n++) {
+    for (int n = 1; err == SL_OK; n++) {
         handle_in(node, &in);
         flush_swim(node);
+        if (n == MSGS_PER_TURN)
+            break; /* read no further: a message read now would be released unhandled */
         err = sl_net_poll(node->net, 0, &in);
     }
     if (err != SL_OK && err != SL_EAGAIN)
