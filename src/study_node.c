@@ -1060,7 +1060,7 @@ static bool turn_due(sl_study_node_t *sn, uint64_t now_ns) {
     if (sn->poked || sl_store_fingerprint(sl_store_node_store(sn->store)) != sn->turn_fp)
         return true;
     for (int i = 0; i < MAX_JOBS; i++)
-        if (sn->jobs[i].study[0] && sl_study_worker_pending(sn->jobs[i].w))
+        if (sn->jobs[i].study[0] && sn->jobs[i].w && sl_study_worker_pending(sn->jobs[i].w))
             return true;
     return false;
 }
