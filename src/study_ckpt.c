@@ -152,10 +152,12 @@ static bool manifest_blob(const uint8_t *v, size_t len, uint8_t hash[SL_BLAKE2B_
     cJSON *man = cJSON_ParseWithLength((const char *)v, len);
     const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(man, "blob"));
     bool ok = hex && strlen(hex) == 2 * SL_BLAKE2B_LEN;
-    for (size_t i = 0; ok && i < SL_BLAKE2B_LEN; i++) {
-        unsigned b;
-        ok = sscanf(hex + 2 * i, "%2x", &b) == 1;
-        hash[i] = (uint8_t)b;
+    for (size_t i = 0; ok && i < 2 * SL_BLAKE2B_LEN; i++) { /* lower-case hex only */
+        char c = hex[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        ok = d >= 0;
+        if (ok)
+            hash[i / 2] = (uint8_t)(i % 2 ? hash[i / 2] << 4 | d : d);
     }
     cJSON_Delete(man);
     return ok;
