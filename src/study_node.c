@@ -178,7 +178,7 @@ sl_err sl_study_node_resolve(sl_study_node_t *sn, const char *arg, char id[SL_TR
 /* ---- the view ---- */
 
 void sl_study_view_fini(view_t *v) {
-    for (size_t i = 0; i < v->count; i++) {
+    for (size_t i = 0; i < v->count && !v->borrowed; i++) {
         sl_free(v->rows[i].curve);
         sl_free(v->rows[i].reports);
         sl_free(v->rows[i].has_report);
@@ -238,9 +238,10 @@ static row_t *row_get(view_t *v, const char *tid, size_t tl) {
     row_t *r = &v->rows[v->count];
     memset(r, 0, sizeof *r);
     r->curve = sl_calloc((size_t)me, sizeof *r->curve);
-    r->reports = sl_calloc((size_t)me, sizeof *r->reports);
+    /* reports (2.5 KB an epoch) only once the trial has one: most rows
+       of a view are pending or short */
     r->has_report = sl_calloc((size_t)me, sizeof *r->has_report);
-    if (!r->curve || !r->reports || !r->has_report) {
+    if (!r->curve || !r->has_report) {
         sl_free(r->curve);
         sl_free(r->reports);
         sl_free(r->has_report);
@@ -258,8 +259,54 @@ static row_t *row_get(view_t *v, const char *tid, size_t tl) {
     return r;
 }
 
+/* A view build's scan: pass 1 sums each live row's key digest, pass 2
+ * parses the keys of the rows whose digest changed. */
+typedef struct {
+    cached_t *c; /* the study's cache: its live rows */
+    int pass;    /* 1 or 2 */
+} scan_ctx_t;
+
+static bool digest_reserve(cached_t *c, size_t rows) {
+    if (rows <= c->digest_cap)
+        return true;
+    size_t cap = c->digest_cap ? c->digest_cap : 64;
+    while (cap < rows)
+        cap *= 2;
+    uint64_t *d = sl_realloc(c->digest, cap * sizeof *d);
+    if (!d)
+        return false;
+    c->digest = d;
+    uint64_t *n = sl_realloc(c->digest_now, cap * sizeof *n);
+    if (!n)
+        return false;
+    c->digest_now = n;
+    memset(c->digest + c->digest_cap, 0, (cap - c->digest_cap) * sizeof *d);
+    memset(c->digest_now + c->digest_cap, 0, (cap - c->digest_cap) * sizeof *n);
+    c->digest_cap = cap;
+    return true;
+}
+
+/* Forgets what a live row was parsed from (its arrays are kept). */
+static void row_reset(const sl_study_spec_t *spec, row_t *r) {
+    row_t keep = *r;
+    memset(r, 0, sizeof *r);
+    memcpy(r->t.id, keep.t.id, sizeof r->t.id);
+    r->curve = keep.curve;
+    r->reports = keep.reports;
+    r->has_report = keep.has_report;
+    r->t.curve = keep.curve;
+    r->t.curve_len = spec->max_epochs;
+    for (int e = 0; e <= spec->max_epochs; e++) {
+        r->curve[e] = NAN;
+        r->has_report[e] = false;
+    }
+    for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
+        r->t.objectives[o] = NAN;
+}
+
 static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
-    view_t *v = ctx;
+    scan_ctx_t *sc = ctx;
+    view_t *v = &sc->c->live;
     if (e->type != SL_CRDT_LWW)
         return true;
     size_t pre = 6 + SL_TRIAL_ID_LEN + 3; /* study/S/t/ */
@@ -276,6 +323,14 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
     row_t *r = row_get(v, k, tl);
     if (!r)
         return true;
+    size_t idx = (size_t)(r - v->rows);
+    if (sc->pass == 1) {
+        if (digest_reserve(sc->c, v->count))
+            sc->c->digest_now[idx] += sl_hash64(key, key_len, sl_hash64(e->val, e->val_len, 1));
+        return true;
+    }
+    if (idx >= sc->c->digest_cap || sc->c->digest_now[idx] == sc->c->digest[idx])
+        return true; /* unchanged since it was parsed */
     const char *val = (const char *)e->val;
     size_t vl = e->val_len;
     const char *num_at = memchr(sub, '/', subl);
@@ -319,7 +374,9 @@ static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_
     } else if (SUB_HAS("m/")) {
         int ep = atoi(num);
         sl_report_t rep;
-        if (ep >= 1 && ep <= v->spec->max_epochs &&
+        if (!r->reports)
+            r->reports = sl_calloc((size_t)v->spec->max_epochs + 1, sizeof *r->reports);
+        if (r->reports && ep >= 1 && ep <= v->spec->max_epochs &&
             sl_report_parse(val, vl, &rep, why, sizeof why) == SL_OK) {
             r->reports[ep - 1] = rep;
             r->has_report[ep - 1] = true;
@@ -383,10 +440,43 @@ sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
         return SL_ENOTFOUND;
     memcpy(v->id, id, sizeof v->id);
     v->spec = (sl_study_spec_t *)spec;
-    v->cache = cache_of(sn, id);
+    cached_t *c = cache_of(sn, id);
+    if (!c)
+        return SL_ENOTFOUND;
+    v->cache = c;
+    view_t *live = &c->live;
+    if (!live->spec) {
+        memcpy(live->id, id, sizeof live->id);
+        live->spec = v->spec;
+        live->cache = c;
+    }
+    /* the live rows: every key hashed (pass 1), the changed trials parsed
+       again (pass 2); a build used to parse every key of the study on
+       every turn, O(trials) of JSON per turn */
     char pre[64];
     snprintf(pre, sizeof pre, "study/%s/t/", id);
-    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_trials, v);
+    scan_ctx_t sc = {c, 1};
+    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_trials, &sc);
+    if (!digest_reserve(c, live->count))
+        return SL_ENOMEM;
+    for (size_t i = 0; i < live->count; i++)
+        if (c->digest_now[i] != c->digest[i])
+            row_reset(spec, &live->rows[i]);
+    sc.pass = 2;
+    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_trials, &sc);
+    for (size_t i = 0; i < live->count; i++) {
+        c->digest[i] = c->digest_now[i];
+        c->digest_now[i] = 0;
+    }
+    /* the view: copies of the live rows (their arrays borrowed) */
+    v->rows = sl_malloc((live->count + 1) * sizeof *v->rows);
+    if (!v->rows)
+        return SL_ENOMEM;
+    v->cap = live->count + 1;
+    v->borrowed = true;
+    for (size_t i = 0; i < live->count; i++)
+        if (live->rows[i].has_record)
+            v->rows[v->count++] = live->rows[i];
     const uint8_t *val;
     size_t len;
     char key[96];
@@ -405,7 +495,7 @@ sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
     uint64_t now = sl_study_node_wall_ms();
     for (size_t i = 0; i < v->count; i++) {
         row_t *r = &v->rows[i];
-        if (!r->has_record) {
+        if (!r->has_record) { /* (a borrowed view holds only rows with one) */
             sl_free(r->curve);
             sl_free(r->reports);
             sl_free(r->has_report);
@@ -1251,8 +1341,12 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
         sl_study_worker_abandon(&sn->orphans[i]);
     for (int i = 0; i < MAX_JOBS; i++)
         sl_free(sn->jobs[i].launch);
-    for (int i = 0; i < MAX_STUDIES; i++)
+    for (int i = 0; i < MAX_STUDIES; i++) {
         sl_free(sn->specs[i].memo);
+        sl_study_view_fini(&sn->specs[i].live);
+        sl_free(sn->specs[i].digest);
+        sl_free(sn->specs[i].digest_now);
+    }
     sl_study_ckpt_fini(sn);
     if (sn->orphan_count == 0) /* abandoned threads may still read the data sets */
         sl_study_data_destroy(&sn->data);

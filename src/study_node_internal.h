@@ -21,8 +21,8 @@
  * turn's cost, so a large study's view (O(trials) to build) cannot take
  * over the core; with no change it still turns every tick_ms (leases,
  * the time budget, waits). */
-#define POLL_MS 2
-#define TURN_GAP_MS 5
+#define POLL_MS 10
+#define TURN_GAP_MS 10
 #define TURN_COST_X 4
 
 /* A trial as read from the store in one pass. */
@@ -30,7 +30,7 @@ typedef struct {
     sl_trial_t t;                 /* the cores' view */
     bool has_record;              /* its record was seen */
     double *curve;                /* scheduler metric per epoch (max_epochs) */
-    sl_report_t *reports;         /* reports per epoch (max_epochs) */
+    sl_report_t *reports;         /* reports per epoch (max_epochs); NULL until the first */
     bool *has_report;             /* which epochs have one */
     sl_claim_t claim;             /* claim register */
     bool has_claim;               /* one was seen */
@@ -54,6 +54,7 @@ typedef struct {
     bool cancelled;               /* cancel key present */
     bool finished;                /* finished key present */
     uint64_t start_ms;            /* submit time */
+    bool borrowed;                /* rows' arrays belong to the cache's live rows */
 } view_t;
 
 /* A trial record as decoded before: records are written once, so the
@@ -73,6 +74,13 @@ typedef struct cached {
     rec_memo_t *memo;             /* decoded records, open addressing by trial id */
     size_t memo_cap;              /* slots (a power of two), 0 = none yet */
     size_t memo_count;            /* used */
+    /* The study's rows as last parsed, kept across turns: a view build
+       hashes every key of the study but parses again only the trials
+       whose keys changed (digest: a sum of key-and-value hashes). */
+    view_t live;                  /* persistent rows and their index */
+    uint64_t *digest;             /* per live row: of the keys it was parsed from */
+    uint64_t *digest_now;         /* per live row: this build's */
+    size_t digest_cap;            /* entries in both */
 } cached_t;
 
 /* A trial this peer runs. */
