@@ -19,6 +19,11 @@
  *       yet (one `get` in flight per peer, a miss retried after 5 ms). Then
  *       rounds of `stats` until every peer reports one store.state_hash.
  *       Prints a JSON summary line (times in seconds).
+ *   expect ADDR FILE
+ *       FILE holds lines "KEY VALUE" (the value runs to the end of the
+ *       line); `get` of every key, pipelined on one connection. Exit 0
+ *       when every key reads its value, else 1 naming the first that does
+ *       not (the cluster tests check many keys on many peers this way).
  *   agree [--timeout S] ADDR...
  *       rounds of `stats` until every peer reports one state_hash; prints
  *       {"agree_s": ...} from the start.
@@ -468,6 +473,81 @@ static int run_agree(bench_t *b, bool heal) {
     return t ? 0 : 1;
 }
 
+/* Pipelined gets of every "KEY VALUE" line of `path`; 0 when all match. */
+static int run_expect(bench_t *b, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return die("cannot read %s", path);
+    char line[2048];
+    size_t count = 0, cap = 0;
+    char **lines = NULL;
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strcspn(line, "\n");
+        line[n] = 0;
+        if (!n)
+            continue;
+        if (!strchr(line, ' ')) {
+            fclose(f);
+            return die("a line without a value in %s", path);
+        }
+        if (count == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **l = sl_realloc(lines, cap * sizeof *l);
+            if (!l) {
+                fclose(f);
+                return die("%s", "out of memory");
+            }
+            lines = l;
+        }
+        lines[count] = sl_malloc(n + 1);
+        if (!lines[count]) {
+            fclose(f);
+            return die("%s", "out of memory");
+        }
+        memcpy(lines[count++], line, n + 1);
+    }
+    fclose(f);
+    peer_t *p = &b->peers[0];
+    for (size_t i = 0; i < count; i++) {
+        char *sp = strchr(lines[i], ' ');
+        sl_bytes_t key = {(const uint8_t *)lines[i], (size_t)(sp - lines[i])};
+        if (send_req(p, ID(KIND_GET, i), "get", &key, 1) != SL_OK)
+            return die("cannot send to %s", p->addr);
+    }
+    size_t answered = 0;
+    int rc = 0;
+    while (answered < count) {
+        if (now_ns() > b->deadline_ns) {
+            rc = die("no answer from %s", p->addr);
+            break;
+        }
+        wait_input(b, 100);
+        for (;;) {
+            reply_t r;
+            bool got;
+            if (recv_rep(p, &r, &got) != SL_OK || !got)
+                break;
+            size_t i = ID_N(r.id);
+            if (ID_KIND(r.id) == KIND_GET && i < count) {
+                answered++;
+                const char *want = strchr(lines[i], ' ') + 1;
+                bool same = r.status == SL_OK && r.len == strlen(want) && !memcmp(r.body, want, r.len);
+                if (!same && rc == 0) {
+                    fprintf(stderr, "sl-store-client: %s: %.*s reads '%s', expected '%s'\n", p->addr,
+                            (int)(strchr(lines[i], ' ') - lines[i]), lines[i],
+                            r.status == SL_OK ? r.body : "(not found)", want);
+                    rc = 1;
+                }
+            }
+            sl_free(r.body);
+        }
+    }
+    for (size_t i = 0; i < count; i++)
+        sl_free(lines[i]);
+    sl_free(lines);
+    return rc;
+}
+
 static int run_call(bench_t *b, const char *cmd, char **argv, int argc) {
     sl_bytes_t args[SL_CTL_MAX_ARGS];
     if (argc > SL_CTL_MAX_ARGS)
@@ -509,6 +589,7 @@ static int usage(void) {
             "       sl-store-client burst [--writers W] [--count N] [--sample K] [--window D]\n"
             "                             [--prefix P] [--first F] [--tag T] [--no-observe] [--timeout S]\n"
             "                             ADDR...\n"
+            "       sl-store-client expect ADDR FILE\n"
             "       sl-store-client agree [--timeout S] ADDR...\n"
             "       sl-store-client heal [--timeout S] ADDR...\n");
     return 2;
@@ -541,15 +622,16 @@ int main(int argc, char **argv) {
     uint32_t timeout_s = 300, writers = 1;
     const char *mode = argv[1];
     int i = 2;
-    if (strcmp(mode, "call") == 0) {
+    if (strcmp(mode, "call") == 0 || strcmp(mode, "expect") == 0) {
+        if (argc < 4 || (mode[0] == 'e' && argc != 4))
+            return usage();
         b.zctx = zmq_ctx_new();
         if (!b.zctx || peer_open(b.zctx, &b.peers[0], argv[2]) != SL_OK)
             return die("cannot open a connection to %s", argv[2]);
         b.peer_count = 1;
-        if (argc < 4)
-            return usage();
-        b.deadline_ns = now_ns() + 10000000000ull;
-        int rc = run_call(&b, argv[3], argv + 4, argc - 4);
+        b.deadline_ns = now_ns() + (mode[0] == 'c' ? 10000000000ull : 5000000000ull);
+        int rc = mode[0] == 'c' ? run_call(&b, argv[3], argv + 4, argc - 4)
+                                : run_expect(&b, argv[3]);
         zmq_close(b.peers[0].sock);
         zmq_ctx_term(b.zctx);
         return rc;
