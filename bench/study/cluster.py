@@ -29,6 +29,15 @@ def proc_rss_mb(pid):
         return int(f.read().split()[1]) * PAGE / 2**20
 
 
+def proc_hwm_mb(pid):
+    """Peak resident memory of the process so far (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def wait_until(what, fn, timeout=60, every=0.05):
     """Polls fn until it returns something true; its value. A benchmark
     waits on an observable condition, never on a fixed sleep."""

@@ -24,7 +24,7 @@ run because a worker crashed). Prints one JSON line per side.
 import argparse, json, multiprocessing as mp, os, shutil, sys, tempfile, time, traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, proc_cpu_s, loadavg
+from cluster import Cluster, proc_cpu_s, proc_hwm_mb, proc_rss_mb, loadavg
 
 NOOP_CMD = "echo '{{\"epoch\": 1, \"score\": {x}}}'"
 
@@ -49,12 +49,18 @@ def run_starling(a, trials):
         t0 = time.time()
         sid = c.submit("p0", noop_spec("noop", trials, a.slots))
 
-        def finished():
-            st = c.status("p0", sid)
-            return st if st and st.get("finished") else None
-        st = c.wait("the study to finish", finished, 900, 0.05)
+        rss = {}
+
+        def finished():  # a store read, not a status (that builds the whole table)
+            for n in c.names:
+                rss[n] = max(rss.get(n, 0.0), proc_rss_mb(c.pid(n)))
+            r = c.ctl("p0", "get", f"study/{sid}/finished", check=False)
+            return bool(r.strip())
+        c.wait("the study to finish", finished, 900, 0.02)
         dt = time.time() - t0
         cpu = sum(proc_cpu_s(p) for p in pids) - cpu0
+        hwm = {n: round(proc_hwm_mb(c.pid(n)), 1) for n in c.names}
+        st = c.status("p0", sid)
         states = {}
         for t in st["trials"]:
             states[t["state"]] = states.get(t["state"], 0) + 1
@@ -63,6 +69,7 @@ def run_starling(a, trials):
                 "trials_per_s": round(done / dt, 1), "completed": done,
                 "lost": trials - done, "states": states,
                 "peer_cpu_ms_per_trial": round(1000 * cpu / trials, 3),
+                "peer_rss_max_mb": round(max(rss.values()), 1), "peer_vmhwm_mb": hwm,
                 "setup": f"4 peers, --slots {a.slots}, default timers"}
 
 
@@ -152,7 +159,7 @@ def run_ray(a, trials):
             return {"score": config["x"]}
         tuner = tune.Tuner(noop, param_space={"x": tune.uniform(0.0, 1.0)},
                            tune_config=tune.TuneConfig(num_samples=trials, metric="score",
-                                                       mode="max"),
+                                                       mode="max", reuse_actors=True),
                            run_config=tune.RunConfig(storage_path=store, name="noop",
                                                      verbose=0))
         t0 = time.time()
@@ -163,7 +170,7 @@ def run_ray(a, trials):
         return {"side": "ray", "trials": trials, "seconds": round(dt, 3),
                 "trials_per_s": round(ok / dt, 1), "completed": ok, "lost": trials - ok,
                 "setup": f"ray {ray.__version__}, ray.cluster_utils: head + 3 worker nodes "
-                         f"({nodes} alive), 1 CPU each, a trial takes 1 CPU"}
+                         f"({nodes} alive), 1 CPU each, a trial takes 1 CPU, reuse_actors=True"}
     finally:
         try:
             ray.shutdown()

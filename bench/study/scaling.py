@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Scaling: the time to finish a 200-trial ASHA study (min 1, max 9 epochs,
+reduction 3) with N real peers on loopback, one slot each (one "GPU" a
+peer), with simulated training time: a shell command trial that sleeps
+--epoch-s per epoch, reports a score that depends on its config, and
+checkpoints its epoch after each (so a promoted or preempted trial
+resumes). While it runs, a quarter of the peers (N // 4) churn: each is
+killed with kill -9 every --churn-period seconds (staggered) and
+restarted --churn-down seconds later. Speed-up is T(1 peer) / T(N).
+
+    scaling.py --build BUILD [--peers 1,2,4,8,16] [--trials 200]
+               [--epoch-s 0.25] [--churn-period 8] [--churn-down 1]
+One JSON line per N; a summary line last."""
+import argparse, json, os, random, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import Cluster, loadavg
+
+# sleeps an epoch, reports, then checkpoints (the peer replicates the
+# checkpoint directory one report behind, as for any command trial)
+# (a Starling template: {q} is the parameter, {{ and }} literal braces)
+TRIAL = ('e=$(cat "$STARLING_CHECKPOINT_DIR/ck" 2>/dev/null || echo 0); '
+         'while [ $e -lt $STARLING_EPOCHS ]; do sleep SECONDS; e=$((e+1)); '
+         'echo "{{\\"epoch\\": $e, \\"score\\": $(( {q} * e ))}}"; '
+         'echo $e > "$STARLING_CHECKPOINT_DIR/ck"; done')
+
+
+def spec(trials, epoch_s):
+    return {
+        "name": "scaling", "seed": 3,
+        "trainer": {"type": "command", "command": TRIAL.replace("SECONDS", str(epoch_s)), "timeout_s": 600},
+        "search_space": {"q": {"type": "int", "low": 1, "high": 100000}},
+        "searcher": {"type": "random"},
+        "scheduler": {"type": "asha", "min_epochs": 1, "max_epochs": 9, "reduction": 3},
+        "objectives": [{"metric": "score", "goal": "max"}],
+        "budget": {"trials": trials}, "concurrency": 1, "retries": 2, "lease_ms": 5000,
+    }
+
+
+def run_one(a, n):
+    churners = [f"p{i}" for i in range(n - n // 4, n)] if n >= 4 else []
+    with Cluster(a.build, n, extra=["--slots", "1"], tag=f"scaling{n}") as c:
+        c.wait("the peers converge", c.converged, 120, 0.3)
+        t0 = time.time()
+        sid = c.submit("p0", spec(a.trials, a.epoch_s))
+        rng = random.Random(n)
+        # churn: staggered kill -9 / restart of the churners
+        next_kill = {p: t0 + a.churn_period * (k + 1) / max(1, len(churners))
+                     for k, p in enumerate(churners)}
+        back_at = {}
+        kills = 0
+
+        def finished():
+            r = c.ctl("p0", "get", f"study/{sid}/finished", check=False, timeout=10)
+            return bool(r.strip())
+        while not finished():
+            now = time.time()
+            if now - t0 > a.timeout:
+                raise TimeoutError(f"{n} peers: not finished after {a.timeout} s")
+            for p in churners:
+                if p in c.proc and now >= next_kill[p]:
+                    c.kill9(p)
+                    kills += 1
+                    back_at[p] = now + a.churn_down
+                elif p not in c.proc and now >= back_at.get(p, 0):
+                    c.start(p, join=c.addr("p0"))
+                    next_kill[p] = now + a.churn_period + rng.uniform(-0.5, 0.5)
+            time.sleep(0.1)
+        dt = time.time() - t0
+        st = c.ctl_json("p0", "status", sid, timeout=30) or {"trials": []}
+        states = {}
+        epochs = 0
+        for t in st["trials"]:
+            states[t["state"]] = states.get(t["state"], 0) + 1
+            epochs += t["epoch"]
+        return {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
+                "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,
+                "loadavg_end": loadavg()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--peers", default="1,2,4,8,16")
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--epoch-s", type=float, default=0.25)
+    ap.add_argument("--churn-period", type=float, default=8.0)
+    ap.add_argument("--churn-down", type=float, default=1.0)
+    ap.add_argument("--timeout", type=float, default=600)
+    a = ap.parse_args()
+    rows = []
+    for n in [int(x) for x in a.peers.split(",")]:
+        try:
+            r = run_one(a, n)
+        except Exception as e:
+            r = {"peers": n, "error": f"{type(e).__name__}: {e}"[:300]}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    base = next((r["seconds"] for r in rows if r.get("peers") == 1 and "seconds" in r), None)
+    summary = []
+    for r in rows:
+        if base and "seconds" in r:
+            su = base / r["seconds"]
+            summary.append({"peers": r["peers"], "speedup": round(su, 2),
+                            "efficiency": round(su / r["peers"], 2)})
+    print(json.dumps({"summary": summary}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
