@@ -125,15 +125,23 @@ static bool alive_all(peer_t *ps, size_t want) {
     return true;
 }
 
-static void test_put_get_rereplicate(void) {
-    peer_t ps[NPEERS] = {{0}};
-    static const char *names[NPEERS] = {"a", "b", "c"};
+/* Three daemons a, b, c that see each other; false if one did not start. */
+static const char *names[NPEERS] = {"a", "b", "c"};
+
+static bool start_three(peer_t *ps) {
     start(&ps[0], names[0], NULL);
     if (!ps[0].blobs)
-        return;
+        return false;
     for (int i = 1; i < 3; i++)
         start(&ps[i], names[i], sl_node_addr(ps[0].node));
     WAIT_FOR(alive_all(ps, 3));
+    return true;
+}
+
+static void test_put_get_rereplicate(void) {
+    peer_t ps[NPEERS] = {{0}};
+    if (!start_three(ps))
+        return;
 
     size_t len = 2 * SL_BLOB_CHUNK_LEN + 12345;
     uint8_t *data = malloc(len);
@@ -243,13 +251,8 @@ static bool any_holder(peer_t *ps, const uint8_t *hash) {
  * everywhere; a blob that shares a chunk with it stays readable. */
 static void test_delete(void) {
     peer_t ps[NPEERS] = {{0}};
-    static const char *names[NPEERS] = {"a", "b", "c"};
-    start(&ps[0], names[0], NULL);
-    if (!ps[0].blobs)
+    if (!start_three(ps))
         return;
-    for (int i = 1; i < 3; i++)
-        start(&ps[i], names[i], sl_node_addr(ps[0].node));
-    WAIT_FOR(alive_all(ps, 3));
     size_t len = SL_BLOB_CHUNK_LEN + 999;
     uint8_t *a = malloc(len), *b = malloc(len);
     for (size_t i = 0; i < len; i++)
@@ -325,12 +328,8 @@ static void liar_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *bo
 
 static void test_corrupt_source(void) {
     peer_t ps[NPEERS] = {{0}};
-    static const char *names[3] = {"a", "b", "c"};
-    start(&ps[0], names[0], NULL);
-    if (!ps[0].blobs)
+    if (!start_three(ps))
         return;
-    for (int i = 1; i < 3; i++)
-        start(&ps[i], names[i], sl_node_addr(ps[0].node));
     liar_t liar = {0};
     char data_dir[600];
     snprintf(data_dir, sizeof data_dir, "%s/liar", tmpdir);
