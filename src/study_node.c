@@ -985,7 +985,11 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
                     write_result(sn, j->study, j->trial, SL_TRIAL_FAILED, j->last_epoch,
                                  j->epoch, ev->text);
             }
-            job_release(sn, j);
+            /* a done trial's result ends it (its state is read from the
+               result first, and nobody claims it again): releasing the
+               claim too would be one more replicated write a trial */
+            if (j->outcome != SL_EPOCH_DONE)
+                job_release(sn, j);
             sl_free(ev);
             job_free(sn, j, true);
             return;
@@ -1069,6 +1073,13 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
             cap += ms->m[i].free_slots;
         for (size_t i = 0; i < v.count; i++)
             cap += v.rows[i].t.state == SL_TRIAL_RUNNING;
+        /* a searcher that does not learn from results (random, grid) keeps
+           LOOKAHEAD times the fleet's slots proposed ahead: a peer that
+           frees a slot then finds a trial waiting for it, instead of
+           waiting for its result to reach the leader and the leader's
+           next proposal to reach it (two replication delays a trial) */
+        if (spec->searcher != SL_SEARCH_EVOLUTION)
+            cap *= LOOKAHEAD;
         uint64_t before = sn->writes;
         lead(sn, &v, cap);
         if (sn->writes != before) {

@@ -24,6 +24,8 @@
 #define POLL_MS 10
 #define TURN_GAP_MS 10
 #define TURN_COST_X 4
+/* Proposals kept waiting, in fleet slots, for searchers that do not learn. */
+#define LOOKAHEAD 3
 
 /* A trial as read from the store in one pass. */
 typedef struct {
