@@ -162,7 +162,7 @@ def run_burst(c, a, results):
         with bench_lock():
             load = loadavg()
             j = c.client_run('burst', '--writers', str(a.writers), '--count', str(a.burst),
-                             '--sample', str(max(1, 100 // a.writers)), '--window', '64',
+                             '--sample', '100', '--window', '64',
                              '--prefix', 'burst/r%d/' % r, '--tag', 'r%d' % r,
                              '--timeout', '900')
         j['load'] = load
@@ -193,16 +193,19 @@ def run_rest(c, a, results):
             time.sleep(a.rest)
             s1 = [c.stats(i) for i in range(c.n)]
             dt = time.time() - t0
-        bytes_out = sum(y['net']['bytes_out'] - x['net']['bytes_out'] for x, y in zip(s0, s1))
-        msgs_out = sum(y['net']['msgs_out'] - x['net']['msgs_out'] for x, y in zip(s0, s1))
+        # each peer's own interval between its two readings (its uptime_ms),
+        # not the harness's, which also spans the 2 x 20 stats calls
+        bps = statistics.mean((y['net']['bytes_out'] - x['net']['bytes_out']) * 1000.0 /
+                              (y['uptime_ms'] - x['uptime_ms']) for x, y in zip(s0, s1))
+        mps = statistics.mean((y['net']['msgs_out'] - x['net']['msgs_out']) * 1000.0 /
+                              (y['uptime_ms'] - x['uptime_ms']) for x, y in zip(s0, s1))
         st = {k: sum(y['store'][k] - x['store'][k] for x, y in zip(s0, s1))
               for k in ('digests_sent', 'summaries_sent', 'deltas_sent')}
-        bps = bytes_out / dt / c.n
-        results['rest'].append({'bps_per_peer': bps, 'msgs_per_s_per_peer': msgs_out / dt / c.n,
+        results['rest'].append({'bps_per_peer': bps, 'msgs_per_s_per_peer': mps,
                                 'window_s': dt, 'load': load, **st})
         print('  run %d (load %s): %.0f B/s per peer, %.2f msgs/s per peer; store in the window: '
               '%d digests, %d summaries, %d deltas (all peers)' % (
-                  r + 1, load, bps, msgs_out / dt / c.n, st['digests_sent'],
+                  r + 1, load, bps, mps, st['digests_sent'],
                   st['summaries_sent'], st['deltas_sent']), flush=True)
     med = median_line('bytes/s per peer at rest', [x['bps_per_peer'] for x in results['rest']], 'B/s')
     print('  (note: Serf ~%d B/s per peer for membership alone; ratio %.2f)' %

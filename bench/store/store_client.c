@@ -16,8 +16,9 @@
  *       sample: from its acknowledgement, every peer is polled with `get`
  *       until it holds it. A replica applies one writer's dots in order, so
  *       each peer is polled only for the oldest sample it has not shown
- *       yet (one `get` in flight per peer, a miss retried after 5 ms). Then
- *       rounds of `stats` until every peer reports one store.state_hash.
+ *       yet (one `get` in flight per peer, a miss retried after 5 ms). From
+ *       the last acknowledgement on, rounds of `stats` (alongside the gets)
+ *       until every peer reports one store.state_hash.
  *       Prints a JSON summary line (times in seconds).
  *   expect ADDR FILE
  *       FILE holds lines "KEY VALUE" (the value runs to the end of the
@@ -77,7 +78,6 @@ typedef struct {
     bool get_busy;        /* a get in flight */
     uint32_t get_rr;      /* next writer to look at */
     /* stats rounds */
-    bool stats_busy;      /* a stats request in flight */
     double state_hash;    /* last reported (JSON number) */
     uint64_t applied;     /* last reported store.applied */
 } peer_t;
@@ -314,35 +314,47 @@ static double pct(const double *v, size_t n, double q) {
     return v[i < n ? i : n - 1];
 }
 
-/* Rounds of stats on every peer until one round reports one state_hash.
- * Returns the time the last reply of that round came, or 0 on timeout.
- * Other replies (late gets) are dropped. */
+/* Rounds of `stats` on every peer, one round at a time (ROUND_GAP_NS
+ * apart), until a round in which every peer reports one state_hash. */
+typedef struct {
+    size_t waiting;     /* replies the round in flight still needs */
+    uint64_t next_ns;   /* the next round, not before */
+    uint32_t rounds;    /* rounds started */
+    uint64_t agreed_ns; /* when the last reply of the agreeing round came (0: not yet) */
+} agree_t;
+
+static void agree_step(bench_t *b, agree_t *a, uint64_t now) {
+    if (a->agreed_ns || a->waiting || now < a->next_ns)
+        return;
+    for (size_t i = 0; i < b->peer_count; i++)
+        if (send_req(&b->peers[i], ID(KIND_STATS, i), "stats", NULL, 0) == SL_OK)
+            a->waiting++;
+    a->rounds++;
+    a->next_ns = now + ROUND_GAP_NS;
+}
+
+static void agree_reply(bench_t *b, agree_t *a, peer_t *p, const reply_t *r, uint64_t now) {
+    double h = 0, n = 0;
+    if (r->status == SL_OK && store_number(r->body, "state_hash", &h))
+        p->state_hash = h;
+    if (r->status == SL_OK && store_number(r->body, "applied", &n))
+        p->applied = (uint64_t)n;
+    if (!a->waiting || --a->waiting)
+        return;
+    bool same = true;
+    for (size_t i = 1; i < b->peer_count; i++)
+        same &= b->peers[i].state_hash == b->peers[0].state_hash;
+    if (same)
+        a->agreed_ns = now;
+}
+
+/* Returns the agreement time, or 0 on timeout. Other replies are dropped. */
 static uint64_t stats_until_agree(bench_t *b, uint32_t *rounds) {
-    uint64_t next_round = 0;
-    *rounds = 0;
-    for (;;) {
+    agree_t a = {0};
+    while (!a.agreed_ns && now_ns() <= b->deadline_ns) {
+        agree_step(b, &a, now_ns());
+        wait_input(b, 5);
         uint64_t now = now_ns();
-        if (now > b->deadline_ns)
-            return 0;
-        bool busy = false;
-        for (size_t i = 0; i < b->peer_count; i++)
-            busy |= b->peers[i].stats_busy;
-        if (!busy && *rounds > 0) {
-            bool same = true;
-            for (size_t i = 1; i < b->peer_count; i++)
-                same &= b->peers[i].state_hash == b->peers[0].state_hash;
-            if (same)
-                return now;
-        }
-        if (!busy && now >= next_round) {
-            for (size_t i = 0; i < b->peer_count; i++)
-                if (send_req(&b->peers[i], ID(KIND_STATS, i), "stats", NULL, 0) == SL_OK)
-                    b->peers[i].stats_busy = true;
-            (*rounds)++;
-            next_round = now + ROUND_GAP_NS;
-            continue;
-        }
-        wait_input(b, busy ? 100 : (long)((next_round - now) / 1000000ull) + 1);
         for (size_t i = 0; i < b->peer_count; i++) {
             peer_t *p = &b->peers[i];
             for (;;) {
@@ -350,20 +362,14 @@ static uint64_t stats_until_agree(bench_t *b, uint32_t *rounds) {
                 bool got;
                 if (recv_rep(p, &r, &got) != SL_OK || !got)
                     break;
-                if (ID_KIND(r.id) == KIND_STATS && r.status == SL_OK) {
-                    double h = 0, a = 0;
-                    if (store_number(r.body, "state_hash", &h))
-                        p->state_hash = h;
-                    if (store_number(r.body, "applied", &a))
-                        p->applied = (uint64_t)a;
-                    p->stats_busy = false;
-                } else if (ID_KIND(r.id) == KIND_STATS) {
-                    p->stats_busy = false;
-                }
+                if (ID_KIND(r.id) == KIND_STATS)
+                    agree_reply(b, &a, p, &r, now);
                 sl_free(r.body);
             }
         }
     }
+    *rounds = a.rounds;
+    return a.agreed_ns;
 }
 
 static int run_burst(bench_t *b) {
@@ -385,9 +391,13 @@ static int run_burst(bench_t *b) {
             return die("%s", "out of memory");
     }
     uint64_t t0 = now_ns(), last_ack = 0;
+    agree_t agree = {0}; /* rounds of stats from the last acknowledgement on */
     for (size_t wi = 0; wi < b->writers; wi++)
         send_puts(b, &b->peers[wi], wi);
-    while (b->acked + b->failed < b->count || (b->observe && !all_seen(b))) {
+    for (;;) {
+        bool written = b->acked + b->failed == b->count;
+        if (written && (!b->observe || all_seen(b)) && agree.agreed_ns)
+            break;
         uint64_t now = now_ns();
         if (now > b->deadline_ns) {
             fprintf(stderr, "sl-store-client: timed out (%" PRIu32 " of %" PRIu32 " acked)\n",
@@ -397,6 +407,8 @@ static int run_burst(bench_t *b) {
         if (b->observe)
             for (size_t o = 0; o < b->peer_count; o++)
                 send_get(b, &b->peers[o], now);
+        if (written)
+            agree_step(b, &agree, now);
         wait_input(b, 1);
         now = now_ns();
         for (size_t i = 0; i < b->peer_count; i++) {
@@ -420,14 +432,16 @@ static int run_burst(bench_t *b) {
                     send_puts(b, p, i);
                 } else if (ID_KIND(r.id) == KIND_GET && ID_N(r.id) < b->writers) {
                     on_get_reply(b, p, ID_N(r.id), r.status == SL_OK, now);
+                } else if (ID_KIND(r.id) == KIND_STATS) {
+                    agree_reply(b, &agree, p, &r, now);
                 }
                 sl_free(r.body);
             }
         }
     }
     uint64_t t_written = last_ack;
-    uint32_t rounds = 0;
-    uint64_t t_agree = stats_until_agree(b, &rounds);
+    uint32_t rounds = agree.rounds;
+    uint64_t t_agree = agree.agreed_ns;
     /* latencies of the samples every peer showed */
     size_t n = 0, total = 0;
     for (size_t wi = 0; wi < b->writers; wi++)
