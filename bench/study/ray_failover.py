@@ -20,7 +20,9 @@ file, like bench/study/trial.py.
     for --head-wait seconds: does any trial start again or report, does
     fit() return or raise?
 
-Prints one line per event and a JSON summary on the last line."""
+Prints one line per event, and a JSON summary before the head is killed
+and again after (the driver, Tune's controller, may die with the head:
+bench/study/run records its exit status)."""
 import argparse, json, os, shutil, statistics, sys, tempfile, threading, time
 
 
@@ -157,6 +159,8 @@ def main():
             "max_s": round(max(ok), 3) if ok else None,
             "from_epochs": froms, "all_s": [None if x is None else round(x, 3) for x in times]}
 
+        # printed now: when the head is gone the driver itself may not live on
+        print(json.dumps(out), flush=True)
         # the head
         time.sleep(epoch_s * 3)
         n_before = len(read_events())
@@ -173,6 +177,7 @@ def main():
             "fit_after_s": round(fit["end"] - t_kill, 2) if "end" in fit else None,
         }
         print(f"head kill: {json.dumps(out['head_kill'])}", flush=True)
+        print(json.dumps(out), flush=True)
     finally:
         try:
             ray.shutdown()
@@ -183,7 +188,6 @@ def main():
         except Exception:
             pass
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

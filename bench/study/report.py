@@ -44,15 +44,22 @@ def main():
     ap.add_argument("--command", required=True)
     ap.add_argument("--parts", default="")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--source", default="", help="the source tree the peers were built from")
     a = ap.parse_args()
     d = a.dir
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
+    src = a.source or "."
+    rev = subprocess.run(["git", "-C", src, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", src, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
     with open("/proc/loadavg") as f:
         load_end = " ".join(f.read().split()[:3])
+    cmds = lines(os.path.join(d, "commands.txt")) or [a.command]
     md = ["# Study benchmarks (issue 5)", "",
-          f"Command: `{a.command}` (parts: {a.parts}). Date: "
-          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {rev}. "
+          "Command" + ("s" if len(cmds) > 1 else "") + ": " + "; then ".join(
+              f"`{c}`" for c in cmds) + ". Date: "
+          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; peers built from "
+          f"commit {rev}{' with local changes' if dirty else ''}. "
           f"Machine: {os.cpu_count()} cores ({cpu_model()}), shared with other work; "
           f"load average at the end {load_end} (each part's load is given with it). "
           "Every timed part ran holding /tmp/starling-bench.lock; the other sides of each "
@@ -111,6 +118,11 @@ def main():
                         f"watched; no trial started again ({hk['trial_starts_after']} starts): "
                         "the run is stuck until someone restarts the head and resumes the "
                         "experiment by hand (`Tuner.restore`)")
+            drv = next((l.split(":", 1)[1].strip() for l in rf if l.startswith("driver exit:")),
+                       None)
+            if drv and not drv.startswith("0"):
+                what += (f"; then the driver process itself (Tune's controller) ended with "
+                         f"status {drv}")
             md.append(f"| kill -9 of the head node (GCS, its raylet) | {what} |")
         md += ["", "Starling has no head: any peer's death is the case measured above.", ""]
     else:
@@ -128,7 +140,8 @@ def main():
             v = [r[key] for r in by.get(side, []) if key in r]
             return statistics.median(v) if v else None
         st = by.get("starling", [{}])[0]
-        md += [f"`bench/study/overhead.py`, {len(by.get('starling', []))} rounds, each "
+        nr = len(by.get("starling", []))
+        md += [f"`bench/study/overhead.py`, {nr} round{'s' if nr != 1 else ''}, each "
                "running every side one after the other. No-op trials: Starling runs a "
                f"random-search FIFO study of {st.get('trials', '?')} one-epoch command "
                "trials (`echo` of one report) on 4 peers with 4 slots each, timed from "
