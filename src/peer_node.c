@@ -250,8 +250,12 @@ static sl_err ctl_members(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     return reply_json(call, arr);
 }
 
+/* An exact integer: a double (cJSON's numbers) keeps only 53 bits, and
+ * counters such as store.state_hash use all 64. */
 static void add_u64(cJSON *o, const char *k, uint64_t v) {
-    cJSON_AddNumberToObject(o, k, (double)v);
+    char num[24];
+    snprintf(num, sizeof num, "%" PRIu64, v);
+    cJSON_AddRawToObject(o, k, num);
 }
 
 static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {

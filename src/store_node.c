@@ -587,7 +587,7 @@ static sl_err ctl_keys(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_c
 /* store-fault block ADDR... | heal: test-only partitions (benchmarks and
  * cluster tests): store messages to and from the listed peers' store
  * addresses are dropped until heal. Membership is left alone, so this
- * splits the store's traffic only (bench/store/partition.py). */
+ * splits the store's traffic only (bench/store/cluster.py). */
 static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
     sl_store_node_t *sn = ctx;
     (void)node;
