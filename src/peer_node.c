@@ -430,6 +430,12 @@ sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx) {
     return SL_OK;
 }
 
+void sl_node_tick_soon(sl_node_t *node, sl_node_tick_fn fn, void *ctx) {
+    for (size_t i = 0; i < node->tick_count; i++)
+        if (node->ticks[i].fn == fn && node->ticks[i].ctx == ctx)
+            node->ticks[i].due_ns = 1; /* past, and not 0: the loop does not wait */
+}
+
 /* ---- Sending ---- */
 
 sl_err sl_node_send(sl_node_t *node, const char *addr, uint8_t type, const uint8_t *body,

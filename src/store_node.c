@@ -24,6 +24,17 @@ typedef struct {
     bool urgent;                      /* joined or came back: exchange at the next round */
 } peer_rid_t;
 
+/* A local write appended to the WAL but not synced yet: at the end of
+ * the loop's turn one sync covers every staged write, then each is pushed
+ * to peers, reported to the change hook and, for a put or del from a
+ * client, answered. */
+typedef struct {
+    sl_store_msg_t delta;  /* the write, to push once durable */
+    uint8_t *key;          /* its key (sl_malloc'd) */
+    size_t key_len;
+    sl_ctl_call_t *call;   /* the client's request, deferred (NULL: a module's write) */
+} staged_t;
+
 struct sl_store_node {
     sl_node_t *node;              /* the daemon's loop (borrowed) */
     sl_store_t *store;            /* the replica */
@@ -53,6 +64,11 @@ struct sl_store_node {
     char (*blocked)[SL_STORE_MAX_ADDR + 1]; /* test-only: store traffic to and from these is dropped */
     size_t blocked_count;         /* entries */
     uint64_t fault_dropped;       /* messages dropped by the fault command */
+    staged_t *staged;             /* writes in the WAL waiting for this turn's sync */
+    size_t staged_count;          /* entries */
+    size_t staged_cap;            /* allocated */
+    uint64_t group_commits;       /* syncs that made staged writes durable */
+    uint64_t group_writes;        /* staged writes they covered */
 };
 
 static sl_err replay(void *ctx, uint8_t type, const uint8_t *body, size_t len) {
@@ -130,6 +146,79 @@ static sl_err commit(sl_store_node_t *sn) {
 }
 
 /* A local write's delta: logged, synced, pushed. */
+static void notify_local(sl_store_node_t *sn, const void *key, size_t key_len) {
+    if (!sn->on_change)
+        return;
+    sl_store_entry_t e;
+    bool live = sl_store_lookup(sn->store, key, key_len, &e) == SL_OK;
+    sn->on_change(sn->on_change_ctx, key, key_len, live ? &e : NULL);
+}
+
+static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns);
+
+/* Appends a local write to the WAL and stages it for the turn's group
+ * commit (flush_staged). Takes `d` whatever happens. */
+static sl_err stage(sl_store_node_t *sn, sl_store_msg_t *d, const void *key, size_t key_len,
+                    sl_ctl_call_t *call) {
+    if (sn->staged_count == sn->staged_cap) {
+        size_t cap = sn->staged_cap ? 2 * sn->staged_cap : 64;
+        staged_t *s = sl_realloc(sn->staged, cap * sizeof *s);
+        if (!s) {
+            sl_store_msg_fini(d);
+            return SL_ENOMEM;
+        }
+        sn->staged = s;
+        sn->staged_cap = cap;
+    }
+    staged_t *s = &sn->staged[sn->staged_count];
+    s->key = sl_malloc(key_len ? key_len : 1);
+    sl_err err = s->key ? log_record(sn, d) : SL_ENOMEM;
+    if (err) {
+        sl_free(s->key);
+        sl_store_msg_fini(d);
+        return err;
+    }
+    memcpy(s->key, key, key_len);
+    s->key_len = key_len;
+    s->delta = *d;
+    s->call = call;
+    if (sn->staged_count++ == 0)
+        sl_node_tick_soon(sn->node, on_tick, sn); /* the group commit ends this turn */
+    return SL_OK;
+}
+
+/* One sync for every staged write; then they leave the peer. With
+ * `answer` false (the node is gone) the requests are only let go. */
+static void flush_staged(sl_store_node_t *sn, bool answer) {
+    if (!sn->staged_count)
+        return;
+    sl_err err = commit(sn);
+    if (err)
+        sl_log(SL_LOG_ERR, "STORE-WAL", "cannot sync the store's log: %s; %zu writes refused",
+               sl_strerror(err), sn->staged_count);
+    else {
+        sn->group_commits++;
+        sn->group_writes += sn->staged_count;
+    }
+    for (size_t i = 0; i < sn->staged_count; i++) {
+        staged_t *s = &sn->staged[i];
+        if (!err && answer) {
+            push(sn, &s->delta, 2);
+            notify_local(sn, s->key, s->key_len);
+        }
+        if (s->call && answer) {
+            if (err)
+                sl_ctl_reply(s->call, err, "cannot sync the write to disk", 29, false);
+            else
+                sl_ctl_reply(s->call, SL_OK, "{}", 2, false);
+        }
+        sl_ctl_call_free(&s->call);
+        sl_store_msg_fini(&s->delta);
+        sl_free(s->key);
+    }
+    sn->staged_count = 0;
+}
+
 static sl_err local_write(sl_store_node_t *sn, sl_store_msg_t *d) {
     sl_err err = log_record(sn, d);
     if (!err)
@@ -140,13 +229,6 @@ static sl_err local_write(sl_store_node_t *sn, sl_store_msg_t *d) {
     return err;
 }
 
-static void notify_local(sl_store_node_t *sn, const void *key, size_t key_len) {
-    if (!sn->on_change)
-        return;
-    sl_store_entry_t e;
-    bool live = sl_store_lookup(sn->store, key, key_len, &e) == SL_OK;
-    sn->on_change(sn->on_change_ctx, key, key_len, live ? &e : NULL);
-}
 
 sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, const void *val,
                          size_t val_len) {
@@ -163,6 +245,13 @@ sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len) {
     if (!err && !(err = local_write(sn, &d)))
         notify_local(sn, key, key_len);
     return err;
+}
+
+sl_err sl_store_node_put_later(sl_store_node_t *sn, const void *key, size_t key_len,
+                               const void *val, size_t val_len) {
+    sl_store_msg_t d;
+    sl_err err = sl_store_put(sn->store, key, key_len, val, val_len, sl_plat_wall_ms(), &d);
+    return err ? err : stage(sn, &d, key, key_len, NULL);
 }
 
 void sl_store_node_on_change(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx) {
@@ -430,6 +519,7 @@ static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
 static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     sl_store_node_t *sn = ctx;
     (void)node;
+    flush_staged(sn, true);
     if (now_ns >= sn->next_sync_ns) {
         sn->next_sync_ns = now_ns + (uint64_t)sn->sync_ms * 1000000ull;
         if (commit(sn) != SL_OK)
@@ -459,6 +549,8 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"summaries_sent", sn->summaries_sent},
                              {"rounds_silent", sn->rounds_silent},
                              {"fault_dropped", sn->fault_dropped},
+                             {"group_commits", sn->group_commits},
+                             {"group_writes", sn->group_writes},
                              {"state_hash", sl_store_state_hash(sn->store)}};
     size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
     memcpy(out, c, n * sizeof *c);
@@ -471,12 +563,33 @@ static sl_err reply_err(sl_ctl_call_t *call, sl_err err, const char *msg) {
     return sl_ctl_reply(call, err, msg, strlen(msg), false);
 }
 
+/* A client's put or del: answered once the turn's group commit made it
+ * durable. */
+static sl_err stage_request(sl_store_node_t *sn, sl_store_msg_t *d, const void *key,
+                            size_t key_len, sl_ctl_call_t *call) {
+    sl_ctl_call_t *later = sl_ctl_defer(call);
+    if (!later) {
+        sl_store_msg_fini(d);
+        return SL_ENOMEM;
+    }
+    sl_err err = stage(sn, d, key, key_len, later);
+    if (err) {
+        sl_ctl_reply(later, err, "cannot append the write to the log", 34, false);
+        sl_ctl_call_free(&later);
+    }
+    return SL_OK;
+}
+
 static sl_err ctl_put(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
     (void)node;
     if (req->arg_count != 2)
         return reply_err(call, SL_EINVAL, "usage: put KEY VALUE");
-    sl_err err = sl_store_node_put(ctx, req->args[0].ptr, req->args[0].len, req->args[1].ptr,
-                                   req->args[1].len);
+    sl_store_node_t *sn = ctx;
+    sl_store_msg_t d;
+    sl_err err = sl_store_put(sn->store, req->args[0].ptr, req->args[0].len, req->args[1].ptr,
+                              req->args[1].len, sl_plat_wall_ms(), &d);
+    if (!err)
+        return stage_request(sn, &d, req->args[0].ptr, req->args[0].len, call);
     if (err == SL_EINVAL)
         return reply_err(call, err, "key must be 1..512 bytes of UTF-8 and hold a register "
                                     "(not a set, counter or map)");
@@ -504,7 +617,11 @@ static sl_err ctl_del(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
     (void)node;
     if (req->arg_count != 1)
         return reply_err(call, SL_EINVAL, "usage: del KEY");
-    sl_err err = sl_store_node_del(ctx, req->args[0].ptr, req->args[0].len);
+    sl_store_node_t *sn = ctx;
+    sl_store_msg_t d;
+    sl_err err = sl_store_del(sn->store, req->args[0].ptr, req->args[0].len, sl_plat_wall_ms(), &d);
+    if (!err)
+        return stage_request(sn, &d, req->args[0].ptr, req->args[0].len, call);
     if (err == SL_ENOTFOUND)
         return reply_err(call, err, "no such key");
     return err ? reply_err(call, err, sl_strerror(err)) : sl_ctl_reply(call, SL_OK, "{}", 2, false);
@@ -681,8 +798,11 @@ void sl_store_node_destroy(sl_store_node_t **snp) {
     sl_store_node_t *sn = *snp;
     if (!sn)
         return;
-    if (sn->disk && sn->store)
+    if (sn->disk && sn->store) {
+        flush_staged(sn, false);
         commit(sn);
+    }
+    sl_free(sn->staged);
     sl_store_destroy(&sn->store);
     sl_disk_close(&sn->disk);
     sl_free(sn->peers);

@@ -80,9 +80,9 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         snprintf(start, sizeof start, "%" PRIu64, sl_study_node_wall_ms());
         char sk[96];
         snprintf(sk, sizeof sk, "study/%s/start", id);
-        err = sl_study_node_put_str(sn, sk, start, strlen(start));
+        err = sl_study_node_put_now(sn, sk, start, strlen(start));
         if (err == SL_OK)
-            err = sl_study_node_put_str(sn, key, (const char *)req->args[0].ptr, req->args[0].len);
+            err = sl_study_node_put_now(sn, key, (const char *)req->args[0].ptr, req->args[0].len);
         if (err != SL_OK) {
             sl_free(spec);
             return reply_text(call, err, "cannot store the study: %s", sl_strerror(err));
@@ -446,7 +446,7 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         return SL_OK;
     char key[96];
     snprintf(key, sizeof key, "study/%s/cancel", v.id);
-    sl_err err = sl_study_node_put_str(sn, key, "cancelled", 9);
+    sl_err err = sl_study_node_put_now(sn, key, "cancelled", 9);
     char body[128];
     snprintf(body, sizeof body, "{\"study\":\"%s\",\"cancelled\":true}", v.id);
     sl_study_view_fini(&v);

@@ -43,7 +43,20 @@ uint64_t sl_study_node_wall_ms(void) { return sl_plat_wall_ms(); }
 
 static const char *self_name(sl_study_node_t *sn) { return sl_node_name(sn->node); }
 
+/* Durable at the end of the loop's turn, with the turn's other writes in
+ * one sync (sl_store_node_put_later): a trial's several writes a turn cost
+ * one fsync, not one each. */
 sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
+    sl_err err = sl_store_node_put_later(sn->store, key, strlen(key), val, len);
+    sn->writes++;
+    if (err != SL_OK)
+        sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s", key, sl_strerror(err));
+    return err;
+}
+
+/* Durable before it returns, and pushed to peers: for a command that
+ * answers a client (submit, cancel), which may then ask another peer. */
+sl_err sl_study_node_put_now(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
     sl_err err = sl_store_node_put(sn->store, key, strlen(key), val, len);
     sn->writes++;
     if (err != SL_OK)

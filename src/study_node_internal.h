@@ -142,6 +142,7 @@ struct sl_study_node {
 
 /* Store access (the study's keys are LWW registers). */
 sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len);
+sl_err sl_study_node_put_now(sl_study_node_t *sn, const char *key, const char *val, size_t len);
 sl_err sl_study_node_get_str(sl_study_node_t *sn, const char *key, const uint8_t **v, size_t *len);
 /* The parsed spec of study `id` (cached), or NULL. */
 const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id);

@@ -137,6 +137,12 @@ typedef uint64_t (*sl_node_tick_fn)(void *ctx, sl_node_t *node, uint64_t now_ns)
 
 sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx);
 
+/* Runs a registered tick at the end of this loop turn (or the next turn,
+ * without waiting), whatever time it asked for: for work a message
+ * handler started that must not wait for the tick's own period (the
+ * store's group commit). */
+void sl_node_tick_soon(sl_node_t *node, sl_node_tick_fn fn, void *ctx);
+
 /* Called for each membership event, after the node has logged it. The
  * event's views are valid only during the call. */
 typedef void (*sl_node_member_fn)(void *ctx, sl_node_t *node, const sl_swim_event_t *ev);

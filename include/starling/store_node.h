@@ -60,6 +60,14 @@ sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, c
                          size_t val_len);
 sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len);
 
+/* A register write made durable at the end of this loop turn, with every
+ * other write of the turn in one sync (group commit), and only then sent
+ * to peers. It reads back at once here; a crash before the turn ends loses
+ * it, and no other peer ever saw it. For modules that write many keys a
+ * turn (studies); the `put` and `del` commands answer the same way. */
+sl_err sl_store_node_put_later(sl_store_node_t *sn, const void *key, size_t key_len,
+                               const void *val, size_t val_len);
+
 /* Told of a key that changed: a local write (once durable) or an applied
  * remote DELTA. `e` is the key's entry now (valid during the call only),
  * NULL when it was deleted or is empty. A RESET snapshot (a peer back
