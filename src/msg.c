@@ -601,3 +601,19 @@ sl_err sl_msg_encoded_len(const sl_msg_t *msg, size_t *len) {
     sl_mpack_writer_fini(&w);
     return err;
 }
+
+sl_err sl_msg_ctl_req_encode(uint32_t id, const char *cmd, const sl_bytes_t *args,
+                             size_t arg_count, uint8_t header[SL_WIRE_HEADER_LEN],
+                             uint8_t **body, size_t *body_len) {
+    if (arg_count > SL_CTL_MAX_ARGS)
+        return SL_EINVAL;
+    sl_msg_t req;
+    memset(&req, 0, sizeof req);
+    req.type = SL_MSG_CTL_REQ;
+    req.u.ctl_req.id = id;
+    req.u.ctl_req.cmd = sl_bytes_str(cmd);
+    for (size_t i = 0; i < arg_count; i++)
+        req.u.ctl_req.args[i] = args[i];
+    req.u.ctl_req.arg_count = arg_count;
+    return sl_msg_encode(&req, header, body, body_len);
+}

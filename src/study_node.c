@@ -43,25 +43,26 @@ uint64_t sl_study_node_wall_ms(void) { return sl_plat_wall_ms(); }
 
 static const char *self_name(sl_study_node_t *sn) { return sl_node_name(sn->node); }
 
-/* Durable at the end of the loop's turn, with the turn's other writes in
- * one sync (sl_store_node_put_later): a trial's several writes a turn cost
- * one fsync, not one each. */
-sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
-    sl_err err = sl_store_node_put_later(sn->store, key, strlen(key), val, len);
+/* Counts the write (the view is rebuilt after the loop's own writes) and
+ * says when it failed. */
+static sl_err wrote(sl_study_node_t *sn, const char *key, sl_err err) {
     sn->writes++;
     if (err != SL_OK)
         sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s", key, sl_strerror(err));
     return err;
 }
 
+/* Durable at the end of the loop's turn, with the turn's other writes in
+ * one sync (sl_store_node_put_later): a trial's several writes a turn cost
+ * one fsync, not one each. */
+sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
+    return wrote(sn, key, sl_store_node_put_later(sn->store, key, strlen(key), val, len));
+}
+
 /* Durable before it returns, and pushed to peers: for a command that
  * answers a client (submit, cancel), which may then ask another peer. */
 sl_err sl_study_node_put_now(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
-    sl_err err = sl_store_node_put(sn->store, key, strlen(key), val, len);
-    sn->writes++;
-    if (err != SL_OK)
-        sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s", key, sl_strerror(err));
-    return err;
+    return wrote(sn, key, sl_store_node_put(sn->store, key, strlen(key), val, len));
 }
 
 sl_err sl_study_node_get_str(sl_study_node_t *sn, const char *key, const uint8_t **v, size_t *len) {

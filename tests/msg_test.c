@@ -550,6 +550,27 @@ static void test_decode_args(void) {
     CHECK_ERR(sl_msg_decode(h, 4, NULL, 0, &m), SL_ETRUNC);
 }
 
+/* sl_msg_ctl_req_encode: what clients send decodes to the request built. */
+static void test_ctl_req_encode(void) {
+    sl_bytes_t args[2] = {sl_bytes_str("k"), {(const uint8_t *)"a\0b", 3}};
+    uint8_t h[SL_WIRE_HEADER_LEN], *b = NULL;
+    size_t n = 0;
+    CHECK_OK(sl_msg_ctl_req_encode(7, "put", args, 2, h, &b, &n));
+    sl_msg_t m;
+    CHECK_OK(sl_msg_decode(h, sizeof h, b, n, &m));
+    CHECK_INT(m.type, SL_MSG_CTL_REQ);
+    CHECK_INT(m.u.ctl_req.id, 7);
+    CHECK(m.u.ctl_req.cmd.len == 3 && !memcmp(m.u.ctl_req.cmd.ptr, "put", 3));
+    CHECK_INT(m.u.ctl_req.arg_count, 2);
+    CHECK(m.u.ctl_req.args[1].len == 3 && !memcmp(m.u.ctl_req.args[1].ptr, "a\0b", 3));
+    sl_msg_fini(&m);
+    sl_free(b);
+    sl_bytes_t many[SL_CTL_MAX_ARGS + 1];
+    for (size_t i = 0; i <= SL_CTL_MAX_ARGS; i++)
+        many[i] = sl_bytes_str("x");
+    CHECK_ERR(sl_msg_ctl_req_encode(1, "keys", many, SL_CTL_MAX_ARGS + 1, h, &b, &n), SL_EINVAL);
+}
+
 int main(void) {
     sl_test_run("vectors", test_vectors);
     sl_test_run("ping_fields", test_ping_fields);
@@ -560,5 +581,6 @@ int main(void) {
     sl_test_run("alloc_failure", test_alloc_failure);
     sl_test_run("mutations", test_mutations);
     sl_test_run("decode_args", test_decode_args);
+    sl_test_run("ctl_req_encode", test_ctl_req_encode);
     return sl_test_finish();
 }

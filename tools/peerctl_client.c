@@ -163,17 +163,9 @@ int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_
     sl_rng_seed(&rng, sl_plat_now_ns() ^ ((uint64_t)getpid() << 32));
     uint32_t id = (uint32_t)sl_rng_next(&rng);
 
-    sl_msg_t req;
-    memset(&req, 0, sizeof req);
-    req.type = SL_MSG_CTL_REQ;
-    req.u.ctl_req.id = id;
-    req.u.ctl_req.cmd = sl_bytes_str(cmd);
-    for (size_t i = 0; i < arg_count; i++)
-        req.u.ctl_req.args[i] = args[i];
-    req.u.ctl_req.arg_count = arg_count;
     uint8_t header[SL_WIRE_HEADER_LEN];
     size_t body_len = 0;
-    err = sl_msg_encode(&req, header, &body, &body_len);
+    err = sl_msg_ctl_req_encode(id, cmd, args, arg_count, header, &body, &body_len);
     if (err != SL_OK) {
         fprintf(stderr, "peerctl: cannot encode the request: %s (an argument is too long?)\n",
                 sl_strerror(err));

@@ -126,18 +126,10 @@ static sl_err peer_open(void *zctx, peer_t *p, const char *addr) {
 /* Sends one request; blocks only while the connection is being made. */
 static sl_err send_req(peer_t *p, uint32_t id, const char *cmd, const sl_bytes_t *args,
                        size_t arg_count) {
-    sl_msg_t req;
-    memset(&req, 0, sizeof req);
-    req.type = SL_MSG_CTL_REQ;
-    req.u.ctl_req.id = id;
-    req.u.ctl_req.cmd = sl_bytes_str(cmd);
-    for (size_t i = 0; i < arg_count; i++)
-        req.u.ctl_req.args[i] = args[i];
-    req.u.ctl_req.arg_count = arg_count;
     uint8_t header[SL_WIRE_HEADER_LEN];
     uint8_t *body = NULL;
     size_t len = 0;
-    sl_err err = sl_msg_encode(&req, header, &body, &len);
+    sl_err err = sl_msg_ctl_req_encode(id, cmd, args, arg_count, header, &body, &len);
     if (err)
         return err;
     if (zmq_send(p->sock, header, sizeof header, ZMQ_SNDMORE) < 0 ||

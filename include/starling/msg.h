@@ -167,6 +167,13 @@ sl_err sl_msg_decode(const uint8_t *header, size_t header_len,
 sl_err sl_msg_encode(const sl_msg_t *msg, uint8_t header[SL_WIRE_HEADER_LEN],
                      uint8_t **body, size_t *body_len);
 
+/* A CTL_REQ for `cmd` with `arg_count` (<= SL_CTL_MAX_ARGS, else
+ * SL_EINVAL) arguments, encoded as sl_msg_encode does: what every client
+ * sends. */
+sl_err sl_msg_ctl_req_encode(uint32_t id, const char *cmd, const sl_bytes_t *args,
+                             size_t arg_count, uint8_t header[SL_WIRE_HEADER_LEN],
+                             uint8_t **body, size_t *body_len);
+
 /* Encoded size of the body without building it (for the simulator's
  * bytes-per-node figures). */
 sl_err sl_msg_encoded_len(const sl_msg_t *msg, size_t *len);
