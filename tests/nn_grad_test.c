@@ -417,6 +417,93 @@ static void test_sgemm_split(void) {
     sl_nn_backend_destroy(&more[1]);
 }
 
+/* The sparse-operand product (cpu_sparse.c, taken when one operand is
+ * mostly zeros): SL_NN_CPU_SPARSE=always forces it, never forbids it. On
+ * shapes of the engine's products (MLP, conv weight and input gradients)
+ * and odd ones, with A or B sparse (half, a tenth, none or all of it
+ * nonzero, whole zero rows), every transposition, beta 0 and 1: equal to
+ * the dense product within float tolerance, bit-for-bit the same for 1, 2
+ * and 3 threads, and nothing written outside C's [m][n]. */
+static void test_sgemm_sparse(void) {
+    static const int shapes[][3] = {{128, 256, 784}, {784, 256, 128}, {128, 256, 128},
+                                    {64, 800, 1280}, {800, 1280, 64}, {37, 91, 300},
+                                    {200, 33, 70},   {9, 1000, 130}};
+    static const double densities[] = {0.5, 0.1, 0.0, 1.0};
+    char why[256] = "";
+    sl_nn_backend_t *dense = NULL, *sp[3] = {NULL, NULL, NULL};
+    setenv("SL_NN_CPU_SPARSE", "never", 1);
+    CHECK_OK(sl_nn_backend_open("cpu", 1, &dense, why, sizeof why));
+    setenv("SL_NN_CPU_SPARSE", "always", 1);
+    for (int w = 0; w < 3; w++)
+        CHECK_OK(sl_nn_backend_open("cpu", w + 1, &sp[w], why, sizeof why));
+    unsetenv("SL_NN_CPU_SPARSE");
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 12);
+    int runs = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 16; t++) {
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            bool ta = t & 1, tb = t & 2, sparse_b = t & 4;
+            float beta = t & 8 ? 1.0f : 0.0f;
+            double dens = densities[(s + (size_t)t) % 4];
+            int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+            int arows = ta ? k : m, brows = tb ? n : k;
+            size_t na = (size_t)arows * lda, nb = (size_t)brows * ldb, nc = (size_t)m * ldc;
+            float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+            float *c[5];
+            for (int q = 0; q < 5; q++)
+                c[q] = malloc(nc * sizeof *c[q]);
+            for (size_t i = 0; i < na; i++) {
+                bool keep = sparse_b || sl_rng_double(&rng) < dens;
+                a[i] = keep ? (float)(sl_rng_double(&rng) - 0.5) : 0.0f;
+            }
+            for (size_t i = 0; i < nb; i++) {
+                bool keep = !sparse_b || sl_rng_double(&rng) < dens;
+                b[i] = keep ? (float)(sl_rng_double(&rng) - 0.5) : 0.0f;
+            }
+            /* A few whole zero rows in the sparse operand's storage. */
+            float *z = sparse_b ? b : a;
+            int zrows = sparse_b ? brows : arows, zld = sparse_b ? ldb : lda;
+            for (int r = 0; r < zrows; r += 7)
+                memset(z + (size_t)r * zld, 0, (size_t)zld * sizeof *z);
+            for (size_t i = 0; i < nc; i++)
+                c[0][i] = (float)(sl_rng_double(&rng) - 0.5);
+            for (int q = 1; q < 5; q++)
+                memcpy(c[q], c[0], nc * sizeof *c[0]);
+            CHECK_OK(dense->ops->sgemm(dense->self, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta,
+                                       c[1], ldc));
+            for (int w = 0; w < 3; w++)
+                CHECK_OK(sp[w]->ops->sgemm(sp[w]->self, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
+                                           beta, c[2 + w], ldc));
+            double worst = 0;
+            for (int r = 0; r < m; r++) {
+                for (int j = 0; j < n; j++) {
+                    double d = fabs((double)c[1][(size_t)r * ldc + j] - c[2][(size_t)r * ldc + j]);
+                    worst = d > worst ? d : worst;
+                }
+                CHECK(!memcmp(c[0] + (size_t)r * ldc + n, c[2] + (size_t)r * ldc + n,
+                              (size_t)(ldc - n) * sizeof *c[0]));
+            }
+            CHECK_MSG(worst <= 1e-6 * k + 1e-6,
+                      "sparse sgemm %dx%dx%d ta=%d tb=%d sparse %s density %.1f beta %g: "
+                      "differs from dense by %g",
+                      m, n, k, ta, tb, sparse_b ? "B" : "A", dens, beta, worst);
+            for (int w = 1; w < 3; w++)
+                CHECK_MSG(!memcmp(c[2], c[2 + w], nc * sizeof *c[2]),
+                          "sparse sgemm %dx%dx%d ta=%d tb=%d: %d threads differ from 1", m, n, k,
+                          ta, tb, w + 1);
+            runs++;
+            free(a);
+            free(b);
+            for (int q = 0; q < 5; q++)
+                free(c[q]);
+        }
+    CHECK(runs == 8 * 16);
+    sl_nn_backend_destroy(&dense);
+    for (int w = 0; w < 3; w++)
+        sl_nn_backend_destroy(&sp[w]);
+}
+
 /* The element-wise ops (minibatch gather, bias+activation forward and
  * backward, the optimizer step) are split over the cpu backend's threads
  * by rows, channels or elements while the pool polls
@@ -551,6 +638,7 @@ int main(void) {
     sl_test_run("schedules", test_schedules);
     sl_test_run("dropout_mask", test_dropout_mask);
     sl_test_run("sgemm_split", test_sgemm_split);
+    sl_test_run("sgemm_sparse", test_sgemm_sparse);
     sl_test_run("window_split", test_window_split);
     sl_test_run("elementwise_split", test_elementwise_split);
     return sl_test_finish();

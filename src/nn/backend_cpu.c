@@ -45,6 +45,7 @@
 #define cpu_relax() ((void)0)
 #endif
 
+#include "nn/cpu_sparse.h"
 #include "nn/ops_math.h"
 #include "starling/nn_backend.h"
 
@@ -94,6 +95,9 @@ typedef struct {
     void *arg;             /* the current job's argument */
     gemm_t part[SL_NN_CPU_MAX_THREADS]; /* an sgemm job's blocks, [i] for thread i */
     float *partial;        /* KSPLIT_MAX_OUT floats per thread: k-split partial products */
+    int sparse;            /* SL_NN_CPU_SPARSE: 1 always, -1 never, 0 by the cost model */
+    void *sparse_scratch;  /* cpu_sparse.c's scratch (grown on demand) */
+    size_t sparse_len;     /* its length in bytes */
 } cpu_t;
 
 /* The k-split of sgemm (see ksplit_run). */
@@ -224,6 +228,7 @@ static void cpu_close(void **self) {
     }
     sl_free(c->helpers);
     free(c->partial);
+    free(c->sparse_scratch);
     sl_free(c);
     *self = NULL;
 }
@@ -245,6 +250,10 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
     c->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *poll = getenv("SL_NN_CPU_POLL");
     c->poll = poll && !strcmp(poll, "always") ? 1 : poll && !strcmp(poll, "never") ? -1 : 0;
+    const char *sparse = getenv("SL_NN_CPU_SPARSE");
+    c->sparse = sparse && !strcmp(sparse, "always") ? 1 : sparse && !strcmp(sparse, "never") ? -1 : 0;
+    if (!sl_nn_spgemm_available())
+        c->sparse = -1;
     if (c->threads > 1) {
         c->helpers = sl_calloc((size_t)c->threads - 1, sizeof *c->helpers);
         if (!c->helpers)
@@ -402,6 +411,59 @@ static void ksplit_run(cpu_t *cp, const gemm_t *g) {
     }
 }
 
+/* Products below this many multiply-adds never look for zeros. */
+#define SPARSE_MIN_MACS (1L << 20)
+
+/* Runs g through cpu_sparse.c when one operand is sparse enough for that
+ * to pay (its cost model, from a sampled density; SL_NN_CPU_SPARSE=always
+ * takes every product with alpha 1 and beta 0 or 1, of any size, never
+ * none); returns whether it did. The
+ * choice depends on the operands' values and sizes only, never on the
+ * thread count, and so does the sparse result. */
+static bool sparse_try(cpu_t *cp, const gemm_t *g) {
+    if (cp->sparse < 0 || g->alpha != 1.0f || (g->beta != 0.0f && g->beta != 1.0f) ||
+        g->k <= 0 || (cp->sparse == 0 && (long)g->m * g->n * g->k < SPARSE_MIN_MACS))
+        return false;
+    double da = sl_nn_spgemm_density(g->a, g->ta ? g->k : g->m, g->ta ? g->m : g->k, g->lda);
+    double db = sl_nn_spgemm_density(g->b, g->tb ? g->n : g->k, g->tb ? g->k : g->n, g->ldb);
+    sl_nn_spgemm_t j = {.accumulate = g->beta != 0.0f, .o = g->c, .ldo = g->ldc};
+    double density;
+    if (da <= db) { /* C = op(A) op(B), A sparse */
+        j.M = g->m, j.N = g->n, j.K = g->k;
+        j.s = g->a, j.lds = g->lda, j.s_trans = g->ta;
+        j.d = g->b, j.ldd = g->ldb, j.d_trans = g->tb;
+        j.o_trans = false;
+        density = da;
+    } else { /* C^T = op(B)^T op(A)^T, B sparse */
+        j.M = g->n, j.N = g->m, j.K = g->k;
+        j.s = g->b, j.lds = g->ldb, j.s_trans = !g->tb;
+        j.d = g->a, j.ldd = g->lda, j.d_trans = !g->ta;
+        j.o_trans = true;
+        density = db;
+    }
+    if (cp->sparse == 0 && !sl_nn_spgemm_worth(j.M, j.N, j.K, j.s_trans, j.d_trans, j.o_trans,
+                                                   density))
+        return false;
+    size_t len = sl_nn_spgemm_scratch_len(j.M, j.N, j.K, j.d_trans);
+    if (len > cp->sparse_len) {
+        void *p = aligned_alloc(64, (len + 63) & ~(size_t)63);
+        if (!p)
+            return false; /* the dense product needs no memory */
+        free(cp->sparse_scratch);
+        cp->sparse_scratch = p;
+        cp->sparse_len = len;
+    }
+    j.scratch = cp->sparse_scratch;
+    if (cp->threads > 1) {
+        run_parts(cp, sl_nn_spgemm_prepare, &j);
+        run_parts(cp, sl_nn_spgemm_compute, &j);
+    } else {
+        sl_nn_spgemm_prepare(&j, 0, 1);
+        sl_nn_spgemm_compute(&j, 0, 1);
+    }
+    return true;
+}
+
 static sl_err cpu_sgemm(void *self, bool ta, bool tb, int m, int n, int k, float alpha,
                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
                         int ldc) {
@@ -409,6 +471,8 @@ static sl_err cpu_sgemm(void *self, bool ta, bool tb, int m, int n, int k, float
         return SL_OK;
     cpu_t *cp = self;
     gemm_t g = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+    if (sparse_try(cp, &g))
+        return SL_OK;
     if (k >= KSPLIT_MIN_K && (long)m * n <= KSPLIT_MAX_OUT) {
         ksplit_run(cp, &g);
         return SL_OK;
