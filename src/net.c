@@ -14,11 +14,13 @@
 #define ZAP_DOMAIN "starling"
 #define PENDING_MAX 16          /* messages queued per connecting socket */
 #define PENDING_POLL_MS 2       /* poll interval while messages wait */
-#define OUT_RCVHWM 16           /* replies queued per outbound DEALER */
 #define HANDSHAKE_IVL_MS 5000   /* a handshake must finish within this */
 #define RECONNECT_IVL_MS 100    /* first reconnect delay */
 #define RECONNECT_MAX_MS 2000   /* reconnect back-off ceiling */
 #define HANDSHAKING_MAX 256     /* inbound connections tracked while in handshake */
+#define SHARED_MSG_MAX 65536    /* largest body sent on another peer's connection to us */
+#define SHARED_IDLE_NS 5000000000ull /* an unused duplicate connection is closed after this */
+#define SWEEP_NS 1000000000ull  /* how often duplicates are looked for */
 
 /* A message waiting for a fresh outbound connection to come up. */
 typedef struct {
@@ -32,10 +34,20 @@ typedef struct {
     void *sock;                  /* DEALER socket, NULL when free */
     uint64_t last_used;          /* LRU tick of the last send */
     uint64_t opened_ns;          /* when connect was called */
+    uint64_t sent_ns;            /* when a message last went out on it */
     pending_t pending[PENDING_MAX]; /* ring of waiting messages */
     size_t pending_head;         /* index of the oldest waiting message */
     size_t pending_count;        /* waiting messages */
 } conn_t;
+
+/* Another peer's outbound connection to our ROUTER, usable in reverse:
+ * sending to that peer on it spares a second TCP connection per pair. */
+typedef struct {
+    char addr[SL_ADDR_MAX + 16]; /* the peer's normalised advertised address; "" = free */
+    uint8_t id[SL_NET_ROUTE_MAX]; /* routing id of its connection on our ROUTER */
+    size_t id_len;               /* bytes of id */
+    uint64_t last_used;          /* LRU tick of the last learn or send */
+} shared_t;
 
 struct sl_net {
     void *ctx;                 /* this transport's own ZeroMQ context */
@@ -52,6 +64,9 @@ struct sl_net {
     size_t max_msg_len;        /* largest body accepted */
     uint64_t grace_ns;         /* how long a message may wait for a connection */
     conn_t *conns;             /* max_conns slots */
+    shared_t *shared;          /* max_conns * 2 slots: inbound connections we may send on */
+    char self[SL_ADDR_MAX + 16]; /* our advertised address, normalised ("" = not set) */
+    uint64_t swept_ns;         /* last look for duplicate connections */
     uint64_t tick;             /* LRU clock */
     bool have_in;              /* in_* hold the last message */
     zmq_msg_t in_route;        /* last message: routing id */
@@ -253,7 +268,8 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
     net->items = sl_calloc(net->max_conns + 3, sizeof *net->items);
-    if (!net->conns || !net->items)
+    net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
+    if (!net->conns || !net->items || !net->shared)
         goto fail;
     zmq_msg_init(&net->in_route);
     zmq_msg_init(&net->in_header);
@@ -336,6 +352,7 @@ void sl_net_destroy(sl_net_t **pnet) {
         sl_free(net->conns);
     }
     sl_free(net->items);
+    sl_free(net->shared);
     zmq_msg_close(&net->in_route);
     zmq_msg_close(&net->in_header);
     zmq_msg_close(&net->in_body);
@@ -389,8 +406,9 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     set_int(s, ZMQ_IMMEDIATE, 1);
     set_int(s, ZMQ_SNDHWM, net->sndhwm);
     /* The destination answers our requests on this connection
-     * (sl_net_send_back); a SYNC reply is as large as a message gets. */
-    set_int(s, ZMQ_RCVHWM, OUT_RCVHWM);
+     * (sl_net_send_back) and, once it knows it, sends everything else
+     * small on it too (send_shared): it is inbound as much as outbound. */
+    set_int(s, ZMQ_RCVHWM, net->rcvhwm);
     set_int(s, ZMQ_RECONNECT_IVL, RECONNECT_IVL_MS);
     set_int(s, ZMQ_RECONNECT_IVL_MAX, RECONNECT_MAX_MS);
     set_int(s, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
@@ -443,6 +461,98 @@ static void conn_flush(sl_net_t *net, conn_t *c, uint64_t now) {
     }
 }
 
+/* ---- Sharing a pair's connection ----
+ *
+ * Every peer talks to every other, so with one DEALER each way a pair
+ * would hold two TCP connections, and each costs tens of KB on both sides
+ * (ZeroMQ's pipes and buffers). A peer that knows the other's connection
+ * to it sends on that instead of opening its own. When both opened one
+ * before either knew (both probed at once), the pair keeps the one opened
+ * by the lower address: the higher sends on it and closes its own once
+ * that has been idle a while. Large messages still take our own
+ * connection, where the DEALER's small queue bounds what waits for them. */
+
+static shared_t *shared_find(sl_net_t *net, const char *ep) {
+    for (size_t i = 0; i < net->max_conns * 2; i++)
+        if (net->shared[i].addr[0] && !strcmp(net->shared[i].addr, ep))
+            return &net->shared[i];
+    return NULL;
+}
+
+/* True when the pair keeps the other side's connection: our address sorts
+ * higher than the destination's. */
+static bool prefer_theirs(const sl_net_t *net, const char *ep) {
+    return strcmp(net->self, ep) > 0;
+}
+
+void sl_net_set_self(sl_net_t *net, const char *addr) {
+    if (sl_net_addr_normalize(addr, net->self, sizeof net->self) != SL_OK)
+        net->self[0] = 0;
+}
+
+void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *route) {
+    char ep[SL_ADDR_MAX + 16];
+    if (!net->self[0] || route->len == 0 || route->len > SL_NET_ROUTE_MAX ||
+        sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK || !strcmp(ep, net->self))
+        return;
+    shared_t *sh = shared_find(net, ep);
+    if (!sh) {
+        sh = &net->shared[0];
+        for (size_t i = 0; i < net->max_conns * 2 && sh->addr[0]; i++)
+            if (!net->shared[i].addr[0] || net->shared[i].last_used < sh->last_used)
+                sh = &net->shared[i];
+        snprintf(sh->addr, sizeof sh->addr, "%s", ep);
+    }
+    memcpy(sh->id, route->id, route->len);
+    sh->id_len = route->len;
+    sh->last_used = ++net->tick;
+}
+
+static bool router_send(sl_net_t *net, const sl_net_route_t *route,
+                        const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                        size_t body_len);
+
+/* Sends on the destination's connection to us, if we know one and the
+ * pair keeps it. False when the message must take our own connection. */
+static bool send_shared(sl_net_t *net, const char *ep, const conn_t *own,
+                        const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
+                        size_t body_len) {
+    shared_t *sh = shared_find(net, ep);
+    if (!sh || body_len > SHARED_MSG_MAX || (own && !prefer_theirs(net, ep)))
+        return false;
+    sl_net_route_t route = {.len = sh->id_len};
+    memcpy(route.id, sh->id, sh->id_len);
+    if (!router_send(net, &route, header, body, body_len)) {
+        memset(sh, 0, sizeof *sh); /* that connection is gone (or full): use ours */
+        return false;
+    }
+    sh->last_used = ++net->tick;
+    net->stats.msgs_out++;
+    net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
+    net->stats.sent_shared++;
+    return true;
+}
+
+/* Closes our connections that duplicate a kept one of the other side's,
+ * once nothing has gone out on them for SHARED_IDLE_NS (answers to what we
+ * sent on them have come back by then). */
+static void close_duplicates(sl_net_t *net, uint64_t now) {
+    if (!net->self[0] || now - net->swept_ns < SWEEP_NS)
+        return;
+    net->swept_ns = now;
+    for (size_t i = 0; i < net->max_conns; i++) {
+        conn_t *c = &net->conns[i];
+        if (c->sock && c->pending_count == 0 && now - c->opened_ns > SHARED_IDLE_NS &&
+            now - c->sent_ns > SHARED_IDLE_NS && prefer_theirs(net, c->addr) &&
+            shared_find(net, c->addr)) {
+            sl_log(SL_LOG_DEBUG, "NET-SHARE", "closing our connection to %s: it sends on its own",
+                   c->addr);
+            conn_close(net, c);
+            net->stats.conns_shared_closed++;
+        }
+    }
+}
+
 sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE_HEADER_LEN],
                    const uint8_t *body, size_t body_len) {
     char ep[SL_ADDR_MAX + 16];
@@ -451,6 +561,8 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
         return SL_EINVAL;
     }
     conn_t *c = conn_find(net, ep);
+    if (send_shared(net, ep, c, header, body, body_len))
+        return SL_OK;
     if (!c)
         c = conn_open(net, ep);
     if (!c) {
@@ -471,6 +583,7 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
     memcpy(zmq_msg_data(&h), header, SL_WIRE_HEADER_LEN);
     if (body_len)
         memcpy(zmq_msg_data(&b), body, body_len);
+    c->sent_ns = now;
     if (c->pending_count == 0 && try_send(c->sock, &h, &b)) {
         net->stats.msgs_out++;
         net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
@@ -540,6 +653,9 @@ void sl_net_disconnect(sl_net_t *net, const char *addr) {
     conn_t *c = conn_find(net, ep);
     if (c)
         conn_close(net, c);
+    shared_t *sh = shared_find(net, ep);
+    if (sh)
+        memset(sh, 0, sizeof *sh);
 }
 
 void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats) {
@@ -763,6 +879,7 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
     for (;;) {
         /* Flush what waits for fresh connections. */
         uint64_t now = sl_plat_now_ns();
+        close_duplicates(net, now);
         bool waiting = false;
         for (size_t i = 0; i < net->max_conns; i++) {
             conn_t *c = &net->conns[i];

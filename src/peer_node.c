@@ -304,6 +304,8 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "pending", ns.pending);
     add_u64(net, "sent_back", ns.sent_back);
     add_u64(net, "received_back", ns.received_back);
+    add_u64(net, "sent_shared", ns.sent_shared);
+    add_u64(net, "conns_shared_closed", ns.conns_shared_closed);
 
     cJSON *dec = cJSON_AddObjectToObject(root, "decode");
     add_u64(dec, "ok", node->decode_ok);
@@ -625,6 +627,11 @@ static void handle_in(sl_node_t *node, const sl_net_in_t *in) {
             node->back_route = in->route;
             memcpy(node->back_addr, msg.from_addr.ptr, msg.from_addr.len);
             node->back_addr_len = msg.from_addr.len;
+            /* Its connection to us can carry what we send it too. */
+            char from[SL_ADDR_MAX + 1];
+            memcpy(from, msg.from_addr.ptr, msg.from_addr.len);
+            from[msg.from_addr.len] = 0;
+            sl_net_note_inbound(node->net, from, &in->route);
         }
         err = sl_swim_receive(node->swim, now_ms(), &msg);
         if (err != SL_OK) {
@@ -697,6 +704,7 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
         snprintf(node->addr + (port - node->addr), sizeof node->addr - (size_t)(port - node->addr),
                  "%s", real);
     }
+    sl_net_set_self(node->net, node->addr);
     sl_swim_config_t scfg = cfg->swim;
     scfg.name = node->name;
     scfg.addr = node->addr;

@@ -245,6 +245,106 @@ static void test_send_back(void) {
     send_back_case(&key);
 }
 
+/* One connection a pair (docs/transport.md): a peer sends on the other's
+ * connection to it once it knows one; when both opened one, the higher
+ * address closes its own once idle, and both directions still deliver. */
+static void test_one_connection_a_pair(void) {
+    /* A message waits for its connection as long as the test does (a
+     * loaded machine may take over the default second to connect). */
+    sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = DEADLINE_MS};
+    sl_net_t *n[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(sl_net_new(&cfg, &n[i]));
+        sl_net_set_self(n[i], sl_net_endpoint(n[i]));
+    }
+    int hi = strcmp(sl_net_endpoint(n[0]), sl_net_endpoint(n[1])) > 0 ? 0 : 1;
+    sl_net_t *lo_net = n[1 - hi], *hi_net = n[hi];
+    char lo_ep[SL_ADDR_MAX + 16], hi_ep[SL_ADDR_MAX + 16];
+    snprintf(lo_ep, sizeof lo_ep, "%s", sl_net_endpoint(lo_net));
+    snprintf(hi_ep, sizeof hi_ep, "%s", sl_net_endpoint(hi_net));
+    uint8_t buf[128];
+    sl_net_in_t in;
+
+    /* Both send before either knows the other's connection: two. */
+    CHECK_OK(sl_net_send(lo_net, hi_ep, HDR, (const uint8_t *)lo_ep, strlen(lo_ep)));
+    CHECK_OK(sl_net_send(hi_net, lo_ep, HDR, (const uint8_t *)hi_ep, strlen(hi_ep)));
+    /* Poll both (each poll also flushes that side's sends) until each has
+     * its message, noting the connection it came on. */
+    bool got[2] = {false, false};
+    uint64_t t0 = sl_plat_now_ns();
+    while (!(got[0] && got[1]) && ms_since(t0) < DEADLINE_MS)
+        for (int i = 0; i < 2; i++)
+            if (sl_net_poll(n[i], 2, &in) == SL_OK) {
+                CHECK(!in.on_outbound);
+                CHECK(in.body_len < sizeof buf);
+                memcpy(buf, in.body, in.body_len);
+                buf[in.body_len] = 0;
+                CHECK_STR((const char *)buf, sl_net_endpoint(n[1 - i]));
+                sl_net_note_inbound(n[i], (const char *)buf, &in.route);
+                got[i] = true;
+            }
+    CHECK(got[0] && got[1]);
+    sl_net_stats_t ls, hs;
+    sl_net_stats(lo_net, &ls);
+    sl_net_stats(hi_net, &hs);
+    CHECK_INT(ls.conns_open + hs.conns_open, 2);
+
+    /* The higher now sends on the lower's connection: it arrives there on
+     * the lower's own DEALER. The lower keeps sending on its DEALER. */
+    CHECK_OK(sl_net_send(hi_net, lo_ep, HDR, (const uint8_t *)"h2l", 3));
+    CHECK_INT(pump_until_msg(hi_net, lo_net, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    CHECK(in.on_outbound);
+    CHECK_OK(sl_net_send(lo_net, hi_ep, HDR, (const uint8_t *)"l2h", 3));
+    CHECK_INT(pump_until_msg(lo_net, hi_net, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    CHECK(!in.on_outbound);
+    sl_net_stats(hi_net, &hs);
+    CHECK_INT(hs.sent_shared, 1);
+
+    /* Once idle, the higher's own connection is closed (a few seconds). */
+    t0 = sl_plat_now_ns();
+    while (ms_since(t0) < 4 * DEADLINE_MS) {
+        sl_net_poll(lo_net, 0, &in);
+        sl_net_poll(hi_net, 20, &in);
+        sl_net_stats(hi_net, &hs);
+        if (hs.conns_open == 0)
+            break;
+    }
+    sl_net_stats(lo_net, &ls);
+    CHECK_INT(hs.conns_open, 0);
+    CHECK_INT(hs.conns_shared_closed, 1);
+    CHECK_INT(ls.conns_open, 1);
+    CHECK_INT(ls.conns_shared_closed, 0);
+
+    /* Both ways still deliver, on the one connection left; a large body
+     * takes the sender's own connection instead. */
+    CHECK_OK(sl_net_send(hi_net, lo_ep, HDR, (const uint8_t *)"again", 5));
+    CHECK_INT(pump_until_msg(hi_net, lo_net, DEADLINE_MS, buf, sizeof buf, &in), 5);
+    CHECK(in.on_outbound);
+    CHECK_OK(sl_net_send(lo_net, hi_ep, HDR, (const uint8_t *)"again", 5));
+    CHECK_INT(pump_until_msg(lo_net, hi_net, DEADLINE_MS, buf, sizeof buf, &in), 5);
+    sl_net_stats(hi_net, &hs);
+    CHECK_INT(hs.conns_open, 0);
+    size_t big_len = 100000;
+    uint8_t *big = sl_calloc(1, big_len);
+    CHECK_OK(sl_net_send(hi_net, lo_ep, HDR, big, big_len));
+    CHECK_INT(pump_until_msg(hi_net, lo_net, DEADLINE_MS, buf, sizeof buf, &in), (long)big_len);
+    CHECK(!in.on_outbound);
+    sl_free(big);
+    sl_net_stats(hi_net, &hs);
+    CHECK_INT(hs.conns_open, 1);
+
+    /* The lower one goes away (membership says so): the higher forgets
+     * its connection, and the next message waits on a DEALER of its own. */
+    sl_net_destroy(&n[1 - hi]);
+    sl_net_disconnect(hi_net, lo_ep);
+    CHECK_OK(sl_net_send(hi_net, lo_ep, HDR, (const uint8_t *)"x", 1));
+    sl_net_stats(hi_net, &hs);
+    CHECK_INT(hs.sent_shared, 2);
+    CHECK_INT(hs.pending, 1);
+    CHECK_INT(hs.dropped_out, 0);
+    sl_net_destroy(&n[hi]);
+}
+
 static void test_dead_destination(void) {
     sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = 100};
     sl_net_t *a = NULL;
@@ -604,6 +704,7 @@ int main(void) {
     sl_test_run("bind_busy", test_bind_busy);
     sl_test_run("send_receive_reply", test_send_receive_reply);
     sl_test_run("send_back", test_send_back);
+    sl_test_run("one_connection_a_pair", test_one_connection_a_pair);
     sl_test_run("dead_destination", test_dead_destination);
     sl_test_run("slow_destination", test_slow_destination);
     sl_test_run("lru_cap", test_lru_cap);

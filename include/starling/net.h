@@ -127,6 +127,9 @@ typedef struct {
     uint64_t pending;          /* messages waiting for a fresh connection now */
     uint64_t sent_back;        /* of msgs_out: sent back on the requester's connection */
     uint64_t received_back;    /* of msgs_in: answers received on our outbound connections */
+    uint64_t sent_shared;      /* of msgs_out: sent on the destination's connection to us */
+    uint64_t conns_shared_closed; /* outbound connections closed as duplicates of the
+                                     destination's connection to us */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
@@ -167,8 +170,20 @@ sl_err sl_net_send_back(sl_net_t *net, const sl_net_route_t *route,
  * SL_EAGAIN when none came (or a signal interrupted the wait). */
 sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in);
 
-/* Closes the outbound connection to `addr`, if open (a member left). */
+/* Closes the outbound connection to `addr`, if open, and forgets its
+ * connection to us (a member left). */
 void sl_net_disconnect(sl_net_t *net, const char *addr);
+
+/* Sets our own advertised address. Once set, the transport shares one
+ * TCP connection per pair of peers (docs/transport.md, "One connection a
+ * pair"): sl_net_note_inbound tells it which connections other peers
+ * opened to us, and sl_net_send uses those instead of opening its own. */
+void sl_net_set_self(sl_net_t *net, const char *addr);
+
+/* The peer advertising `addr` sent us a well-formed message on its
+ * connection `route` (an inbound message, not on_outbound): later sends to
+ * `addr` may go on it. Ignored until sl_net_set_self. */
+void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *route);
 
 /* A copy of the counters. */
 void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats);
