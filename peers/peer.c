@@ -37,6 +37,7 @@ typedef struct {
     int leave_wait_ms;                /* --leave-wait MS */
     int slots;                        /* --slots N: trials run at once (0: the study's) */
     int threads;                      /* --threads N: BLAS threads per trial (0: the study's) */
+    uint64_t blob_cache_bytes;        /* --blob-cache MB (0: the blob service's default) */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -79,7 +80,12 @@ static void usage(FILE *f) {
         "studies (docs/studies.md):\n"
         "  --slots N              trials this peer trains at once (default: the study's concurrency;\n"
         "                         0: none, the peer only coordinates and serves)\n"
-        "  --threads N            BLAS threads per builtin trial (default: the study's threads)\n",
+        "  --threads N            BLAS threads per builtin trial (default: the study's threads)\n"
+        "\n"
+        "blobs (docs/store.md):\n"
+        "  --blob-cache MB        copies of blobs fetched here for `blob get` without being one of\n"
+        "                         their holders are kept up to this size, least recently used out\n"
+        "                         first (default 2048; 0: none once idle)\n",
         SL_NET_DEFAULT_PORT, SL_NET_DEFAULT_PORT, MAX_META,
         (unsigned)d.timing.probe_interval_ms, (unsigned)d.timing.probe_timeout_ms,
         (unsigned)d.timing.suspicion_mult, (unsigned)d.timing.push_pull_interval_ms);
@@ -210,7 +216,7 @@ static int parse(opts_t *o, int argc, char **argv) {
         static const char *const known[] = {
             "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
             "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
-            "--sync-interval", "--leave-wait", "--slots", "--threads"};
+            "--sync-interval", "--leave-wait", "--slots", "--threads", "--blob-cache"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= !strcmp(flag, known[k]);
@@ -278,6 +284,9 @@ static int parse(opts_t *o, int argc, char **argv) {
         } else if (!strcmp(flag, "--threads")) {
             rc = parse_ms(flag, v, 1, 256, &n);
             o->threads = (int)n;
+        } else if (!strcmp(flag, "--blob-cache")) {
+            rc = parse_ms(flag, v, 0, 1u << 24, &n);
+            o->blob_cache_bytes = n ? (uint64_t)n << 20 : 1; /* 0 is the config's "default" */
         } else {
             return bad("unknown option '%s'", flag);
         }
@@ -463,7 +472,7 @@ int main(int argc, char **argv) {
     }
     char blob_dir[4200];
     snprintf(blob_dir, sizeof blob_dir, "%s/blob", o.data_dir);
-    sl_blob_node_config_t bcfg = {.dir = blob_dir};
+    sl_blob_node_config_t bcfg = {.dir = blob_dir, .cache_max_bytes = o.blob_cache_bytes};
     if ((err = sl_blob_node_attach(node, store, &bcfg, &blobs)) != SL_OK) {
         fprintf(stderr, "peer: cannot open the blob store in %s: %s\n", blob_dir, sl_strerror(err));
         goto done;

@@ -186,6 +186,16 @@ sl_err sl_blob_verify(const void *data, size_t len, const uint8_t hash[SL_BLAKE2
     return memcmp(got, hash, SL_BLAKE2B_LEN) == 0 ? SL_OK : SL_ECORRUPT;
 }
 
+sl_err sl_blob_sync(sl_disk_t *disk, const sl_blob_manifest_t *m) {
+    char hex[2 * SL_BLAKE2B_LEN + 1];
+    sl_err err = SL_OK;
+    for (uint32_t i = 0; !err && i < m->chunk_count; i++) {
+        sl_hex(m->chunks[i], SL_BLAKE2B_LEN, hex);
+        err = sl_disk_chunk_sync(disk, hex);
+    }
+    return err ? err : sl_disk_chunk_sync_dirs(disk);
+}
+
 sl_err sl_blob_write(sl_disk_t *disk, const void *data, size_t len, uint32_t chunk_len,
                      sl_blob_manifest_t *out) {
     sl_err err = sl_blob_manifest_build(data, len, chunk_len, out);
@@ -195,10 +205,54 @@ sl_err sl_blob_write(sl_disk_t *disk, const void *data, size_t len, uint32_t chu
         sl_hex(out->chunks[i], SL_BLAKE2B_LEN, hex);
         size_t off = (size_t)i * out->chunk_len;
         size_t n = len - off < out->chunk_len ? len - off : out->chunk_len;
-        err = sl_disk_chunk_put(disk, hex, p + off, n);
+        err = sl_disk_chunk_write(disk, hex, p + off, n);
     }
+    if (!err)
+        err = sl_blob_sync(disk, out); /* once for the blob, not per chunk */
     if (err)
         sl_blob_manifest_fini(out);
+    return err;
+}
+
+sl_err sl_blob_write_file(sl_disk_t *disk, const char *path, uint32_t chunk_len,
+                          uint32_t max_chunks, sl_blob_manifest_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!chunk_len)
+        chunk_len = SL_BLOB_CHUNK_LEN;
+    sl_disk_in_t *in = NULL;
+    sl_blob_builder_t *b = NULL;
+    uint8_t *buf = NULL;
+    sl_err err = sl_disk_in_open(path, &in);
+    if (err)
+        return err;
+    /* refuse a file too large before writing any of it */
+    if ((sl_disk_in_size(in) + chunk_len - 1) / chunk_len > max_chunks)
+        err = SL_ETOOBIG;
+    else if (!(buf = sl_malloc(chunk_len)))
+        err = SL_ENOMEM;
+    else
+        err = sl_blob_builder_new(chunk_len, &b);
+    /* one chunk in memory at a time */
+    for (;;) {
+        size_t n = 0;
+        uint8_t h[SL_BLAKE2B_LEN];
+        char hex[2 * SL_BLAKE2B_LEN + 1];
+        if (err || (err = sl_disk_in_read(in, buf, chunk_len, &n)) || n == 0)
+            break;
+        if ((err = sl_blob_builder_add(b, buf, n, h)))
+            break;
+        sl_hex(h, SL_BLAKE2B_LEN, hex);
+        if ((err = sl_disk_chunk_write(disk, hex, buf, n)))
+            break;
+        if (sl_blob_builder_count(b) > max_chunks) /* the file grew while read */
+            err = SL_ETOOBIG;
+    }
+    if (!err && (err = sl_blob_builder_finish(b, out)) == SL_OK &&
+        (err = sl_blob_sync(disk, out)) != SL_OK)
+        sl_blob_manifest_fini(out);
+    sl_blob_builder_destroy(&b);
+    sl_free(buf);
+    sl_disk_in_close(&in);
     return err;
 }
 
@@ -245,7 +299,8 @@ sl_err sl_blob_read(sl_disk_t *disk, const sl_blob_manifest_t *m, uint8_t **data
 /* ---- incremental building ---- */
 
 struct sl_blob_builder {
-    crypto_generichash_state whole; /* hash of everything added */
+    crypto_generichash_state whole; /* hash of everything added (64-byte aligned) */
+    void *block;                    /* the allocation holding this struct */
     uint32_t chunk_len;             /* bytes per chunk */
     uint32_t count;                 /* chunks added */
     uint32_t cap;                   /* entries allocated in chunks */
@@ -257,9 +312,14 @@ struct sl_blob_builder {
 
 sl_err sl_blob_builder_new(uint32_t chunk_len, sl_blob_builder_t **out) {
     *out = NULL;
-    sl_blob_builder_t *b = sl_calloc(1, sizeof *b);
-    if (!b)
+    /* the hash state needs 64-byte alignment, more than an allocator
+       promises: place the struct at the first such address in the block */
+    size_t align = _Alignof(sl_blob_builder_t);
+    void *block = sl_calloc(1, sizeof(sl_blob_builder_t) + align - 1);
+    if (!block)
         return SL_ENOMEM;
+    sl_blob_builder_t *b = (void *)(((uintptr_t)block + align - 1) & ~(uintptr_t)(align - 1));
+    b->block = block;
     b->chunk_len = chunk_len ? chunk_len : SL_BLOB_CHUNK_LEN;
     crypto_generichash_init(&b->whole, NULL, 0, SL_BLAKE2B_LEN);
     *out = b;
@@ -271,12 +331,24 @@ void sl_blob_builder_destroy(sl_blob_builder_t **pb) {
     if (!b)
         return;
     sl_free(b->chunks);
-    sl_free(b);
+    sl_free(b->block);
     *pb = NULL;
 }
 
 sl_err sl_blob_builder_add(sl_blob_builder_t *b, const void *data, size_t len,
                            uint8_t chunk_hash[SL_BLAKE2B_LEN]) {
+    if (b->spent || b->short_seen || len == 0 || len > b->chunk_len)
+        return SL_EINVAL;
+    uint8_t h[SL_BLAKE2B_LEN];
+    sl_blake2b(data, len, h);
+    sl_err err = sl_blob_builder_add_hashed(b, data, len, h);
+    if (!err && chunk_hash)
+        memcpy(chunk_hash, h, SL_BLAKE2B_LEN);
+    return err;
+}
+
+sl_err sl_blob_builder_add_hashed(sl_blob_builder_t *b, const void *data, size_t len,
+                                  const uint8_t chunk_hash[SL_BLAKE2B_LEN]) {
     if (b->spent || b->short_seen || len == 0 || len > b->chunk_len)
         return SL_EINVAL;
     if (b->count == SL_BLOB_MAX_CHUNKS)
@@ -289,15 +361,15 @@ sl_err sl_blob_builder_add(sl_blob_builder_t *b, const void *data, size_t len,
         b->chunks = n;
         b->cap = cap;
     }
-    sl_blake2b(data, len, b->chunks[b->count]);
-    if (chunk_hash)
-        memcpy(chunk_hash, b->chunks[b->count], SL_BLAKE2B_LEN);
+    memcpy(b->chunks[b->count], chunk_hash, SL_BLAKE2B_LEN);
     crypto_generichash_update(&b->whole, data, len);
     b->count++;
     b->size += len;
     b->short_seen = len < b->chunk_len;
     return SL_OK;
 }
+
+uint32_t sl_blob_builder_count(const sl_blob_builder_t *b) { return b->count; }
 
 sl_err sl_blob_builder_finish(sl_blob_builder_t *b, sl_blob_manifest_t *out) {
     if (b->spent)

@@ -20,7 +20,10 @@
 #define RECENT 64                      /* finished fetches remembered for blob-fetch */
 #define SLICE_BYTES (4u << 20)         /* chunk bytes read per job per loop turn (~20 ms) */
 #define IDLE_TICK_MS 20                /* longest a new job waits for its next slice */
-#define MAX_FILE_LEN (1ull << 30)      /* sl_blob_node_put_file */
+/* chunks in a manifest that fits one store value: 34 bytes each, ~60 of header */
+#define MAX_MANIFEST_CHUNKS ((SL_STORE_MAX_VALUE_LEN - 64) / (SL_BLAKE2B_LEN + 2))
+#define DEFAULT_CACHE_BYTES (2ull << 30) /* fetched copies kept when not a holder */
+#define DEFAULT_CACHE_IDLE_MS 10000      /* a cached copy used this recently stays */
 #define PREFIX "blob/"
 #define PREFIX_LEN 5
 
@@ -47,6 +50,9 @@ typedef struct {
     char sources[SL_BLOB_XFER_MAX_ADDR + 1]; /* an extra holder to ask (an OFFER's) */
     bool record;                      /* record this peer as holder when done */
     bool commit;                      /* verify only, then commit (blob-commit) */
+    bool synced;                      /* VERIFY fdatasyncs each chunk as it reads it */
+    bool per_chunk;                   /* VERIFY checks each chunk's hash too (after the
+                                         whole failed: to find and remove the bad one) */
     uint64_t progress_ms;             /* last time a chunk arrived (or start) */
     uint64_t timeouts_seen;           /* FETCH: the fetch's timeouts already counted */
     waiter_t waiters[MAX_WAITERS];    /* callbacks */
@@ -59,6 +65,30 @@ typedef struct {
     sl_err err;                   /* its outcome */
     bool used;                    /* entry holds something */
 } recent_t;
+
+/* sl_blob_node_get_file after the fetch: a blob held here copied out to
+ * a temporary file beside the target, a slice per loop turn, each chunk
+ * verified and the whole hashed again, then fsync and rename. */
+typedef struct {
+    uint8_t hash[SL_BLAKE2B_LEN]; /* the blob */
+    sl_blob_manifest_t m;         /* its manifest (owned) */
+    sl_disk_out_t *out;           /* the temporary file */
+    sl_blob_builder_t *whole;     /* hash of the chunks written so far */
+    uint32_t next;                /* next chunk to write */
+    sl_blob_done_fn done;         /* callback (NULL: none) */
+    void *ctx;                    /* its context */
+    char *retry_path;             /* started without a fetch: on a missing or bad
+                                     chunk, fetch and write again to this path */
+} writer_t;
+
+/* A copy fetched for a reader (blob get, sl_blob_node_fetch) on a peer
+ * that is not one of its holders: kept as a cache, least recently used
+ * out first once the cache is over its size. */
+typedef struct {
+    sl_blob_manifest_t m; /* its manifest (owned: the chunks to remove even
+                             once the store has forgotten the blob) */
+    uint64_t used_ms;     /* last fetched or read (0: found on disk at start) */
+} cached_t;
 
 /* An alive member. */
 typedef struct {
@@ -79,6 +109,13 @@ struct sl_blob_node {
     recent_t recent[RECENT];     /* outcomes of finished fetches */
     size_t recent_next;          /* ring position */
     uint64_t next_reconcile_ms;  /* when to check placement next */
+    writer_t **writers;          /* get_file copies being written */
+    size_t writer_count;         /* entries */
+    cached_t *cache;             /* cached copies, in no order */
+    size_t cache_count;          /* entries */
+    uint64_t cache_max_bytes;    /* cache size past which copies go */
+    uint32_t cache_idle_ms;      /* a copy used this recently is never evicted */
+    bool cache_scanned;          /* copies left on disk by an earlier run looked for */
     sl_rng_t rng;                /* transfer ids */
     sl_blob_node_stats_t st;     /* counters */
 };
@@ -201,20 +238,28 @@ static void log_corrupt(const char *what, const uint8_t hash[SL_BLAKE2B_LEN], ui
            what, index, hex, where);
 }
 
-/* Reads chunk `i` of `m` from disk and checks it: SL_ENOTFOUND, SL_ECORRUPT. */
-static sl_err read_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
-                         uint8_t **data, size_t *len) {
+/* Reads chunk `i` of `m` from disk and checks its size and, with
+ * `check_hash`, its bytes: SL_ENOTFOUND, SL_ECORRUPT. */
+static sl_err load_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
+                         bool check_hash, uint8_t **data, size_t *len) {
     char hex[HEX_LEN + 1];
     sl_hex(m->chunks[i], SL_BLAKE2B_LEN, hex);
     sl_err err = sl_disk_chunk_get(bn->disk, hex, data, len);
     if (err)
         return err;
-    if (*len != chunk_size(m, i) || sl_blob_verify(*data, *len, m->chunks[i]) != SL_OK) {
+    if (*len != chunk_size(m, i) ||
+        (check_hash && sl_blob_verify(*data, *len, m->chunks[i]) != SL_OK)) {
         sl_free(*data);
         *data = NULL;
         return SL_ECORRUPT;
     }
     return SL_OK;
+}
+
+/* Reads chunk `i` of `m` from disk and checks it against its hash. */
+static sl_err read_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
+                         uint8_t **data, size_t *len) {
+    return load_chunk(bn, m, i, true, data, len);
 }
 
 /* A local chunk file was found bad or missing: remove it, and stop
@@ -310,19 +355,179 @@ static void forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
         r->used = false;
 }
 
-/* Writes a blob held here to `path` atomically. */
-static sl_err write_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], const char *path) {
-    uint8_t *data;
-    size_t len;
-    sl_err err = sl_blob_node_read(bn, hash, &data, &len);
-    if (err)
-        return err;
-    err = sl_plat_write_file(path, data, len, 0644);
-    sl_free(data);
-    return err;
+/* ---- get_file: copying a blob held here out to a file ---- */
+
+static writer_t *find_writer(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    for (size_t i = 0; i < bn->writer_count; i++)
+        if (!memcmp(bn->writers[i]->hash, hash, SL_BLAKE2B_LEN))
+            return bn->writers[i];
+    return NULL;
+}
+
+/* A job or a writer reads or writes this blob's chunks: leave them be. */
+static bool busy(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    return find_job(bn, hash) || find_writer(bn, hash);
+}
+
+static void free_writer(writer_t *w) {
+    sl_free(w->retry_path);
+    sl_disk_out_abort(&w->out);
+    sl_blob_builder_destroy(&w->whole);
+    sl_blob_manifest_fini(&w->m);
+    sl_free(w);
+}
+
+/* Ends a copy: in place (fsync, rename, directory fsync) or removed. */
+static void finish_writer(sl_blob_node_t *bn, writer_t *w, sl_err err) {
+    for (size_t i = 0; i < bn->writer_count; i++)
+        if (bn->writers[i] == w) {
+            bn->writers[i] = bn->writers[--bn->writer_count];
+            break;
+        }
+    if (!err)
+        err = sl_disk_out_commit(&w->out);
+    if (err) {
+        char hex[HEX_LEN + 1];
+        sl_hex(w->hash, SL_BLAKE2B_LEN, hex);
+        sl_log(SL_LOG_WARNING, "BLOB-GET-FAILED", "blob %s: %s; the output file is untouched", hex,
+               sl_strerror(err));
+    }
+    if (w->done)
+        w->done(w->ctx, err, w->hash);
+    free_writer(w);
+}
+
+static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
+                        const sl_blob_manifest_t *given, const char *extra_source, bool record,
+                        bool commit_after, sl_blob_done_fn done, void *ctx, const char *path);
+
+/* Writes up to SLICE_BYTES of the blob; ends the copy after the last. */
+static void pump_writer(sl_blob_node_t *bn, writer_t *w) {
+    sl_err err = SL_OK;
+    for (size_t bytes = 0; !err && bytes < SLICE_BYTES && w->next < w->m.chunk_count; w->next++) {
+        uint8_t *c;
+        size_t n;
+        if ((err = read_chunk(bn, &w->m, w->next, &c, &n))) {
+            lost_chunk(bn, w->hash, w->m.chunks[w->next], w->next, err);
+            if (w->retry_path && start_job(bn, w->hash, &w->m, NULL, false, false, w->done, w->ctx,
+                                           w->retry_path) == SL_OK) {
+                w->done = NULL; /* the fetch calls it, then a new copy */
+                err = SL_EAGAIN;
+            }
+            break;
+        }
+        if (!(err = sl_blob_builder_add_hashed(w->whole, c, n, w->m.chunks[w->next])))
+            err = sl_disk_out_write(w->out, c, n);
+        sl_free(c);
+        bytes += n;
+    }
+    if (!err && w->next < w->m.chunk_count)
+        return;
+    if (!err) {
+        sl_blob_manifest_t got;
+        if (!(err = sl_blob_builder_finish(w->whole, &got))) {
+            if (got.size != w->m.size || memcmp(got.hash, w->hash, SL_BLAKE2B_LEN) != 0) {
+                bn->st.corrupt++;
+                log_corrupt("whole", w->hash, 0, "as copied out");
+                err = SL_ECORRUPT;
+            }
+            sl_blob_manifest_fini(&got);
+        }
+    }
+    if (err == SL_EAGAIN) { /* handed over to a fetch: end quietly */
+        for (size_t i = 0; i < bn->writer_count; i++)
+            if (bn->writers[i] == w)
+                bn->writers[i] = bn->writers[--bn->writer_count];
+        free_writer(w);
+        return;
+    }
+    finish_writer(bn, w, err);
+}
+
+/* Starts copying a blob whose chunks are here (verified) to `path`;
+ * `done` is called when it ends, on every path. */
+static void start_writer(sl_blob_node_t *bn, const sl_blob_manifest_t *m, const char *path,
+                         bool may_retry, sl_blob_done_fn done, void *ctx) {
+    writer_t *w = sl_calloc(1, sizeof *w);
+    writer_t **ws = NULL;
+    sl_err err = w ? SL_OK : SL_ENOMEM;
+    if (!err && may_retry && !(w->retry_path = sl_strdup(path)))
+        err = SL_ENOMEM;
+    if (!err && !(err = sl_blob_manifest_copy(m, &w->m)) &&
+        !(err = sl_blob_builder_new(m->chunk_len, &w->whole)) &&
+        !(err = sl_disk_out_open(path, 0644, &w->out)) &&
+        !(ws = sl_realloc(bn->writers, (bn->writer_count + 1) * sizeof *ws)))
+        err = SL_ENOMEM;
+    if (ws)
+        bn->writers = ws;
+    if (err) {
+        if (w)
+            free_writer(w);
+        if (done)
+            done(ctx, err, m->hash);
+        return;
+    }
+    memcpy(w->hash, m->hash, SL_BLAKE2B_LEN);
+    w->done = done;
+    w->ctx = ctx;
+    bn->writers[bn->writer_count++] = w;
+    pump_writer(bn, w); /* a small blob is written at once */
+}
+
+/* ---- the cache of copies fetched for readers ---- */
+
+static cached_t *cache_find(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    for (size_t i = 0; i < bn->cache_count; i++)
+        if (!memcmp(bn->cache[i].m.hash, hash, SL_BLAKE2B_LEN))
+            return &bn->cache[i];
+    return NULL;
+}
+
+static void cache_touch(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    cached_t *c = cache_find(bn, hash);
+    if (c)
+        c->used_ms = now_ms();
+}
+
+/* A copy is here for readers (`used_ms` 0: found on disk at start). */
+static void cache_add(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint64_t used_ms) {
+    cached_t *c = cache_find(bn, m->hash);
+    if (c) {
+        c->used_ms = used_ms;
+        return;
+    }
+    cached_t *n = sl_realloc(bn->cache, (bn->cache_count + 1) * sizeof *n);
+    if (!n)
+        return; /* not counted: kept until the next start finds it */
+    bn->cache = n;
+    c = &bn->cache[bn->cache_count];
+    if (sl_blob_manifest_copy(m, &c->m) != SL_OK)
+        return;
+    c->used_ms = used_ms;
+    bn->cache_count++;
+}
+
+/* Removes entry i from the list (not its chunks). */
+static void cache_remove_at(sl_blob_node_t *bn, size_t i) {
+    sl_blob_manifest_fini(&bn->cache[i].m);
+    bn->cache[i] = bn->cache[--bn->cache_count];
+}
+
+static void cache_forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    cached_t *c = cache_find(bn, hash);
+    if (c)
+        cache_remove_at(bn, (size_t)(c - bn->cache));
+}
+
+static uint64_t cache_bytes(const sl_blob_node_t *bn) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < bn->cache_count; i++)
+        total += bn->cache[i].m.size;
+    return total;
 }
 
 static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m);
+static void cache_trim(sl_blob_node_t *bn, uint64_t now);
 
 static void free_job(job_t *job) {
     for (size_t k = 0; k < job->waiter_count; k++)
@@ -342,6 +547,11 @@ static void finish_job(sl_blob_node_t *bn, job_t *job, sl_err err) {
             break;
         }
     bn->st.jobs = bn->job_count;
+    /* a copy is recorded (or a put acknowledged) only once its chunks are
+       durable: VERIFY fdatasynced each as it read it; the directories
+       they were renamed into are synced once here */
+    if (!err && (job->commit || job->record))
+        err = job->synced ? sl_disk_chunk_sync_dirs(bn->disk) : sl_blob_sync(bn->disk, &job->m);
     if (!err && job->commit)
         err = commit(bn, &job->m);
     else if (!err && job->record) {
@@ -363,15 +573,20 @@ static void finish_job(sl_blob_node_t *bn, job_t *job, sl_err err) {
                job->record ? ", recorded as holder" : "");
     }
     remember(bn, job->hash, err);
+    /* fetched for a reader, on a peer that does not hold it: a cached copy */
+    bool cached = !err && !job->record && !job->commit && !holds(bn, job->hash, sl_node_name(bn->node));
+    if (cached)
+        cache_add(bn, &job->m, now_ms());
     for (size_t i = 0; i < job->waiter_count; i++) {
         waiter_t *w = &job->waiters[i];
-        sl_err e = err;
-        if (!e && w->path)
-            e = write_file(bn, job->hash, w->path);
-        if (w->done)
-            w->done(w->ctx, e, job->hash);
+        if (!err && w->path)
+            start_writer(bn, &job->m, w->path, false, w->done, w->ctx); /* calls done */
+        else if (w->done)
+            w->done(w->ctx, err, job->hash);
     }
     free_job(job);
+    if (cached)
+        cache_trim(bn, now_ms());
 }
 
 /* The holders to ask: the job's extra source, then the alive holders. */
@@ -404,7 +619,10 @@ static sl_err read_slice(sl_blob_node_t *bn, job_t *job) {
         uint32_t i = job->next;
         uint8_t *c;
         size_t n = 0;
-        sl_err err = read_chunk(bn, &job->m, i, &c, &n);
+        /* VERIFY: the sizes and the whole hash are the check (any changed
+           byte changes the whole); each chunk's own hash only to find a bad one */
+        bool check = job->phase == PHASE_CHECK || job->per_chunk;
+        sl_err err = load_chunk(bn, &job->m, i, check, &c, &n);
         bytes += err == SL_ENOTFOUND ? 0 : chunk_size(&job->m, i);
         if (job->phase == PHASE_CHECK) {
             if (!err) {
@@ -424,8 +642,13 @@ static sl_err read_slice(sl_blob_node_t *bn, job_t *job) {
             lost_chunk(bn, job->hash, job->m.chunks[i], i, err);
             return err;
         }
-        err = sl_blob_builder_add(job->whole, c, n, NULL);
+        err = sl_blob_builder_add_hashed(job->whole, c, n, job->m.chunks[i]);
         sl_free(c);
+        if (!err && job->synced) {
+            char hex[HEX_LEN + 1];
+            sl_hex(job->m.chunks[i], SL_BLAKE2B_LEN, hex);
+            err = sl_disk_chunk_sync(bn->disk, hex);
+        }
         if (err)
             return err;
     }
@@ -482,6 +705,7 @@ static void pump(sl_blob_node_t *bn, job_t *job, uint64_t now) {
         }
         job->phase = PHASE_VERIFY;
         job->next = 0;
+        job->synced = job->record;
         if ((err = sl_blob_builder_new(job->m.chunk_len, &job->whole))) {
             finish_job(bn, job, err);
             return;
@@ -494,12 +718,21 @@ static void pump(sl_blob_node_t *bn, job_t *job, uint64_t now) {
     if (!err) {
         sl_blob_manifest_t got;
         if (!(err = sl_blob_builder_finish(job->whole, &got))) {
-            if (got.size != job->m.size || memcmp(got.hash, job->hash, SL_BLAKE2B_LEN) != 0) {
+            bool bad = got.size != job->m.size || memcmp(got.hash, job->hash, SL_BLAKE2B_LEN) != 0;
+            sl_blob_manifest_fini(&got);
+            sl_blob_builder_destroy(&job->whole);
+            if (bad && !job->per_chunk) {
+                /* read it again checking each chunk: a bad one is removed
+                   and fetched again (or, for a commit, reported) */
+                job->per_chunk = true;
+                job->next = 0;
+                if (!(err = sl_blob_builder_new(job->m.chunk_len, &job->whole)))
+                    return;
+            } else if (bad) {
                 bn->st.corrupt++;
                 log_corrupt("whole", job->hash, 0, "as assembled here");
                 err = SL_ECORRUPT;
             }
-            sl_blob_manifest_fini(&got);
         }
     }
     finish_job(bn, job, err);
@@ -551,6 +784,7 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     job->record = record;
     job->commit = commit_after;
     job->phase = commit_after ? PHASE_VERIFY : PHASE_CHECK;
+    job->synced = commit_after;
     job->progress_ms = now_ms();
     if (done || p)
         job->waiters[job->waiter_count++] = (waiter_t){done, ctx, p};
@@ -578,6 +812,7 @@ static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
         return;
     }
     forget(bn, hash);
+    cache_forget(bn, hash);
     for (size_t j = 0; j < other_count; j++) {
         sl_blob_manifest_t o;
         if (!memcmp(others[j], hash, SL_BLAKE2B_LEN) || lookup_manifest(bn, others[j], &o))
@@ -636,6 +871,163 @@ static void list_blobs(const sl_blob_node_t *bn, hash_list_t *l) {
         qsort(l->hashes, l->count, SL_BLAKE2B_LEN, cmp_hash);
 }
 
+/* ---- cache eviction ---- */
+
+typedef struct {
+    uint8_t (*h)[SL_BLAKE2B_LEN]; /* chunk hashes, sorted once built */
+    size_t count;                 /* entries */
+    size_t cap;                   /* allocated */
+} chunk_set_t;
+
+static bool chunk_set_add(chunk_set_t *s, const sl_blob_manifest_t *m) {
+    if (s->count + m->chunk_count > s->cap) {
+        size_t cap = (s->count + m->chunk_count) * 2 + 64;
+        void *n = sl_realloc(s->h, cap * SL_BLAKE2B_LEN);
+        if (!n)
+            return false;
+        s->h = n;
+        s->cap = cap;
+    }
+    memcpy(s->h[s->count], m->chunks, (size_t)m->chunk_count * SL_BLAKE2B_LEN);
+    s->count += m->chunk_count;
+    return true;
+}
+
+/* The chunks that must stay whatever is evicted: those of every blob this
+ * peer holds (recorded as one of its R holders), of every transfer and
+ * copy-out under way, and of the cached copies not being evicted. */
+static bool kept_chunks(sl_blob_node_t *bn, const bool *evict, chunk_set_t *keep) {
+    memset(keep, 0, sizeof *keep);
+    hash_list_t l;
+    list_blobs(bn, &l);
+    bool ok = true;
+    for (size_t b = 0; ok && b < l.count; b++) {
+        sl_blob_manifest_t m;
+        if (!holds(bn, l.hashes[b], sl_node_name(bn->node)))
+            continue;
+        if (lookup_manifest(bn, l.hashes[b], &m) != SL_OK) {
+            ok = false; /* cannot tell what it uses: evict nothing */
+            break;
+        }
+        ok = chunk_set_add(keep, &m);
+        sl_blob_manifest_fini(&m);
+    }
+    sl_free(l.hashes);
+    for (size_t i = 0; ok && i < bn->job_count; i++)
+        ok = chunk_set_add(keep, &bn->jobs[i]->m);
+    for (size_t i = 0; ok && i < bn->writer_count; i++)
+        ok = chunk_set_add(keep, &bn->writers[i]->m);
+    for (size_t i = 0; ok && i < bn->cache_count; i++)
+        if (!evict[i])
+            ok = chunk_set_add(keep, &bn->cache[i].m);
+    if (ok && keep->count)
+        qsort(keep->h, keep->count, SL_BLAKE2B_LEN, cmp_hash);
+    if (!ok) {
+        sl_free(keep->h);
+        memset(keep, 0, sizeof *keep);
+    }
+    return ok;
+}
+
+/* Keeps the cache of copies fetched for readers within cache_max_bytes:
+ * least recently used first, never one used in the last cache_idle_ms
+ * nor the most recently used (a reader may be streaming it), never one a
+ * transfer or copy-out is using, never a chunk a held blob shares. A copy
+ * of a deleted blob goes whatever the size. A copy this peer has since
+ * been recorded as holder of is no longer cache. */
+static void cache_trim(sl_blob_node_t *bn, uint64_t now) {
+    const char *self = sl_node_name(bn->node);
+    for (size_t i = bn->cache_count; i-- > 0;)
+        if (holds(bn, bn->cache[i].m.hash, self))
+            cache_remove_at(bn, i);
+    if (!bn->cache_count)
+        return;
+    bool *evict = sl_calloc(bn->cache_count, sizeof *evict);
+    if (!evict)
+        return;
+    uint64_t total = cache_bytes(bn);
+    size_t mru = bn->cache_count, victims = 0; /* none yet: copies found at start are not used */
+    for (size_t i = 0; i < bn->cache_count; i++) {
+        const uint8_t *h = bn->cache[i].m.hash;
+        if (bn->cache[i].used_ms &&
+            (mru == bn->cache_count || bn->cache[i].used_ms > bn->cache[mru].used_ms))
+            mru = i;
+        sl_blob_manifest_t m;
+        bool gone = is_dead(bn, h) || lookup_manifest(bn, h, &m) != SL_OK;
+        if (!gone)
+            sl_blob_manifest_fini(&m);
+        if (gone && !busy(bn, h)) {
+            evict[i] = true;
+            total -= bn->cache[i].m.size;
+            victims++;
+        }
+    }
+    while (total > bn->cache_max_bytes) {
+        size_t lru = bn->cache_count;
+        for (size_t i = 0; i < bn->cache_count; i++) {
+            const cached_t *c = &bn->cache[i];
+            if (evict[i] || i == mru || busy(bn, c->m.hash) ||
+                (c->used_ms && now < c->used_ms + bn->cache_idle_ms))
+                continue;
+            if (lru == bn->cache_count || c->used_ms < bn->cache[lru].used_ms)
+                lru = i;
+        }
+        if (lru == bn->cache_count)
+            break; /* over the limit until a copy falls idle */
+        evict[lru] = true;
+        total -= bn->cache[lru].m.size;
+        victims++;
+    }
+    chunk_set_t keep;
+    if (!victims || !kept_chunks(bn, evict, &keep)) {
+        sl_free(evict);
+        return;
+    }
+    for (size_t i = bn->cache_count; i-- > 0;) {
+        if (!evict[i])
+            continue;
+        const sl_blob_manifest_t *m = &bn->cache[i].m;
+        for (uint32_t c = 0; c < m->chunk_count; c++) {
+            if (keep.count && bsearch(m->chunks[c], keep.h, keep.count, SL_BLAKE2B_LEN, cmp_hash))
+                continue;
+            char hex[HEX_LEN + 1];
+            sl_hex(m->chunks[c], SL_BLAKE2B_LEN, hex);
+            sl_disk_chunk_del(bn->disk, hex);
+        }
+        char hex[HEX_LEN + 1];
+        sl_hex(m->hash, SL_BLAKE2B_LEN, hex);
+        sl_log(SL_LOG_INFO, "BLOB-EVICT", "blob %s: cached copy of %" PRIu64 " bytes removed (cache "
+               "over %" PRIu64 " bytes, or the blob deleted)", hex, m->size, bn->cache_max_bytes);
+        forget(bn, m->hash);
+        bn->st.evicted++;
+        cache_remove_at(bn, i);
+    }
+    sl_free(keep.h);
+    sl_free(evict);
+}
+
+/* Copies an earlier run fetched for readers are still on disk: count them
+ * in the cache (as the least recently used), so they can go. A blob
+ * counts as here when its first and last chunks are. */
+static void cache_scan(sl_blob_node_t *bn, const hash_list_t *l) {
+    const char *self = sl_node_name(bn->node);
+    for (size_t b = 0; b < l->count; b++) {
+        sl_blob_manifest_t m;
+        if (holds(bn, l->hashes[b], self) || busy(bn, l->hashes[b]) || cache_find(bn, l->hashes[b]) ||
+            lookup_manifest(bn, l->hashes[b], &m) != SL_OK)
+            continue;
+        char first[HEX_LEN + 1], last[HEX_LEN + 1];
+        if (m.chunk_count) {
+            sl_hex(m.chunks[0], SL_BLAKE2B_LEN, first);
+            sl_hex(m.chunks[m.chunk_count - 1], SL_BLAKE2B_LEN, last);
+            if (sl_disk_chunk_has(bn->disk, first) && sl_disk_chunk_has(bn->disk, last))
+                cache_add(bn, &m, 0);
+        }
+        sl_blob_manifest_fini(&m);
+    }
+    bn->cache_scanned = true;
+}
+
 /* The last trace of a deleted blob that no member holds. */
 static void forget_manifest(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     char key[PREFIX_LEN + HEX_LEN + 8];
@@ -677,11 +1069,12 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
         job_t *job = find_job(bn, hash);
         if (job && job->f) /* keep its holders current */
             refresh_sources(bn, job);
+        bool in_use = job || find_writer(bn, hash);
         if (is_dead(bn, hash)) {
             /* deleted: every holder drops its copy; then anyone removes
                the manifest (a holder that is down keeps it until it comes
                back and drops its copy too) */
-            if (job)
+            if (in_use)
                 continue;
             if (h[me])
                 drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count,
@@ -694,15 +1087,18 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
             if (plan.fetch[i] == me && !h[me])
                 start_job(bn, hash, NULL, NULL, true, false, NULL, NULL, NULL);
         for (size_t i = 0; i < plan.drop_count; i++)
-            if (plan.drop[i] == me && !job)
+            if (plan.drop[i] == me && !in_use)
                 drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count,
                           "placed peers hold it; an extra copy");
     }
+    if (!bn->cache_scanned)
+        cache_scan(bn, &l);
     sl_free(mine);
     sl_free(names);
     sl_free(h);
     sl_free(l.hashes);
     sl_free(ms);
+    cache_trim(bn, now);
     bn->next_reconcile_ms = now + bn->reconcile_ms;
 }
 
@@ -784,13 +1180,15 @@ sl_err sl_blob_node_put(sl_blob_node_t *bn, const void *data, size_t len,
 }
 
 sl_err sl_blob_node_put_file(sl_blob_node_t *bn, const char *path, uint8_t hash[SL_BLAKE2B_LEN]) {
-    uint8_t *data;
-    size_t len;
-    sl_err err = sl_plat_read_file(path, MAX_FILE_LEN, &data, &len);
+    sl_blob_manifest_t m;
+    sl_err err = sl_blob_write_file(bn->disk, path, 0, MAX_MANIFEST_CHUNKS, &m);
     if (err)
         return err;
-    err = sl_blob_node_put(bn, data, len, hash);
-    sl_free(data);
+    bn->st.chunks_written += m.chunk_count;
+    err = commit(bn, &m);
+    if (!err && hash)
+        memcpy(hash, m.hash, SL_BLAKE2B_LEN);
+    sl_blob_manifest_fini(&m);
     return err;
 }
 
@@ -803,6 +1201,17 @@ sl_err sl_blob_node_get_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_L
                              const char *path, sl_blob_done_fn done, void *ctx) {
     if (!path || !path[0])
         return SL_EINVAL;
+    recent_t *r = recent_of(bn, hash);
+    sl_blob_manifest_t m;
+    if (!find_job(bn, hash) && r && r->err == SL_OK && lookup_manifest(bn, hash, &m) == SL_OK) {
+        /* whole here and verified not long ago: copy it out at once (the
+           copy checks every chunk and the whole again, and fetches if a
+           chunk went missing meanwhile) */
+        cache_touch(bn, hash);
+        start_writer(bn, &m, path, true, done, ctx);
+        sl_blob_manifest_fini(&m);
+        return SL_OK;
+    }
     return start_job(bn, hash, NULL, NULL, false, false, done, ctx, path);
 }
 
@@ -815,6 +1224,8 @@ sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     err = sl_blob_read(bn->disk, &m, data, len);
     if (err == SL_ECORRUPT)
         bn->st.corrupt++;
+    if (!err)
+        cache_touch(bn, hash);
     sl_blob_manifest_fini(&m);
     return err;
 }
@@ -846,6 +1257,8 @@ size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAK
 void sl_blob_node_stats(const sl_blob_node_t *bn, sl_blob_node_stats_t *out) {
     *out = bn->st;
     out->jobs = bn->job_count;
+    out->cache_bytes = cache_bytes(bn);
+    out->cache_blobs = bn->cache_count;
 }
 
 /* ---- messages ---- */
@@ -896,7 +1309,8 @@ static void on_chunk(sl_blob_node_t *bn, const sl_blob_msg_t *c, uint64_t now) {
     if (err == SL_OK) {
         char hex[HEX_LEN + 1];
         sl_hex(c->chunk, SL_BLAKE2B_LEN, hex);
-        sl_err werr = sl_disk_chunk_put(bn->disk, hex, c->data, c->data_len);
+        /* synced once before this peer records itself as holder */
+        sl_err werr = sl_disk_chunk_write(bn->disk, hex, c->data, c->data_len);
         sl_blob_fetch_stored(job->f, c->index, werr);
         if (!werr) {
             bn->st.chunks_fetched++;
@@ -949,6 +1363,11 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     for (size_t i = bn->job_count; i-- > 0;)
         if (i < bn->job_count)
             pump(bn, bn->jobs[i], now);
+    for (size_t i = bn->writer_count; i-- > 0;)
+        if (i < bn->writer_count)
+            pump_writer(bn, bn->writers[i]);
+    if (bn->writer_count)
+        return now_ns; /* copying out: the next slice at the next turn */
     /* A job started by a message or a command between two ticks must not
      * wait for the next reconcile: look in at least every IDLE_TICK_MS. */
     uint64_t due = now + IDLE_TICK_MS;
@@ -992,6 +1411,9 @@ static size_t on_stats(void *ctx, sl_node_counter_t *c, size_t cap) {
         {"send_dropped", s.send_dropped},
         {"bad_msgs", s.bad_msgs},
         {"jobs", s.jobs},
+        {"cache_bytes", s.cache_bytes},
+        {"cache_blobs", s.cache_blobs},
+        {"evicted", s.evicted},
     };
     size_t n = sizeof all / sizeof all[0];
     if (n > cap)
@@ -1029,7 +1451,8 @@ static sl_err ctl_chunk(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     char hex[HEX_LEN + 1];
     sl_blake2b(req->args[0].ptr, req->args[0].len, h);
     sl_hex(h, SL_BLAKE2B_LEN, hex);
-    sl_err err = sl_disk_chunk_put(bn->disk, hex, req->args[0].ptr, req->args[0].len);
+    /* durable only at blob-commit, once for the whole blob */
+    sl_err err = sl_disk_chunk_write(bn->disk, hex, req->args[0].ptr, req->args[0].len);
     if (err)
         return reply_err(call, err, "cannot write the chunk here (disk full or unwritable?)");
     bn->st.chunks_written++;
@@ -1124,6 +1547,8 @@ static sl_err ctl_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     }
     /* whole here, verified, and nothing lost since (drops and bad chunks forget it) */
     bool ready = !job && r && r->err == SL_OK;
+    if (ready)
+        cache_touch(bn, h);
     if (!ready && !job) {
         err = start_job(bn, h, &m, NULL, false, false, NULL, NULL, NULL);
         if (err) {
@@ -1181,6 +1606,8 @@ static sl_err ctl_read(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_c
     err = read_chunk(bn, &m, (uint32_t)i, &c, &n);
     if (err)
         lost_chunk(bn, h, m.chunks[i], (uint32_t)i, err);
+    else
+        cache_touch(bn, h); /* a reader streams it: keep it */
     sl_blob_manifest_fini(&m);
     if (err == SL_ECORRUPT)
         return reply_err(call, err, "the copy here is corrupt (BLOB-CORRUPT); run blob get again");
@@ -1268,6 +1695,8 @@ sl_err sl_blob_node_attach(sl_node_t *node, sl_store_node_t *store,
     bn->fcfg.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 3000;
     bn->reconcile_ms = cfg->reconcile_ms ? cfg->reconcile_ms : 1000;
     bn->max_jobs = cfg->max_jobs ? cfg->max_jobs : 8;
+    bn->cache_max_bytes = cfg->cache_max_bytes ? cfg->cache_max_bytes : DEFAULT_CACHE_BYTES;
+    bn->cache_idle_ms = cfg->cache_idle_ms ? cfg->cache_idle_ms : DEFAULT_CACHE_IDLE_MS;
     sl_rng_seed(&bn->rng, sl_plat_now_ns() ^ sl_hash64(sl_node_name(node),
                                                         strlen(sl_node_name(node)), 0x626c6f62));
     sl_err err = sl_disk_open(cfg->dir, &bn->disk);
@@ -1301,6 +1730,12 @@ void sl_blob_node_destroy(sl_blob_node_t **pbn) {
     for (size_t i = 0; i < bn->job_count; i++)
         free_job(bn->jobs[i]);
     sl_free(bn->jobs);
+    for (size_t i = 0; i < bn->writer_count; i++)
+        free_writer(bn->writers[i]); /* removes its temporary file */
+    sl_free(bn->writers);
+    for (size_t i = 0; i < bn->cache_count; i++)
+        sl_blob_manifest_fini(&bn->cache[i].m);
+    sl_free(bn->cache);
     sl_disk_close(&bn->disk);
     sl_free(bn);
     *pbn = NULL;

@@ -103,6 +103,104 @@ static void test_write_read_verify(void) {
     sl_disk_close(&disk);
 }
 
+static void write_bytes(const char *path, const void *data, size_t len) {
+    FILE *o = fopen(path, "wb");
+    CHECK(o != NULL);
+    if (o) {
+        CHECK(fwrite(data, 1, len, o) == len);
+        fclose(o);
+    }
+}
+
+/* A file put one chunk at a time gives the manifest of its bytes, and
+ * reads back whole; too many chunks, no such file, a directory: refused
+ * before anything is written. */
+static void test_write_file(void) {
+    char dir[300], src[300];
+    snprintf(dir, sizeof dir, "%s/wf", base);
+    snprintf(src, sizeof src, "%s/wf-src.bin", base);
+    sl_disk_t *disk;
+    CHECK_OK(sl_disk_open(dir, &disk));
+    uint8_t data[10000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 131 >> 2);
+    write_bytes(src, data, sizeof data);
+    sl_blob_manifest_t m, want;
+    CHECK_OK(sl_blob_manifest_build(data, sizeof data, 4096, &want));
+    CHECK_OK(sl_blob_write_file(disk, src, 4096, 3, &m));
+    CHECK(m.size == want.size && m.chunk_count == 3 && !memcmp(m.hash, want.hash, 32) &&
+          !memcmp(m.chunks, want.chunks, 3 * 32));
+    uint8_t *back;
+    size_t len;
+    CHECK_OK(sl_blob_read(disk, &m, &back, &len));
+    CHECK(len == sizeof data && !memcmp(back, data, len));
+    sl_free(back);
+    sl_blob_manifest_fini(&m);
+    sl_blob_manifest_fini(&want);
+    CHECK_ERR(sl_blob_write_file(disk, src, 4096, 2, &m), SL_ETOOBIG);
+    CHECK_ERR(sl_blob_write_file(disk, dir, 4096, 2, &m), SL_EINVAL);
+    snprintf(src, sizeof src, "%s/wf-none.bin", base);
+    CHECK_ERR(sl_blob_write_file(disk, src, 4096, 2, &m), SL_ENOTFOUND);
+    /* the empty file is the empty blob */
+    snprintf(src, sizeof src, "%s/wf-empty.bin", base);
+    write_bytes(src, "", 0);
+    CHECK_OK(sl_blob_write_file(disk, src, 0, 1, &m));
+    CHECK(m.size == 0 && m.chunk_count == 0);
+    sl_blob_manifest_fini(&m);
+    sl_disk_close(&disk);
+}
+
+/* Chunks are written with no fsync each and synced once per blob: a
+ * crash before that sync may leave a chunk file empty, short or with
+ * wrong bytes under its name. Every read refuses such a file, and
+ * writing the blob again replaces it. */
+static void test_crash_damaged_chunks(void) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/crash", base);
+    sl_disk_t *disk;
+    CHECK_OK(sl_disk_open(dir, &disk));
+    uint8_t data[4 * 1024];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 37 + 1);
+    sl_blob_manifest_t m;
+    CHECK_OK(sl_blob_write(disk, data, sizeof data, 1024, &m));
+    static const uint8_t zeros[1024];
+    for (int how = 0; how < 3; how++) {
+        char hex[65], path[600];
+        sl_hex(m.chunks[how + 1], 32, hex);
+        snprintf(path, sizeof path, "%s/blobs/%.2s/%s", dir, hex, hex);
+        if (how == 0)
+            write_bytes(path, "", 0);                   /* empty: data never written back */
+        else if (how == 1)
+            write_bytes(path, data + 2048, 512);        /* short: partly written back */
+        else
+            write_bytes(path, zeros, sizeof zeros);     /* the size right, the blocks zero */
+        uint8_t *back = NULL, *c = NULL;
+        size_t len, cl;
+        CHECK_ERR(sl_blob_read(disk, &m, &back, &len), SL_ECORRUPT);
+        CHECK(back == NULL);
+        /* the chunk file itself is there, but does not match its name */
+        CHECK_OK(sl_disk_chunk_get(disk, hex, &c, &cl));
+        CHECK_ERR(sl_blob_verify(c, cl, m.chunks[how + 1]), SL_ECORRUPT);
+        sl_free(c);
+        sl_blob_manifest_t again;
+        CHECK_OK(sl_blob_write(disk, data, sizeof data, 1024, &again)); /* the put again */
+        CHECK_OK(sl_blob_read(disk, &m, &back, &len));
+        CHECK(len == sizeof data && !memcmp(back, data, len));
+        sl_free(back);
+        sl_blob_manifest_fini(&again);
+    }
+    /* a synced blob with a chunk gone: sl_blob_sync says so */
+    char hex[65], path[600];
+    sl_hex(m.chunks[0], 32, hex);
+    snprintf(path, sizeof path, "%s/blobs/%.2s/%s", dir, hex, hex);
+    CHECK_OK(sl_blob_sync(disk, &m));
+    unlink(path);
+    CHECK_ERR(sl_blob_sync(disk, &m), SL_ENOTFOUND);
+    sl_blob_manifest_fini(&m);
+    sl_disk_close(&disk);
+}
+
 static void test_placement(void) {
     const char *names[12];
     char buf[12][8];
@@ -220,9 +318,14 @@ static void test_builder(void) {
         CHECK_OK(sl_blob_manifest_build(data, sizes[k], 1000, &want));
         sl_blob_builder_t *b;
         CHECK_OK(sl_blob_builder_new(1000, &b));
-        for (size_t off = 0; off < sizes[k]; off += 1000)
-            CHECK_OK(sl_blob_builder_add(b, data + off, sizes[k] - off < 1000 ? sizes[k] - off : 1000,
-                                         NULL));
+        for (size_t off = 0; off < sizes[k]; off += 1000) {
+            size_t n = sizes[k] - off < 1000 ? sizes[k] - off : 1000;
+            if (off / 1000 % 2) /* every other chunk with its hash known: the same result */
+                CHECK_OK(sl_blob_builder_add_hashed(b, data + off, n, want.chunks[off / 1000]));
+            else
+                CHECK_OK(sl_blob_builder_add(b, data + off, n, NULL));
+        }
+        CHECK_INT(sl_blob_builder_count(b), want.chunk_count);
         CHECK_OK(sl_blob_builder_finish(b, &got));
         CHECK(got.size == want.size && got.chunk_count == want.chunk_count);
         CHECK(!memcmp(got.hash, want.hash, SL_BLAKE2B_LEN));
@@ -264,6 +367,8 @@ int main(void) {
     mkdir(base, 0700);
     sl_test_run("manifest", test_manifest);
     sl_test_run("write_read_verify", test_write_read_verify);
+    sl_test_run("write_file", test_write_file);
+    sl_test_run("crash_damaged_chunks", test_crash_damaged_chunks);
     sl_test_run("placement", test_placement);
     sl_test_run("builder", test_builder);
     sl_test_run("s6", test_s6);

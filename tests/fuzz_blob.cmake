@@ -24,3 +24,9 @@ if(SL_FUZZ)
   target_link_options(fuzz_blob PRIVATE ${sl_fuzz_blob_flags})
   target_link_libraries(fuzz_blob PRIVATE starling)
 endif()
+
+# The blob disk benchmark (bench/blob/disk_bench.c, run by bench/blob/run.py)
+# is built here too, beside peer, so that no other CMake file needs an edit.
+if(EXISTS ${PROJECT_SOURCE_DIR}/bench/blob/CMakeLists.txt)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/bench/blob ${CMAKE_CURRENT_BINARY_DIR}/bench_blob)
+endif()

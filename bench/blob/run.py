@@ -5,16 +5,26 @@ Starts two `peer` processes on 127.0.0.1 (one data directory each under
 a temporary directory on the same disk as the source file), then for each
 run makes a new random file of SIZE bytes and times:
 
-  put        `peerctl blob put FILE` on p0 (chunks streamed to p0, written
-             with an fsync each, verified whole, recorded in the store)
+  put        `peerctl blob put FILE` on p0 (chunks streamed to p0 and
+             written with no fsync each; at commit read back, verified
+             whole and fdatasynced, the directories synced once, then
+             recorded in the store)
   replicate  from the put's return until p1 (the other placed peer) is
-             recorded as holder: p1 pulled 100 chunks from p0 and verified
+             recorded as holder: p1 pulled 100 chunks from p0, verified
+             and synced them the same way
   get        `peerctl blob get HASH OUT` on p1 after deleting p1's chunk
              files: p1 pulls every chunk from p0 again, verifies, and
              streams them to OUT (temp file, fsync, rename)
   cp         `cp FILE DST` (the anchor), and `cp` + `sync DST`
+  file_*     the same file put through the library with no peer
+             (sl-blob-disk-bench): file_per_chunk with an fsync of each
+             chunk file and its directory (the old way), file_batched with
+             one batched sync per blob (sl_blob_node_put_file now); both
+             hash each chunk and the whole, so the gap is the syncing
 
-Prints medians over RUNS runs and the ratios to cp. Usage:
+Prints medians over RUNS runs and the ratios to cp, and each peer's
+memory high-water mark (VmHWM: it stays a few chunks above the idle peer's
+whatever SIZE is). Usage:
   bench/blob/run.py [--build build-DIR] [--size-mb 100] [--runs 3]
 """
 import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
@@ -52,7 +62,9 @@ def main():
             time.sleep(0.1)
         else:
             sys.exit('peers did not converge')
-        res = {k: [] for k in ('put', 'replicate', 'get', 'cp', 'cp_sync')}
+        keys = ('put', 'replicate', 'get', 'cp', 'cp_sync', 'file_per_chunk', 'file_batched')
+        res = {k: [] for k in keys}
+        disk_bench = os.path.join(a.build, 'sl-blob-disk-bench')
         size = a.size_mb * 1000 * 1000
         for run in range(a.runs):
             src = os.path.join(tmp, 'src.bin')
@@ -93,17 +105,33 @@ def main():
             for k, v in (('put', t1 - t0), ('replicate', t2 - t1), ('get', t4 - t3),
                          ('cp', t6 - t5), ('cp_sync', t8 - t7)):
                 res[k].append(v)
-            print('run %d: put %.2f s, replicate %.2f s, get %.2f s, cp %.2f s, cp+sync %.2f s'
-                  % (run + 1, t1 - t0, t2 - t1, t4 - t3, t6 - t5, t8 - t7), flush=True)
+            line = ('run %d: put %.2f s, replicate %.2f s, get %.2f s, cp %.2f s, cp+sync %.2f s'
+                    % (run + 1, t1 - t0, t2 - t1, t4 - t3, t6 - t5, t8 - t7))
+            if os.path.exists(disk_bench):
+                d = json.loads(subprocess.run([disk_bench, src, tmp], check=True, capture_output=True,
+                                              text=True).stdout)
+                res['file_per_chunk'].append(d['per_chunk_s'])
+                res['file_batched'].append(d['batched_s'])
+                line += ', file per-chunk fsync %.2f s, batched %.2f s' % (d['per_chunk_s'], d['batched_s'])
+            print(line, flush=True)
             for p in (out, dst, src):
                 os.remove(p)
             # drop the blob's chunks on both peers so the next run starts clean on disk
+        hwm = {}
+        for i, p in enumerate(procs):
+            with open('/proc/%d/status' % p.pid) as f:
+                for line in f:
+                    if line.startswith(('VmHWM', 'VmRSS')):
+                        hwm.setdefault(i, {})[line.split(':')[0]] = int(line.split()[1]) / 1024
         mb = size / 1e6
-        med = {k: statistics.median(v) for k, v in res.items()}
+        med = {k: statistics.median(v) for k, v in res.items() if v}
         print('\nmedians over %d runs, %d MB blob (1 MiB chunks, 4 in flight):' % (a.runs, a.size_mb))
-        for k in ('put', 'replicate', 'get', 'cp', 'cp_sync'):
-            print('  %-10s %6.2f s  %7.1f MB/s  %5.1fx cp  %5.1fx cp+sync'
+        for k in (k for k in keys if k in med):
+            print('  %-14s %6.2f s  %7.1f MB/s  %5.1fx cp  %5.1fx cp+sync'
                   % (k, med[k], mb / med[k], med[k] / med['cp'], med[k] / med['cp_sync']))
+        for i in sorted(hwm):
+            print('  p%d memory: high-water mark %.1f MB, resident now %.1f MB'
+                  % (i, hwm[i].get('VmHWM', 0), hwm[i].get('VmRSS', 0)))
     finally:
         for p in procs:
             p.kill()

@@ -63,6 +63,13 @@ void sl_blob_builder_destroy(sl_blob_builder_t **b);
  * past SL_BLOB_MAX_CHUNKS. */
 sl_err sl_blob_builder_add(sl_blob_builder_t *b, const void *data, size_t len,
                            uint8_t chunk_hash[SL_BLAKE2B_LEN]);
+/* The same for a chunk whose hash the caller has just computed (and
+ * checked against a manifest): only the whole-blob hash is updated, so a
+ * verified read hashes each chunk once, not twice. */
+sl_err sl_blob_builder_add_hashed(sl_blob_builder_t *b, const void *data, size_t len,
+                                  const uint8_t chunk_hash[SL_BLAKE2B_LEN]);
+/* Chunks added so far. */
+uint32_t sl_blob_builder_count(const sl_blob_builder_t *b);
 /* The manifest of everything added (the builder is spent). */
 sl_err sl_blob_builder_finish(sl_blob_builder_t *b, sl_blob_manifest_t *out);
 
@@ -94,9 +101,21 @@ void sl_blob_set_bug(int bug);
 /* Checks `len` bytes against a chunk or blob hash: SL_ECORRUPT if not. */
 sl_err sl_blob_verify(const void *data, size_t len, const uint8_t hash[SL_BLAKE2B_LEN]);
 
-/* Writes the chunks of `data` through `disk` and builds the manifest. */
+/* Writes the chunks of `data` through `disk` and builds the manifest.
+ * Durable on SL_OK: the chunks are written with no fsync each, then
+ * synced together (sl_blob_sync), about as fast as cp + sync. */
 sl_err sl_blob_write(sl_disk_t *disk, const void *data, size_t len, uint32_t chunk_len,
                      sl_blob_manifest_t *out);
+/* The same for a file's contents, read one chunk at a time (memory: one
+ * chunk, whatever the file's size). SL_ETOOBIG, before anything is
+ * written, for a file of more than `max_chunks` chunks; SL_ENOTFOUND if
+ * it does not exist, SL_EINVAL if it is not a regular file. */
+sl_err sl_blob_write_file(sl_disk_t *disk, const char *path, uint32_t chunk_len,
+                          uint32_t max_chunks, sl_blob_manifest_t *out);
+/* Makes every chunk of `m` durable here: fdatasync each chunk file, then
+ * the directories they were renamed into (sl_disk_chunk_sync_dirs).
+ * SL_ENOTFOUND if a chunk is not here. Call before recording a copy. */
+sl_err sl_blob_sync(sl_disk_t *disk, const sl_blob_manifest_t *m);
 /* Reads a blob back, verifying every chunk and the whole (SL_ECORRUPT,
  * SL_ENOTFOUND if a chunk is missing). `*data` is sl_free'd by the caller. */
 sl_err sl_blob_read(sl_disk_t *disk, const sl_blob_manifest_t *m, uint8_t **data, size_t *len);

@@ -30,10 +30,26 @@
  * blob is verified whole before it counts as held.
  *
  * The loop is never held for a whole blob: checking which chunks are
- * here, and verifying the whole, read a few chunk files per loop turn;
- * transfers keep a few chunks in flight. Only the calls that take or give
- * the bytes in memory (put, put_file, read, get_file's final write) work
- * on the whole blob at once, on the caller's turn.
+ * here, verifying the whole, and get_file's copy out read a few chunk
+ * files per loop turn; transfers keep a few chunks in flight. Memory is a
+ * few chunks whatever the blob's size, except in the calls that take or
+ * give the bytes in memory (put, read). put and put_file work on the
+ * caller's turn (put_file with one chunk in memory).
+ *
+ * Durability: chunk files are written with no fsync each; before a copy
+ * is recorded as held or a put answers, the blob's chunks are fdatasynced
+ * and their directories fsynced once (sl_blob_sync). A crash before that
+ * may lose the blob, and may leave a chunk file damaged, which every read
+ * refuses by its hash.
+ *
+ * Cache: a copy fetched for a reader (blob get, fetch, get_file) on a
+ * peer that is not one of the blob's R holders is kept as a cache of at
+ * most cache_max_bytes (default 2 GiB, `peer --blob-cache MB`), least
+ * recently used out first; never a copy used in the last cache_idle_ms
+ * or the most recently used one (a reader may be streaming it), never a
+ * held blob, never a chunk that a held blob shares (stats blob.evicted,
+ * log BLOB-EVICT). Copies left on disk by an earlier run are found at
+ * start and go first.
  *
  * For other modules (studies' checkpoints): put from memory or a file,
  * then fetch (asynchronous, callback on the loop), then read or write to
@@ -67,6 +83,11 @@ typedef struct {
     uint32_t timeout_ms;    /* a chunk request unanswered this long goes elsewhere (0: 3000) */
     uint32_t reconcile_ms;  /* period of the placement check (0: 1000) */
     uint32_t max_jobs;      /* transfers at once (0: 8) */
+    uint64_t cache_max_bytes; /* copies fetched for readers on a peer that is not
+                                 their holder are kept up to this size, least
+                                 recently used out first (0: 2 GiB) */
+    uint32_t cache_idle_ms; /* a cached copy used this recently stays even
+                               over the size (0: 10000) */
 } sl_blob_node_config_t;
 
 /* Opens the chunk directory and registers routes, ticks, commands and
@@ -76,13 +97,17 @@ sl_err sl_blob_node_attach(sl_node_t *node, sl_store_node_t *store,
 void sl_blob_node_destroy(sl_blob_node_t **bn);
 
 /* Stores `len` bytes as a blob: chunks written here, manifest and this
- * peer as holder recorded in the store (durable here on SL_OK), and the
- * placed peers told to pull a copy. `hash` gets the blob's hash. Hashes
- * and writes everything before it returns (about 15 ms per MiB here).
- * SL_ETOOBIG past the manifest limit (about 1.8 GiB at 1 MiB chunks). */
+ * peer as holder recorded in the store (durable here on SL_OK: one
+ * batched sync of the chunks, then the store's), and the placed peers
+ * told to pull a copy. `hash` gets the blob's hash. Hashes and writes
+ * everything before it returns (about 4 ms per MiB here). SL_ETOOBIG
+ * past the manifest limit (about 1.8 GiB at 1 MiB chunks). */
 sl_err sl_blob_node_put(sl_blob_node_t *bn, const void *data, size_t len,
                         uint8_t hash[SL_BLAKE2B_LEN]);
-/* The same for a file's contents (read whole: up to 1 GiB). */
+/* The same for a file's contents, read one chunk at a time (memory: one
+ * chunk whatever the file's size). SL_ETOOBIG before anything is written
+ * for a file past the manifest limit; SL_ENOTFOUND, SL_EINVAL (not a
+ * regular file), SL_EIO. */
 sl_err sl_blob_node_put_file(sl_blob_node_t *bn, const char *path, uint8_t hash[SL_BLAKE2B_LEN]);
 
 /* Called on the loop thread when a fetch ends: SL_OK (the blob is here,
@@ -96,8 +121,12 @@ typedef void (*sl_blob_done_fn)(void *ctx, sl_err err, const uint8_t hash[SL_BLA
  * SL_EBUSY when max_jobs transfers run. */
 sl_err sl_blob_node_fetch(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                           sl_blob_done_fn done, void *ctx);
-/* Fetch, then write the blob to `path` atomically (temporary file, fsync,
- * rename), then `done`. */
+/* Fetch, then write the blob to `path` atomically, then `done`: the
+ * chunks are copied, a few per loop turn, to a temporary file beside
+ * `path` (PATH.tmp-PID-N), each verified and the whole hashed again, then
+ * fsync, rename over `path`, fsync of the directory. A fetch or copy that
+ * fails (SL_ECORRUPT, SL_ENOTFOUND, SL_EIO...) leaves `path` untouched
+ * and no temporary file. A blob already here is copied out at once. */
 sl_err sl_blob_node_get_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                              const char *path, sl_blob_done_fn done, void *ctx);
 /* A blob held here, read whole and verified (sl_free the bytes).
@@ -138,6 +167,9 @@ typedef struct {
     uint64_t send_dropped;   /* messages the transport refused */
     uint64_t bad_msgs;       /* messages that failed to decode */
     uint64_t jobs;           /* transfers running now */
+    uint64_t cache_bytes;    /* bytes of cached copies (fetched here, not held) */
+    uint64_t cache_blobs;    /* cached copies */
+    uint64_t evicted;        /* cached copies removed */
 } sl_blob_node_stats_t;
 
 void sl_blob_node_stats(const sl_blob_node_t *bn, sl_blob_node_stats_t *out);

@@ -79,10 +79,53 @@ sl_err sl_disk_snapshot(sl_disk_t *d, uint8_t type, const void *body, size_t len
 void sl_disk_stats(const sl_disk_t *d, sl_disk_stats_t *out);
 
 /* Content-addressed chunk files under dir/blobs/xx/HEX (src/disk.c):
- * written atomically, read back whole. SL_ENOTFOUND if absent. */
+ * written atomically, read back whole. SL_ENOTFOUND if absent. A file
+ * already there with the same bytes is kept; one that differs (damaged)
+ * is replaced. sl_disk_chunk_put is durable when it returns (two fsyncs:
+ * file and directory). */
 sl_err sl_disk_chunk_put(sl_disk_t *d, const char *hex, const void *data, size_t len);
 sl_err sl_disk_chunk_get(sl_disk_t *d, const char *hex, uint8_t **data, size_t *len);
 sl_err sl_disk_chunk_del(sl_disk_t *d, const char *hex);
+bool sl_disk_chunk_has(sl_disk_t *d, const char *hex);
+
+/* Batched durability for many chunks (a blob): sl_disk_chunk_write puts
+ * the file in place (temporary file, rename) with no fsync and starts its
+ * writeback; sl_disk_chunk_sync fdatasyncs one chunk file, and
+ * sl_disk_chunk_sync_dirs fsyncs, once each, the directories that chunk
+ * files were renamed into since their last sync. Write them all, sync
+ * each, sync the directories, and only then record or acknowledge:
+ *
+ *     for each chunk: sl_disk_chunk_write(d, hex[i], data[i], len[i]);
+ *     for each chunk: sl_disk_chunk_sync(d, hex[i]);
+ *     sl_disk_chunk_sync_dirs(d);              // now durable
+ *
+ * A crash before the syncs may leave a chunk file missing, empty or
+ * damaged: readers verify every chunk against its hash, so such a file is
+ * refused, never accepted. */
+sl_err sl_disk_chunk_write(sl_disk_t *d, const char *hex, const void *data, size_t len);
+sl_err sl_disk_chunk_sync(sl_disk_t *d, const char *hex);
+sl_err sl_disk_chunk_sync_dirs(sl_disk_t *d);
+
+/* A file read in pieces (sl_blob_node_put_file): sl_disk_in_read fills
+ * `buf` up to `len` bytes, short only at the end of the file (0 there). */
+typedef struct sl_disk_in sl_disk_in_t;
+
+sl_err sl_disk_in_open(const char *path, sl_disk_in_t **out);
+uint64_t sl_disk_in_size(const sl_disk_in_t *in);
+sl_err sl_disk_in_read(sl_disk_in_t *in, void *buf, size_t len, size_t *got);
+void sl_disk_in_close(sl_disk_in_t **in);
+
+/* A file written in pieces and put in place atomically (sl_blob_node_get_file):
+ * the bytes go to a temporary file beside `path` (PATH.tmp-PID-N, created
+ * with `mode` less the umask); sl_disk_out_commit fsyncs it, renames it
+ * over `path` and fsyncs the directory; sl_disk_out_abort removes it. So
+ * `path` holds the whole file or is untouched. Both consume the handle. */
+typedef struct sl_disk_out sl_disk_out_t;
+
+sl_err sl_disk_out_open(const char *path, unsigned mode, sl_disk_out_t **out);
+sl_err sl_disk_out_write(sl_disk_out_t *o, const void *data, size_t len);
+sl_err sl_disk_out_commit(sl_disk_out_t **o);
+void sl_disk_out_abort(sl_disk_out_t **o);
 
 #ifdef __cplusplus
 }
