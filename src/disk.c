@@ -25,8 +25,8 @@ struct sl_disk {
     size_t buf_len;         /* bytes queued */
     size_t buf_cap;         /* allocated */
     bool recovered;         /* sl_disk_recover ran */
-    uint8_t chunk_dirs[32]; /* blobs/xx directories with a chunk renamed in since their last fsync (bit xx) */
-    bool blobs_dir_new;     /* blobs/ gained a directory since its last fsync */
+    uint8_t chunk_dirs[32]; /* blobs/xx directories to fsync at the next sl_disk_chunk_sync_dirs (bit xx) */
+    bool blobs_dir_new;     /* blobs/ to fsync then too (it may have gained a directory) */
     sl_disk_stats_t st;     /* counters */
 };
 
@@ -186,6 +186,7 @@ sl_err sl_disk_open(const char *dir, sl_disk_t **out) {
         return SL_ENOMEM;
     d->wal_fd = -1;
     d->dir_fd = -1;
+    d->blobs_dir_new = true; /* an earlier process may have left blobs/xx unsynced */
     d->dir = sl_strdup(dir);
     if (!d->dir) {
         sl_disk_close(&d);
@@ -453,6 +454,12 @@ sl_err sl_disk_snapshot(sl_disk_t *d, uint8_t type, const void *body, size_t len
 
 static int hex_digit(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
 
+/* blobs/xx holding this chunk is to be fsynced at the next sync_dirs. */
+static void mark_dir(sl_disk_t *d, const char *hex) {
+    unsigned xx = (unsigned)(hex_digit(hex[0]) << 4 | hex_digit(hex[1]));
+    d->chunk_dirs[xx / 8] |= (uint8_t)(1u << (xx % 8));
+}
+
 static sl_err chunk_path(sl_disk_t *d, const char *hex, bool mk, char **out) {
     size_t hl = strlen(hex);
     if (hl < 4 || hl > 128 || strspn(hex, "0123456789abcdef") != hl)
@@ -547,8 +554,7 @@ sl_err sl_disk_chunk_write(sl_disk_t *d, const char *hex, const void *data, size
         unlink(tmp);
         goto done;
     }
-    unsigned xx = (unsigned)(hex_digit(hex[0]) << 4 | hex_digit(hex[1]));
-    d->chunk_dirs[xx / 8] |= (uint8_t)(1u << (xx % 8));
+    mark_dir(d, hex);
 done:
     sl_free(tmp);
     sl_free(p);
@@ -560,6 +566,9 @@ sl_err sl_disk_chunk_sync(sl_disk_t *d, const char *hex) {
     sl_err err = chunk_path(d, hex, false, &p);
     if (err)
         return err;
+    /* its directory entry too: the rename may be an earlier process's,
+       never synced (it crashed), so do not count on this one's marks */
+    mark_dir(d, hex);
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         err = errno == ENOENT ? SL_ENOTFOUND : io_err("cannot open", p);

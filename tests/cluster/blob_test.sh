@@ -6,12 +6,13 @@
 # still works; then every chunk file of one holder is corrupted: a get
 # elsewhere still succeeds (from the other holder), the bad copy is
 # refused, counted in stats (blob.corrupt), logged BLOB-CORRUPT, and
-# repaired by re-replication.
+# repaired by re-replication. The non-holder's get leaves a cached copy,
+# counted in stats (blob.cache_blobs, blob.cache_bytes; --blob-cache MB).
 . "$(dirname "$0")/lib.sh"
 cluster_init
 names=(p0 p1 p2 p3)
-start_peer p0
-for n in "${names[@]:1}"; do start_peer "$n" --join "$(addr_of p0)"; done
+start_peer p0 --blob-cache 64
+for n in "${names[@]:1}"; do start_peer "$n" --join "$(addr_of p0)" --blob-cache 64; done
 wait_until 60 "4 peers converge" converged "${names[@]}"
 
 src=$CLUSTER_DIR/src.bin
@@ -68,6 +69,9 @@ get_same() { # get_same NAME: NAME's blob get is byte-identical to the source
 get_same "$other" || fail "blob get on $other is not byte-identical"
 log "ok: get on non-holder $other byte-identical"
 ls "$CLUSTER_DIR"/got-*.tmp-* >/dev/null 2>&1 && fail "a temporary file was left behind"
+[ "$(stat_of "$other" blob.cache_blobs)" = 1 ] || fail "$other does not count its fetched copy as cached"
+[ "$(stat_of "$other" blob.cache_bytes)" = "$(stat -c %s "$src")" ] ||
+    fail "$other counts $(stat_of "$other" blob.cache_bytes) cached bytes, not the blob's size"
 
 # A get of an unknown hash fails with a clear message and writes nothing.
 nohash=$(printf 'f%.0s' $(seq 64))
