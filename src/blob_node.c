@@ -24,6 +24,7 @@
 #define MAX_MANIFEST_CHUNKS ((SL_STORE_MAX_VALUE_LEN - 64) / (SL_BLAKE2B_LEN + 2))
 #define DEFAULT_CACHE_BYTES (2ull << 30) /* fetched copies kept when not a holder */
 #define DEFAULT_CACHE_IDLE_MS 10000      /* a cached copy used this recently stays */
+#define UPLOADS 2048 /* blob-chunk hashes kept from removal until their commit (2 GiB of chunks) */
 #define PREFIX "blob/"
 #define PREFIX_LEN 5
 
@@ -116,6 +117,11 @@ struct sl_blob_node {
     uint64_t cache_max_bytes;    /* cache size past which copies go */
     uint32_t cache_idle_ms;      /* a copy used this recently is never evicted */
     bool cache_scanned;          /* copies left on disk by an earlier run looked for */
+    uint8_t (*uploads)[SL_BLAKE2B_LEN]; /* the last UPLOADS chunks blob-chunk stored (a ring,
+                                           allocated at the first): a blob being put through
+                                           the CLI has no manifest yet to protect them */
+    size_t upload_count;         /* entries used */
+    size_t upload_next;          /* ring position */
     sl_rng_t rng;                /* transfer ids */
     sl_blob_node_stats_t st;     /* counters */
 };
@@ -797,46 +803,6 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
 
 /* ---- placement ---- */
 
-/* Drops this peer's copy of a blob placed elsewhere (chunks other blobs
- * held here share are kept). */
-static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
-                      const uint8_t (*others)[SL_BLAKE2B_LEN], size_t other_count,
-                      const char *why) {
-    sl_blob_manifest_t m;
-    if (lookup_manifest(bn, hash, &m) != SL_OK)
-        return;
-    bool *keep = sl_calloc(m.chunk_count ? m.chunk_count : 1, sizeof *keep);
-    if (!keep || set_holder(bn, hash, false) != SL_OK) {
-        sl_free(keep);
-        sl_blob_manifest_fini(&m);
-        return;
-    }
-    forget(bn, hash);
-    cache_forget(bn, hash);
-    for (size_t j = 0; j < other_count; j++) {
-        sl_blob_manifest_t o;
-        if (!memcmp(others[j], hash, SL_BLAKE2B_LEN) || lookup_manifest(bn, others[j], &o))
-            continue;
-        for (uint32_t c = 0; c < o.chunk_count; c++)
-            for (uint32_t i = 0; i < m.chunk_count; i++)
-                keep[i] |= !memcmp(o.chunks[c], m.chunks[i], SL_BLAKE2B_LEN);
-        sl_blob_manifest_fini(&o);
-    }
-    for (uint32_t i = 0; i < m.chunk_count; i++) {
-        if (keep[i])
-            continue;
-        char hex[HEX_LEN + 1];
-        sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
-        sl_disk_chunk_del(bn->disk, hex);
-    }
-    char hex[HEX_LEN + 1];
-    sl_hex(hash, SL_BLAKE2B_LEN, hex);
-    sl_log(SL_LOG_INFO, "BLOB-DROP", "blob %s: %s; copy removed", hex, why);
-    bn->st.dropped++;
-    sl_free(keep);
-    sl_blob_manifest_fini(&m);
-}
-
 typedef struct {
     uint8_t (*hashes)[SL_BLAKE2B_LEN]; /* manifests found */
     size_t count;                      /* entries */
@@ -893,9 +859,10 @@ static bool chunk_set_add(chunk_set_t *s, const sl_blob_manifest_t *m) {
     return true;
 }
 
-/* The chunks that must stay whatever is evicted: those of every blob this
+/* The chunks that must stay whatever is removed: those of every blob this
  * peer holds (recorded as one of its R holders), of every transfer and
- * copy-out under way, and of the cached copies not being evicted. */
+ * copy-out under way, of the cached copies not being evicted (`evict`,
+ * NULL: none), and of recent blob-chunk uploads not yet committed. */
 static bool kept_chunks(sl_blob_node_t *bn, const bool *evict, chunk_set_t *keep) {
     memset(keep, 0, sizeof *keep);
     hash_list_t l;
@@ -918,8 +885,12 @@ static bool kept_chunks(sl_blob_node_t *bn, const bool *evict, chunk_set_t *keep
     for (size_t i = 0; ok && i < bn->writer_count; i++)
         ok = chunk_set_add(keep, &bn->writers[i]->m);
     for (size_t i = 0; ok && i < bn->cache_count; i++)
-        if (!evict[i])
+        if (!evict || !evict[i])
             ok = chunk_set_add(keep, &bn->cache[i].m);
+    if (ok && bn->upload_count) {
+        sl_blob_manifest_t up = {.chunk_count = (uint32_t)bn->upload_count, .chunks = bn->uploads};
+        ok = chunk_set_add(keep, &up);
+    }
     if (ok && keep->count)
         qsort(keep->h, keep->count, SL_BLAKE2B_LEN, cmp_hash);
     if (!ok) {
@@ -1028,6 +999,36 @@ static void cache_scan(sl_blob_node_t *bn, const hash_list_t *l) {
     bn->cache_scanned = true;
 }
 
+/* Drops this peer's copy of a blob placed elsewhere or deleted; chunks
+ * something else here uses (kept_chunks) stay. */
+static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], const char *why) {
+    sl_blob_manifest_t m;
+    if (lookup_manifest(bn, hash, &m) != SL_OK)
+        return;
+    if (set_holder(bn, hash, false) != SL_OK) {
+        sl_blob_manifest_fini(&m);
+        return;
+    }
+    forget(bn, hash);
+    cache_forget(bn, hash);
+    chunk_set_t keep;
+    if (kept_chunks(bn, NULL, &keep)) { /* else the files stay: found again as a cached copy */
+        for (uint32_t i = 0; i < m.chunk_count; i++) {
+            if (keep.count && bsearch(m.chunks[i], keep.h, keep.count, SL_BLAKE2B_LEN, cmp_hash))
+                continue;
+            char hex[HEX_LEN + 1];
+            sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
+            sl_disk_chunk_del(bn->disk, hex);
+        }
+        sl_free(keep.h);
+    }
+    char hex[HEX_LEN + 1];
+    sl_hex(hash, SL_BLAKE2B_LEN, hex);
+    sl_log(SL_LOG_INFO, "BLOB-DROP", "blob %s: %s; copy removed", hex, why);
+    bn->st.dropped++;
+    sl_blob_manifest_fini(&m);
+}
+
 /* The last trace of a deleted blob that no member holds. */
 static void forget_manifest(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     char key[PREFIX_LEN + HEX_LEN + 8];
@@ -1053,13 +1054,7 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
         if (!strcmp(ms[i].name, self))
             me = i;
     }
-    /* blobs this peer holds, for drop_copy's shared-chunk check */
-    uint8_t (*mine)[SL_BLAKE2B_LEN] = sl_malloc((l.count ? l.count : 1) * SL_BLAKE2B_LEN);
-    size_t mine_count = 0;
-    for (size_t b = 0; mine && b < l.count; b++)
-        if (holds(bn, l.hashes[b], self))
-            memcpy(mine[mine_count++], l.hashes[b], SL_BLAKE2B_LEN);
-    for (size_t b = 0; names && h && mine && me < n && b < l.count; b++) {
+    for (size_t b = 0; names && h && me < n && b < l.count; b++) {
         const uint8_t *hash = l.hashes[b];
         for (size_t i = 0; i < n; i++)
             h[i] = holds(bn, hash, ms[i].name);
@@ -1077,8 +1072,7 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
             if (in_use)
                 continue;
             if (h[me])
-                drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count,
-                          "deleted");
+                drop_copy(bn, hash, "deleted");
             else if (!has_holders(bn, hash))
                 forget_manifest(bn, hash);
             continue;
@@ -1088,12 +1082,10 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
                 start_job(bn, hash, NULL, NULL, true, false, NULL, NULL, NULL);
         for (size_t i = 0; i < plan.drop_count; i++)
             if (plan.drop[i] == me && !in_use)
-                drop_copy(bn, hash, (const uint8_t(*)[SL_BLAKE2B_LEN])mine, mine_count,
-                          "placed peers hold it; an extra copy");
+                drop_copy(bn, hash, "placed peers hold it; an extra copy");
     }
     if (!bn->cache_scanned)
         cache_scan(bn, &l);
-    sl_free(mine);
     sl_free(names);
     sl_free(h);
     sl_free(l.hashes);
@@ -1456,6 +1448,13 @@ static sl_err ctl_chunk(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     if (err)
         return reply_err(call, err, "cannot write the chunk here (disk full or unwritable?)");
     bn->st.chunks_written++;
+    if (!bn->uploads)
+        bn->uploads = sl_malloc((size_t)UPLOADS * SL_BLAKE2B_LEN);
+    if (bn->uploads) { /* not removed by a drop or an eviction before blob-commit */
+        memcpy(bn->uploads[bn->upload_next++ % UPLOADS], h, SL_BLAKE2B_LEN);
+        if (bn->upload_count < UPLOADS)
+            bn->upload_count++;
+    }
     return sl_ctl_reply(call, SL_OK, hex, HEX_LEN, false);
 }
 
@@ -1736,6 +1735,7 @@ void sl_blob_node_destroy(sl_blob_node_t **pbn) {
     for (size_t i = 0; i < bn->cache_count; i++)
         sl_blob_manifest_fini(&bn->cache[i].m);
     sl_free(bn->cache);
+    sl_free(bn->uploads);
     sl_disk_close(&bn->disk);
     sl_free(bn);
     *pbn = NULL;

@@ -12,6 +12,7 @@
  * cache: least recently used out past its size, never a chunk that a blob
  * held there shares. */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,6 +439,8 @@ static void test_corrupt_source(void) {
     sl_node_destroy(&liar.node);
 }
 
+static int tmp_files(void);
+
 /* A manifest whose chunks are all here and good but do not make up its
  * hash (written by a hostile or broken peer): the whole check refuses it,
  * counted, after a second pass that checks each chunk finds none bad, so
@@ -473,6 +476,15 @@ static void test_bad_manifest(void) {
     sl_blob_node_stats(ps[0].blobs, &after);
     CHECK_INT(after.corrupt, before.corrupt + 1);
     CHECK_INT(after.cache_blobs, before.cache_blobs);
+    /* get_file of it: the same error, and no output file, whole or partial */
+    char out[600];
+    snprintf(out, sizeof out, "%s/bad-manifest.bin", tmpdir);
+    d = (done_t){0, SL_EINTERNAL};
+    CHECK_OK(sl_blob_node_get_file(ps[0].blobs, m.hash, out, on_done, &d));
+    WAIT_FOR(d.calls == 1);
+    CHECK_INT(d.err, SL_ECORRUPT);
+    CHECK(access(out, F_OK) != 0);
+    CHECK_INT(tmp_files(), 0);
     uint8_t *got;
     size_t got_len;
     CHECK_OK(sl_blob_node_read(ps[0].blobs, h, &got, &got_len)); /* the real blob is intact */
@@ -763,6 +775,99 @@ static void test_cache(void) {
     dir_tag = "";
 }
 
+/* ---- chunks of a blob being put through the CLI ---- */
+
+/* One `blob-chunk` control request, as peerctl blob put sends it, from
+ * its own thread while the test steps the peers. */
+typedef struct {
+    const char *addr;         /* the peer */
+    const uint8_t *data;      /* the chunk */
+    size_t len;               /* its bytes */
+    sl_err status;            /* the reply's status (SL_EIO: none) */
+    _Atomic bool finished;    /* the thread is done */
+} upload_t;
+
+static void *upload_chunk(void *arg) {
+    upload_t *u = arg;
+    sl_net_client_t *c;
+    u->status = SL_EIO;
+    if (sl_net_client_new(u->addr, NULL, &c) == SL_OK) {
+        uint8_t header[SL_WIRE_HEADER_LEN], *body;
+        size_t body_len;
+        sl_bytes_t a = {u->data, u->len};
+        if (sl_msg_ctl_req_encode(7, "blob-chunk", &a, 1, header, &body, &body_len) == SL_OK) {
+            uint8_t *rh, *rb;
+            size_t rhl, rbl;
+            sl_msg_t rep;
+            if (sl_net_client_send(c, header, body, body_len, 5000) == SL_OK &&
+                sl_net_client_recv(c, 10000, &rh, &rhl, &rb, &rbl) == SL_OK) {
+                if (sl_msg_decode(rh, rhl, rb, rbl, &rep) == SL_OK) {
+                    if (rep.type == SL_MSG_CTL_REP)
+                        u->status = (sl_err)rep.u.ctl_rep.status;
+                    sl_msg_fini(&rep);
+                }
+                sl_free(rh);
+                sl_free(rb);
+            }
+            sl_free(body);
+        }
+        sl_net_client_destroy(&c);
+    }
+    atomic_store(&u->finished, true);
+    return NULL;
+}
+
+/* A blob put through the CLI has no manifest until blob-commit: a chunk
+ * it sent (here one a cached copy already had) survives the eviction of
+ * that copy, so the commit finds it. */
+static void test_upload_kept(void) {
+    cache_max_bytes = 3u * SL_BLOB_CHUNK_LEN; /* one 2-chunk copy */
+    dir_tag = "upload-";
+    peer_t ps[NPEERS] = {{0}};
+    if (!start_three(ps)) {
+        cache_max_bytes = 0;
+        dir_tag = "";
+        return;
+    }
+    peer_t *c = &ps[2];
+    size_t len = 2 * SL_BLOB_CHUNK_LEN;
+    uint8_t *blob[2], hash[2][SL_BLAKE2B_LEN];
+    uint32_t second = 9000;
+    for (int k = 0; k < 2; k++) { /* Y and Z, placed on a and b */
+        blob[k] = malloc(len);
+        for (;;) {
+            two_chunks(blob[k], 7000 + (uint32_t)k, second++);
+            sl_blake2b(blob[k], len, hash[k]);
+            size_t placed[2];
+            sl_blob_place(hash[k], names, 3, 2, placed);
+            if (placed[0] != 2 && placed[1] != 2)
+                break;
+        }
+        uint8_t h[SL_BLAKE2B_LEN];
+        CHECK_OK(sl_blob_node_put(ps[0].blobs, blob[k], len, h));
+    }
+    WAIT_FOR(sl_blob_node_holders(c->blobs, hash[0]) == 2 && sl_blob_node_holders(c->blobs, hash[1]) == 2);
+    fetch(ps, c, hash[0]);
+    upload_t u = {.addr = sl_node_addr(c->node), .data = blob[0], .len = SL_BLOB_CHUNK_LEN};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, upload_chunk, &u) == 0);
+    WAIT_FOR(atomic_load(&u.finished));
+    pthread_join(t, NULL);
+    CHECK_INT(u.status, SL_OK);
+    fetch(ps, c, hash[1]); /* Y is evicted for Z */
+    sl_blob_node_stats_t st;
+    WAIT_FOR((sl_blob_node_stats(c->blobs, &st), st.evicted == 1));
+    CHECK(chunk_here(c, blob[0]));                      /* the uploaded chunk stays */
+    CHECK(!chunk_here(c, blob[0] + SL_BLOB_CHUNK_LEN)); /* the rest of Y goes */
+    CHECK(chunk_here(c, blob[1]) && chunk_here(c, blob[1] + SL_BLOB_CHUNK_LEN));
+    for (int k = 0; k < 2; k++)
+        free(blob[k]);
+    for (int i = 0; i < NPEERS; i++)
+        stop(&ps[i]);
+    cache_max_bytes = 0;
+    dir_tag = "";
+}
+
 int main(void) {
     /* before anything is allocated: every block must carry the header */
     sl_alloc_set_hook(&(sl_alloc_hook_t){track_realloc, NULL});
@@ -776,6 +881,7 @@ int main(void) {
     sl_test_run("bad_manifest", test_bad_manifest);
     sl_test_run("stream_large", test_stream_large);
     sl_test_run("cache", test_cache);
+    sl_test_run("upload_kept", test_upload_kept);
     rm_rf(tmpdir);
     return sl_test_finish();
 }
