@@ -22,6 +22,7 @@
 #define INCARNATION_FILE "incarnation"
 #define ALONE_WARN_FIRST_NS (5ull * 1000000000ull)  /* first "no seed answered" warning */
 #define ALONE_WARN_EVERY_NS (60ull * 1000000000ull) /* and then at most this often */
+#define TRIM_EVERY_NS (30ull * 1000000000ull) /* freed memory goes back this often */
 
 /* A registered control command. */
 typedef struct {
@@ -105,6 +106,7 @@ struct sl_node {
     size_t seed_count;                 /* --join / peers-file addresses given */
     char first_seed[SL_ADDR_MAX + 16]; /* the first of them, for messages */
     uint64_t alone_warn_ns;            /* when to warn next that no seed answered */
+    uint64_t trim_ns;                  /* when to give freed memory back next */
     bool back_valid;                   /* back_* describe the message being handled */
     sl_net_route_t back_route;         /* the ROUTER connection it came in on */
     char back_addr[SL_ADDR_MAX + 1];   /* its sender's advertised address */
@@ -797,6 +799,12 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
         if (now_ns >= node->ticks[i].due_ns)
             node->ticks[i].due_ns = node->ticks[i].fn(node->ticks[i].ctx, node, now_ns);
     flush_swim(node);
+    /* What a burst (a join, a SYNC, a store catch-up) freed goes back to
+     * the system now and then, so a peer at rest is as small as it can be. */
+    if (now_ns >= node->trim_ns) {
+        node->trim_ns = now_ns + TRIM_EVERY_NS;
+        sl_plat_trim_memory();
+    }
     /* Seeds are re-dialled for ever; say so when none has answered. */
     if (node->seed_count > 0 && now_ns >= node->alone_warn_ns) {
         node->alone_warn_ns = now_ns + ALONE_WARN_EVERY_NS;

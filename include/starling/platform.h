@@ -66,6 +66,10 @@ const char *sl_plat_home(void);
 /* Resident set size of this process in bytes (0 when unknown). */
 uint64_t sl_plat_rss_bytes(void);
 
+/* Gives the allocator's free memory back to the system (glibc's
+ * malloc_trim): what a burst of work freed stops counting as resident. */
+void sl_plat_trim_memory(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "starling/platform.h"
 
@@ -35,4 +38,10 @@ uint64_t sl_plat_rss_bytes(void) {
     if (n != 2)
         return 0;
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void sl_plat_trim_memory(void) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }
