@@ -1,9 +1,10 @@
 /* The blob service inside the peer daemon: see include/starling/blob_node.h.
  * The transfer logic is the pure core in blob_xfer.c; this file is the
- * glue: disk, store, membership, messages, commands. */
+ * glue: disk, store, membership, messages, transfers, copies out,
+ * placement, puts. The cache of fetched copies is blob_cache.c, the
+ * control commands blob_ctl.c (internals shared: blob_node_internal.h). */
 #include "starling/blob_node.h"
 
-#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,121 +15,9 @@
 #include "starling/platform.h"
 #include "starling/rng.h"
 
-#define HEX_LEN (2 * SL_BLAKE2B_LEN)
-#define MAX_MEMBERS 1024
-#define MAX_WAITERS 8
-#define RECENT 64                      /* finished fetches remembered for blob-fetch */
-#define SLICE_BYTES (4u << 20)         /* chunk bytes read per job per loop turn (~20 ms) */
-#define IDLE_TICK_MS 20                /* longest a new job waits for its next slice */
-/* chunks in a manifest that fits one store value: 34 bytes each, ~60 of header */
-#define MAX_MANIFEST_CHUNKS ((SL_STORE_MAX_VALUE_LEN - 64) / (SL_BLAKE2B_LEN + 2))
-#define DEFAULT_CACHE_BYTES (2ull << 30) /* fetched copies kept when not a holder */
-#define DEFAULT_CACHE_IDLE_MS 10000      /* a cached copy used this recently stays */
-#define UPLOADS 2048 /* blob-chunk hashes kept from removal until their commit (2 GiB of chunks) */
-#define PREFIX "blob/"
-#define PREFIX_LEN 5
+#include "blob_node_internal.h"
 
-/* Someone waiting for a fetch. */
-typedef struct {
-    sl_blob_done_fn done; /* callback (NULL: none) */
-    void *ctx;            /* its context */
-    char *path;           /* get_file: write the blob here first (sl_free'd) */
-} waiter_t;
-
-/* What a job is doing. Checking and verifying read and hash chunk files,
- * a few per loop turn, so a large blob never stalls the loop. */
-enum { PHASE_CHECK, PHASE_FETCH, PHASE_VERIFY };
-
-/* One transfer (or, for blob-commit, one verification) running. */
-typedef struct {
-    uint8_t hash[SL_BLAKE2B_LEN];     /* the blob */
-    sl_blob_manifest_t m;             /* its manifest (owned) */
-    int phase;                        /* PHASE_* */
-    uint32_t next;                    /* CHECK, VERIFY: next chunk to read */
-    bool *have;                       /* CHECK: chunks found here and good */
-    sl_blob_fetch_t *f;               /* FETCH: the pure state machine */
-    sl_blob_builder_t *whole;         /* VERIFY: hash of the chunks read so far */
-    char sources[SL_BLOB_XFER_MAX_ADDR + 1]; /* an extra holder to ask (an OFFER's) */
-    bool record;                      /* record this peer as holder when done */
-    bool commit;                      /* verify only, then commit (blob-commit) */
-    bool synced;                      /* VERIFY fdatasyncs each chunk as it reads it */
-    bool per_chunk;                   /* VERIFY checks each chunk's hash too (after the
-                                         whole failed: to find and remove the bad one) */
-    uint64_t progress_ms;             /* last time a chunk arrived (or start) */
-    uint64_t timeouts_seen;           /* FETCH: the fetch's timeouts already counted */
-    waiter_t waiters[MAX_WAITERS];    /* callbacks */
-    size_t waiter_count;              /* entries */
-} job_t;
-
-/* How a recent fetch ended (for blob-fetch polls). */
-typedef struct {
-    uint8_t hash[SL_BLAKE2B_LEN]; /* the blob */
-    sl_err err;                   /* its outcome */
-    bool used;                    /* entry holds something */
-} recent_t;
-
-/* sl_blob_node_get_file after the fetch: a blob held here copied out to
- * a temporary file beside the target, a slice per loop turn, each chunk
- * verified and the whole hashed again, then fsync and rename. */
-typedef struct {
-    uint8_t hash[SL_BLAKE2B_LEN]; /* the blob */
-    sl_blob_manifest_t m;         /* its manifest (owned) */
-    sl_disk_out_t *out;           /* the temporary file */
-    sl_blob_builder_t *whole;     /* hash of the chunks written so far */
-    uint32_t next;                /* next chunk to write */
-    sl_blob_done_fn done;         /* callback (NULL: none) */
-    void *ctx;                    /* its context */
-    char *retry_path;             /* started without a fetch: on a missing or bad
-                                     chunk, fetch and write again to this path */
-} writer_t;
-
-/* A copy fetched for a reader (blob get, sl_blob_node_fetch) on a peer
- * that is not one of its holders: kept as a cache, least recently used
- * out first once the cache is over its size. */
-typedef struct {
-    sl_blob_manifest_t m; /* its manifest (owned: the chunks to remove even
-                             once the store has forgotten the blob) */
-    uint64_t used_ms;     /* last fetched or read (0: found on disk at start) */
-} cached_t;
-
-/* An alive member. */
-typedef struct {
-    char name[SL_NAME_MAX + 1]; /* member name */
-    char addr[SL_ADDR_MAX + 1]; /* advertised address */
-} member_t;
-
-struct sl_blob_node {
-    sl_node_t *node;             /* the daemon */
-    sl_store_node_t *store;      /* manifests and holders */
-    sl_disk_t *disk;             /* chunk files */
-    uint32_t r;                  /* copies kept */
-    sl_blob_fetch_config_t fcfg; /* per-transfer settings */
-    uint32_t reconcile_ms;       /* placement check period */
-    uint32_t max_jobs;           /* transfers at once */
-    job_t **jobs;                /* transfers running */
-    size_t job_count;            /* entries */
-    recent_t recent[RECENT];     /* outcomes of finished fetches */
-    size_t recent_next;          /* ring position */
-    uint64_t next_reconcile_ms;  /* when to check placement next */
-    writer_t **writers;          /* get_file copies being written */
-    size_t writer_count;         /* entries */
-    cached_t *cache;             /* cached copies, in no order */
-    size_t cache_count;          /* entries */
-    uint64_t cache_max_bytes;    /* cache size past which copies go */
-    uint32_t cache_idle_ms;      /* a copy used this recently is never evicted */
-    bool cache_scanned;          /* copies left on disk by an earlier run looked for */
-    uint8_t (*uploads)[SL_BLAKE2B_LEN]; /* the last UPLOADS chunks blob-chunk stored (a ring,
-                                           allocated at the first): a blob being put through
-                                           the CLI has no manifest yet to protect them */
-    size_t upload_count;         /* entries used */
-    size_t upload_next;          /* ring position */
-    sl_rng_t rng;                /* transfer ids */
-    sl_blob_node_stats_t st;     /* counters */
-};
-
-static uint64_t now_ms(void) { return sl_plat_now_ns() / 1000000ull; }
-
-static bool unhex(const uint8_t *s, size_t len, uint8_t out[SL_BLAKE2B_LEN]) {
+bool sl_blob_node_unhex(const uint8_t *s, size_t len, uint8_t out[SL_BLAKE2B_LEN]) {
     if (len != HEX_LEN)
         return false;
     for (size_t i = 0; i < SL_BLAKE2B_LEN; i++) {
@@ -159,7 +48,8 @@ static size_t holder_key(const uint8_t hash[SL_BLAKE2B_LEN], const char *name, c
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
-static bool holds(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], const char *name) {
+bool sl_blob_node_holds(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
+                        const char *name) {
     char key[256];
     size_t n = holder_key(hash, name, key, sizeof key);
     const uint8_t *v;
@@ -174,7 +64,7 @@ static size_t dead_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out) {
     return PREFIX_LEN + HEX_LEN + 5;
 }
 
-static bool is_dead(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+bool sl_blob_node_is_dead(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     char key[PREFIX_LEN + HEX_LEN + 8];
     size_t n = dead_key(hash, key);
     const uint8_t *v;
@@ -206,15 +96,16 @@ static sl_err set_holder(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     if (!n)
         return SL_EINVAL;
     if (on)
-        return holds(bn, hash, sl_node_name(bn->node)) ? SL_OK
-                                                        : sl_store_node_put(bn->store, key, n, "1", 1);
+        return sl_blob_node_holds(bn, hash, sl_node_name(bn->node))
+                   ? SL_OK
+                   : sl_store_node_put(bn->store, key, n, "1", 1);
     sl_err err = sl_store_node_del(bn->store, key, n);
     return err == SL_ENOTFOUND ? SL_OK : err;
 }
 
 /* The manifest of a blob the store knows. */
-static sl_err lookup_manifest(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
-                              sl_blob_manifest_t *m) {
+sl_err sl_blob_node_lookup(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
+                           sl_blob_manifest_t *m) {
     char key[PREFIX_LEN + HEX_LEN + 1]; /* sl_hex adds a NUL */
     manifest_key(hash, key);
     const uint8_t *v;
@@ -263,17 +154,15 @@ static sl_err load_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32
 }
 
 /* Reads chunk `i` of `m` from disk and checks it against its hash. */
-static sl_err read_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
-                         uint8_t **data, size_t *len) {
+sl_err sl_blob_node_read_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
+                               uint8_t **data, size_t *len) {
     return load_chunk(bn, m, i, true, data, len);
 }
 
 /* A local chunk file was found bad or missing: remove it, and stop
  * claiming the blob, so placement repairs this copy from another. */
-static void forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
-
-static void lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
-                       const uint8_t chunk[SL_BLAKE2B_LEN], uint32_t index, sl_err why) {
+void sl_blob_node_lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
+                             const uint8_t chunk[SL_BLAKE2B_LEN], uint32_t index, sl_err why) {
     char hex[HEX_LEN + 1];
     sl_hex(chunk, SL_BLAKE2B_LEN, hex);
     if (why == SL_ECORRUPT) {
@@ -281,8 +170,8 @@ static void lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
         log_corrupt("local chunk", blob, index, "on disk");
         sl_disk_chunk_del(bn->disk, hex);
     }
-    forget(bn, blob);
-    if (holds(bn, blob, sl_node_name(bn->node))) {
+    sl_blob_node_forget(bn, blob);
+    if (sl_blob_node_holds(bn, blob, sl_node_name(bn->node))) {
         set_holder(bn, blob, false);
         bn->next_reconcile_ms = 0;
     }
@@ -290,7 +179,7 @@ static void lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
 
 /* ---- membership ---- */
 
-static size_t alive_members(const sl_blob_node_t *bn, member_t **out) {
+size_t sl_blob_node_alive(const sl_blob_node_t *bn, member_t **out) {
     const sl_swim_t *sw = sl_node_swim(bn->node);
     size_t total = sl_swim_member_count(sw), n = 0;
     member_t *ms = sl_calloc(total ? total : 1, sizeof *ms);
@@ -321,14 +210,15 @@ static size_t holder_addrs(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE
                            const member_t *ms, size_t n, const char **out, size_t cap) {
     size_t k = 0;
     for (size_t i = 0; i < n && k < cap; i++)
-        if (strcmp(ms[i].name, sl_node_name(bn->node)) != 0 && holds(bn, hash, ms[i].name))
+        if (strcmp(ms[i].name, sl_node_name(bn->node)) != 0 &&
+            sl_blob_node_holds(bn, hash, ms[i].name))
             out[k++] = ms[i].addr;
     return k;
 }
 
 /* ---- transfers ---- */
 
-static job_t *find_job(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+job_t *sl_blob_node_find_job(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     for (size_t i = 0; i < bn->job_count; i++)
         if (!memcmp(bn->jobs[i]->hash, hash, SL_BLAKE2B_LEN))
             return bn->jobs[i];
@@ -347,7 +237,7 @@ static void remember(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], sl_
     r->used = true;
 }
 
-static recent_t *recent_of(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+recent_t *sl_blob_node_recent(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     for (size_t i = 0; i < RECENT; i++)
         if (bn->recent[i].used && !memcmp(bn->recent[i].hash, hash, SL_BLAKE2B_LEN))
             return &bn->recent[i];
@@ -355,8 +245,8 @@ static recent_t *recent_of(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN
 }
 
 /* The blob is no longer known to be whole here. */
-static void forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
-    recent_t *r = recent_of(bn, hash);
+void sl_blob_node_forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    recent_t *r = sl_blob_node_recent(bn, hash);
     if (r)
         r->used = false;
 }
@@ -371,8 +261,8 @@ static writer_t *find_writer(const sl_blob_node_t *bn, const uint8_t hash[SL_BLA
 }
 
 /* A job or a writer reads or writes this blob's chunks: leave them be. */
-static bool busy(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
-    return find_job(bn, hash) || find_writer(bn, hash);
+bool sl_blob_node_busy(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    return sl_blob_node_find_job(bn, hash) || find_writer(bn, hash);
 }
 
 static void free_writer(writer_t *w) {
@@ -403,20 +293,17 @@ static void finish_writer(sl_blob_node_t *bn, writer_t *w, sl_err err) {
     free_writer(w);
 }
 
-static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
-                        const sl_blob_manifest_t *given, const char *extra_source, bool record,
-                        bool commit_after, sl_blob_done_fn done, void *ctx, const char *path);
-
 /* Writes up to SLICE_BYTES of the blob; ends the copy after the last. */
 static void pump_writer(sl_blob_node_t *bn, writer_t *w) {
     sl_err err = SL_OK;
     for (size_t bytes = 0; !err && bytes < SLICE_BYTES && w->next < w->m.chunk_count; w->next++) {
         uint8_t *c;
         size_t n;
-        if ((err = read_chunk(bn, &w->m, w->next, &c, &n))) {
-            lost_chunk(bn, w->hash, w->m.chunks[w->next], w->next, err);
-            if (w->retry_path && start_job(bn, w->hash, &w->m, NULL, false, false, w->done, w->ctx,
-                                           w->retry_path) == SL_OK) {
+        if ((err = sl_blob_node_read_chunk(bn, &w->m, w->next, &c, &n))) {
+            sl_blob_node_lost_chunk(bn, w->hash, w->m.chunks[w->next], w->next, err);
+            if (w->retry_path &&
+                sl_blob_node_start_job(bn, w->hash, &w->m, NULL, false, false, w->done, w->ctx,
+                                       w->retry_path) == SL_OK) {
                 w->done = NULL; /* the fetch calls it, then a new copy */
                 err = SL_EAGAIN;
             }
@@ -480,60 +367,7 @@ static void start_writer(sl_blob_node_t *bn, const sl_blob_manifest_t *m, const 
     pump_writer(bn, w); /* a small blob is written at once */
 }
 
-/* ---- the cache of copies fetched for readers ---- */
-
-static cached_t *cache_find(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
-    for (size_t i = 0; i < bn->cache_count; i++)
-        if (!memcmp(bn->cache[i].m.hash, hash, SL_BLAKE2B_LEN))
-            return &bn->cache[i];
-    return NULL;
-}
-
-static void cache_touch(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
-    cached_t *c = cache_find(bn, hash);
-    if (c)
-        c->used_ms = now_ms();
-}
-
-/* A copy is here for readers (`used_ms` 0: found on disk at start). */
-static void cache_add(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint64_t used_ms) {
-    cached_t *c = cache_find(bn, m->hash);
-    if (c) {
-        c->used_ms = used_ms;
-        return;
-    }
-    cached_t *n = sl_realloc(bn->cache, (bn->cache_count + 1) * sizeof *n);
-    if (!n)
-        return; /* not counted: kept until the next start finds it */
-    bn->cache = n;
-    c = &bn->cache[bn->cache_count];
-    if (sl_blob_manifest_copy(m, &c->m) != SL_OK)
-        return;
-    c->used_ms = used_ms;
-    bn->cache_count++;
-}
-
-/* Removes entry i from the list (not its chunks). */
-static void cache_remove_at(sl_blob_node_t *bn, size_t i) {
-    sl_blob_manifest_fini(&bn->cache[i].m);
-    bn->cache[i] = bn->cache[--bn->cache_count];
-}
-
-static void cache_forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
-    cached_t *c = cache_find(bn, hash);
-    if (c)
-        cache_remove_at(bn, (size_t)(c - bn->cache));
-}
-
-static uint64_t cache_bytes(const sl_blob_node_t *bn) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < bn->cache_count; i++)
-        total += bn->cache[i].m.size;
-    return total;
-}
-
 static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m);
-static void cache_trim(sl_blob_node_t *bn, uint64_t now);
 
 static void free_job(job_t *job) {
     for (size_t k = 0; k < job->waiter_count; k++)
@@ -580,9 +414,10 @@ static void finish_job(sl_blob_node_t *bn, job_t *job, sl_err err) {
     }
     remember(bn, job->hash, err);
     /* fetched for a reader, on a peer that does not hold it: a cached copy */
-    bool cached = !err && !job->record && !job->commit && !holds(bn, job->hash, sl_node_name(bn->node));
+    bool cached = !err && !job->record && !job->commit &&
+                  !sl_blob_node_holds(bn, job->hash, sl_node_name(bn->node));
     if (cached)
-        cache_add(bn, &job->m, now_ms());
+        sl_blob_cache_add(bn, &job->m, now_ms());
     for (size_t i = 0; i < job->waiter_count; i++) {
         waiter_t *w = &job->waiters[i];
         if (!err && w->path)
@@ -592,13 +427,13 @@ static void finish_job(sl_blob_node_t *bn, job_t *job, sl_err err) {
     }
     free_job(job);
     if (cached)
-        cache_trim(bn, now_ms());
+        sl_blob_cache_trim(bn, now_ms());
 }
 
 /* The holders to ask: the job's extra source, then the alive holders. */
 static sl_err refresh_sources(sl_blob_node_t *bn, job_t *job) {
     member_t *ms;
-    size_t n = alive_members(bn, &ms);
+    size_t n = sl_blob_node_alive(bn, &ms);
     const char *src[SL_BLOB_XFER_MAX_SOURCES];
     size_t k = 0;
     if (job->sources[0] && strcmp(job->sources, sl_node_addr(bn->node)) != 0)
@@ -645,7 +480,7 @@ static sl_err read_slice(sl_blob_node_t *bn, job_t *job) {
             continue;
         }
         if (err) {
-            lost_chunk(bn, job->hash, job->m.chunks[i], i, err);
+            sl_blob_node_lost_chunk(bn, job->hash, job->m.chunks[i], i, err);
             return err;
         }
         err = sl_blob_builder_add_hashed(job->whole, c, n, job->m.chunks[i]);
@@ -747,10 +582,11 @@ static void pump(sl_blob_node_t *bn, job_t *job, uint64_t now) {
 /* Starts (or joins) a job for `hash`: check what is here, fetch the rest
  * from `extra_source` and the alive holders, verify the whole. With
  * `commit`, verify only, then commit. `done` is called when it ends. */
-static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
-                        const sl_blob_manifest_t *given, const char *extra_source, bool record,
-                        bool commit_after, sl_blob_done_fn done, void *ctx, const char *path) {
-    job_t *job = find_job(bn, hash);
+sl_err sl_blob_node_start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
+                              const sl_blob_manifest_t *given, const char *extra_source,
+                              bool record, bool commit_after, sl_blob_done_fn done, void *ctx,
+                              const char *path) {
+    job_t *job = sl_blob_node_find_job(bn, hash);
     if (job) {
         job->record |= record;
         if (!done && !path)
@@ -768,7 +604,8 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
     job = sl_calloc(1, sizeof *job);
     if (!job)
         return SL_ENOMEM;
-    sl_err err = given ? sl_blob_manifest_copy(given, &job->m) : lookup_manifest(bn, hash, &job->m);
+    sl_err err =
+        given ? sl_blob_manifest_copy(given, &job->m) : sl_blob_node_lookup(bn, hash, &job->m);
     char *p = NULL;
     job_t **jobs = NULL;
     if (!err && ((path && !(p = sl_strdup(path))) ||
@@ -796,25 +633,19 @@ static sl_err start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
         job->waiters[job->waiter_count++] = (waiter_t){done, ctx, p};
     bn->jobs[bn->job_count++] = job;
     bn->st.jobs = bn->job_count;
-    forget(bn, hash);
+    sl_blob_node_forget(bn, hash);
     pump(bn, job, now_ms()); /* may finish it at once */
     return SL_OK;
 }
 
 /* ---- placement ---- */
 
-typedef struct {
-    uint8_t (*hashes)[SL_BLAKE2B_LEN]; /* manifests found */
-    size_t count;                      /* entries */
-    size_t cap;                        /* allocated */
-} hash_list_t;
-
 static bool collect_manifest(void *ctx, const uint8_t *key, size_t key_len,
                              const sl_store_entry_t *e) {
     hash_list_t *l = ctx;
     uint8_t h[SL_BLAKE2B_LEN];
     if (key_len != PREFIX_LEN + HEX_LEN || e->type != SL_CRDT_LWW ||
-        !unhex(key + PREFIX_LEN, HEX_LEN, h))
+        !sl_blob_node_unhex(key + PREFIX_LEN, HEX_LEN, h))
         return true;
     if (l->count == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
@@ -828,193 +659,33 @@ static bool collect_manifest(void *ctx, const uint8_t *key, size_t key_len,
     return true;
 }
 
-static int cmp_hash(const void *a, const void *b) { return memcmp(a, b, SL_BLAKE2B_LEN); }
+int sl_blob_node_cmp_hash(const void *a, const void *b) { return memcmp(a, b, SL_BLAKE2B_LEN); }
 
-static void list_blobs(const sl_blob_node_t *bn, hash_list_t *l) {
+void sl_blob_node_list(const sl_blob_node_t *bn, hash_list_t *l) {
     memset(l, 0, sizeof *l);
     sl_store_scan(sl_store_node_store(bn->store), PREFIX, PREFIX_LEN, collect_manifest, l);
     if (l->count)
-        qsort(l->hashes, l->count, SL_BLAKE2B_LEN, cmp_hash);
-}
-
-/* ---- cache eviction ---- */
-
-typedef struct {
-    uint8_t (*h)[SL_BLAKE2B_LEN]; /* chunk hashes, sorted once built */
-    size_t count;                 /* entries */
-    size_t cap;                   /* allocated */
-} chunk_set_t;
-
-static bool chunk_set_add(chunk_set_t *s, const sl_blob_manifest_t *m) {
-    if (s->count + m->chunk_count > s->cap) {
-        size_t cap = (s->count + m->chunk_count) * 2 + 64;
-        void *n = sl_realloc(s->h, cap * SL_BLAKE2B_LEN);
-        if (!n)
-            return false;
-        s->h = n;
-        s->cap = cap;
-    }
-    memcpy(s->h[s->count], m->chunks, (size_t)m->chunk_count * SL_BLAKE2B_LEN);
-    s->count += m->chunk_count;
-    return true;
-}
-
-/* The chunks that must stay whatever is removed: those of every blob this
- * peer holds (recorded as one of its R holders), of every transfer and
- * copy-out under way, of the cached copies not being evicted (`evict`,
- * NULL: none), and of recent blob-chunk uploads not yet committed. */
-static bool kept_chunks(sl_blob_node_t *bn, const bool *evict, chunk_set_t *keep) {
-    memset(keep, 0, sizeof *keep);
-    hash_list_t l;
-    list_blobs(bn, &l);
-    bool ok = true;
-    for (size_t b = 0; ok && b < l.count; b++) {
-        sl_blob_manifest_t m;
-        if (!holds(bn, l.hashes[b], sl_node_name(bn->node)))
-            continue;
-        if (lookup_manifest(bn, l.hashes[b], &m) != SL_OK) {
-            ok = false; /* cannot tell what it uses: evict nothing */
-            break;
-        }
-        ok = chunk_set_add(keep, &m);
-        sl_blob_manifest_fini(&m);
-    }
-    sl_free(l.hashes);
-    for (size_t i = 0; ok && i < bn->job_count; i++)
-        ok = chunk_set_add(keep, &bn->jobs[i]->m);
-    for (size_t i = 0; ok && i < bn->writer_count; i++)
-        ok = chunk_set_add(keep, &bn->writers[i]->m);
-    for (size_t i = 0; ok && i < bn->cache_count; i++)
-        if (!evict || !evict[i])
-            ok = chunk_set_add(keep, &bn->cache[i].m);
-    if (ok && bn->upload_count) {
-        sl_blob_manifest_t up = {.chunk_count = (uint32_t)bn->upload_count, .chunks = bn->uploads};
-        ok = chunk_set_add(keep, &up);
-    }
-    if (ok && keep->count)
-        qsort(keep->h, keep->count, SL_BLAKE2B_LEN, cmp_hash);
-    if (!ok) {
-        sl_free(keep->h);
-        memset(keep, 0, sizeof *keep);
-    }
-    return ok;
-}
-
-/* Keeps the cache of copies fetched for readers within cache_max_bytes:
- * least recently used first, never one used in the last cache_idle_ms
- * nor the most recently used (a reader may be streaming it), never one a
- * transfer or copy-out is using, never a chunk a held blob shares. A copy
- * of a deleted blob goes whatever the size. A copy this peer has since
- * been recorded as holder of is no longer cache. */
-static void cache_trim(sl_blob_node_t *bn, uint64_t now) {
-    const char *self = sl_node_name(bn->node);
-    for (size_t i = bn->cache_count; i-- > 0;)
-        if (holds(bn, bn->cache[i].m.hash, self))
-            cache_remove_at(bn, i);
-    if (!bn->cache_count)
-        return;
-    bool *evict = sl_calloc(bn->cache_count, sizeof *evict);
-    if (!evict)
-        return;
-    uint64_t total = cache_bytes(bn);
-    size_t mru = bn->cache_count, victims = 0; /* none yet: copies found at start are not used */
-    for (size_t i = 0; i < bn->cache_count; i++) {
-        const uint8_t *h = bn->cache[i].m.hash;
-        if (bn->cache[i].used_ms &&
-            (mru == bn->cache_count || bn->cache[i].used_ms > bn->cache[mru].used_ms))
-            mru = i;
-        sl_blob_manifest_t m;
-        bool gone = is_dead(bn, h) || lookup_manifest(bn, h, &m) != SL_OK;
-        if (!gone)
-            sl_blob_manifest_fini(&m);
-        if (gone && !busy(bn, h)) {
-            evict[i] = true;
-            total -= bn->cache[i].m.size;
-            victims++;
-        }
-    }
-    while (total > bn->cache_max_bytes) {
-        size_t lru = bn->cache_count;
-        for (size_t i = 0; i < bn->cache_count; i++) {
-            const cached_t *c = &bn->cache[i];
-            if (evict[i] || i == mru || busy(bn, c->m.hash) ||
-                (c->used_ms && now < c->used_ms + bn->cache_idle_ms))
-                continue;
-            if (lru == bn->cache_count || c->used_ms < bn->cache[lru].used_ms)
-                lru = i;
-        }
-        if (lru == bn->cache_count)
-            break; /* over the limit until a copy falls idle */
-        evict[lru] = true;
-        total -= bn->cache[lru].m.size;
-        victims++;
-    }
-    chunk_set_t keep;
-    if (!victims || !kept_chunks(bn, evict, &keep)) {
-        sl_free(evict);
-        return;
-    }
-    for (size_t i = bn->cache_count; i-- > 0;) {
-        if (!evict[i])
-            continue;
-        const sl_blob_manifest_t *m = &bn->cache[i].m;
-        for (uint32_t c = 0; c < m->chunk_count; c++) {
-            if (keep.count && bsearch(m->chunks[c], keep.h, keep.count, SL_BLAKE2B_LEN, cmp_hash))
-                continue;
-            char hex[HEX_LEN + 1];
-            sl_hex(m->chunks[c], SL_BLAKE2B_LEN, hex);
-            sl_disk_chunk_del(bn->disk, hex);
-        }
-        char hex[HEX_LEN + 1];
-        sl_hex(m->hash, SL_BLAKE2B_LEN, hex);
-        sl_log(SL_LOG_INFO, "BLOB-EVICT", "blob %s: cached copy of %" PRIu64 " bytes removed (cache "
-               "over %" PRIu64 " bytes, or the blob deleted)", hex, m->size, bn->cache_max_bytes);
-        forget(bn, m->hash);
-        bn->st.evicted++;
-        cache_remove_at(bn, i);
-    }
-    sl_free(keep.h);
-    sl_free(evict);
-}
-
-/* Copies an earlier run fetched for readers are still on disk: count them
- * in the cache (as the least recently used), so they can go. A blob
- * counts as here when its first and last chunks are. */
-static void cache_scan(sl_blob_node_t *bn, const hash_list_t *l) {
-    const char *self = sl_node_name(bn->node);
-    for (size_t b = 0; b < l->count; b++) {
-        sl_blob_manifest_t m;
-        if (holds(bn, l->hashes[b], self) || busy(bn, l->hashes[b]) || cache_find(bn, l->hashes[b]) ||
-            lookup_manifest(bn, l->hashes[b], &m) != SL_OK)
-            continue;
-        char first[HEX_LEN + 1], last[HEX_LEN + 1];
-        if (m.chunk_count) {
-            sl_hex(m.chunks[0], SL_BLAKE2B_LEN, first);
-            sl_hex(m.chunks[m.chunk_count - 1], SL_BLAKE2B_LEN, last);
-            if (sl_disk_chunk_has(bn->disk, first) && sl_disk_chunk_has(bn->disk, last))
-                cache_add(bn, &m, 0);
-        }
-        sl_blob_manifest_fini(&m);
-    }
-    bn->cache_scanned = true;
+        qsort(l->hashes, l->count, SL_BLAKE2B_LEN, sl_blob_node_cmp_hash);
 }
 
 /* Drops this peer's copy of a blob placed elsewhere or deleted; chunks
  * something else here uses (kept_chunks) stay. */
 static void drop_copy(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], const char *why) {
     sl_blob_manifest_t m;
-    if (lookup_manifest(bn, hash, &m) != SL_OK)
+    if (sl_blob_node_lookup(bn, hash, &m) != SL_OK)
         return;
     if (set_holder(bn, hash, false) != SL_OK) {
         sl_blob_manifest_fini(&m);
         return;
     }
-    forget(bn, hash);
-    cache_forget(bn, hash);
+    sl_blob_node_forget(bn, hash);
+    sl_blob_cache_forget(bn, hash);
     chunk_set_t keep;
-    if (kept_chunks(bn, NULL, &keep)) { /* else the files stay: found again as a cached copy */
+    /* when what stays cannot be told, the files stay: found again as a cached copy */
+    if (sl_blob_cache_kept(bn, NULL, &keep)) {
         for (uint32_t i = 0; i < m.chunk_count; i++) {
-            if (keep.count && bsearch(m.chunks[i], keep.h, keep.count, SL_BLAKE2B_LEN, cmp_hash))
+            if (keep.count &&
+                bsearch(m.chunks[i], keep.h, keep.count, SL_BLAKE2B_LEN, sl_blob_node_cmp_hash))
                 continue;
             char hex[HEX_LEN + 1];
             sl_hex(m.chunks[i], SL_BLAKE2B_LEN, hex);
@@ -1042,9 +713,9 @@ static void forget_manifest(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LE
  * deleted one. */
 static void reconcile(sl_blob_node_t *bn, uint64_t now) {
     member_t *ms;
-    size_t n = alive_members(bn, &ms);
+    size_t n = sl_blob_node_alive(bn, &ms);
     hash_list_t l;
-    list_blobs(bn, &l);
+    sl_blob_node_list(bn, &l);
     const char **names = sl_calloc(n ? n : 1, sizeof *names);
     bool *h = sl_calloc(n ? n : 1, sizeof *h);
     const char *self = sl_node_name(bn->node);
@@ -1057,15 +728,15 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
     for (size_t b = 0; names && h && me < n && b < l.count; b++) {
         const uint8_t *hash = l.hashes[b];
         for (size_t i = 0; i < n; i++)
-            h[i] = holds(bn, hash, ms[i].name);
+            h[i] = sl_blob_node_holds(bn, hash, ms[i].name);
         sl_blob_plan_t plan;
         if (sl_blob_plan(hash, names, h, n, bn->r, &plan) != SL_OK)
             continue;
-        job_t *job = find_job(bn, hash);
+        job_t *job = sl_blob_node_find_job(bn, hash);
         if (job && job->f) /* keep its holders current */
             refresh_sources(bn, job);
         bool in_use = job || find_writer(bn, hash);
-        if (is_dead(bn, hash)) {
+        if (sl_blob_node_is_dead(bn, hash)) {
             /* deleted: every holder drops its copy; then anyone removes
                the manifest (a holder that is down keeps it until it comes
                back and drops its copy too) */
@@ -1079,18 +750,18 @@ static void reconcile(sl_blob_node_t *bn, uint64_t now) {
         }
         for (size_t i = 0; i < plan.fetch_count; i++)
             if (plan.fetch[i] == me && !h[me])
-                start_job(bn, hash, NULL, NULL, true, false, NULL, NULL, NULL);
+                sl_blob_node_start_job(bn, hash, NULL, NULL, true, false, NULL, NULL, NULL);
         for (size_t i = 0; i < plan.drop_count; i++)
             if (plan.drop[i] == me && !in_use)
                 drop_copy(bn, hash, "placed peers hold it; an extra copy");
     }
     if (!bn->cache_scanned)
-        cache_scan(bn, &l);
+        sl_blob_cache_scan(bn, &l);
     sl_free(names);
     sl_free(h);
     sl_free(l.hashes);
     sl_free(ms);
-    cache_trim(bn, now);
+    sl_blob_cache_trim(bn, now);
     bn->next_reconcile_ms = now + bn->reconcile_ms;
 }
 
@@ -1114,7 +785,7 @@ static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m) {
     if (sl_store_get(sl_store_node_store(bn->store), key, PREFIX_LEN + HEX_LEN, &old, &old_len) != SL_OK ||
         old_len != enc_len || memcmp(old, enc, enc_len) != 0)
         err = sl_store_node_put(bn->store, key, PREFIX_LEN + HEX_LEN, enc, enc_len);
-    if (!err && is_dead(bn, m->hash)) { /* stored again after a delete: it lives */
+    if (!err && sl_blob_node_is_dead(bn, m->hash)) { /* stored again after a delete: it lives */
         char dk[PREFIX_LEN + HEX_LEN + 8];
         err = sl_store_node_del(bn->store, dk, dead_key(m->hash, dk));
     }
@@ -1125,7 +796,7 @@ static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m) {
         remember(bn, m->hash, SL_OK);
         /* tell the placed peers to pull their copy now rather than at their next check */
         member_t *ms;
-        size_t n = alive_members(bn, &ms);
+        size_t n = sl_blob_node_alive(bn, &ms);
         const char **names = sl_calloc(n ? n : 1, sizeof *names);
         size_t placed[16];
         size_t k = 0;
@@ -1186,45 +857,46 @@ sl_err sl_blob_node_put_file(sl_blob_node_t *bn, const char *path, uint8_t hash[
 
 sl_err sl_blob_node_fetch(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                           sl_blob_done_fn done, void *ctx) {
-    return start_job(bn, hash, NULL, NULL, false, false, done, ctx, NULL);
+    return sl_blob_node_start_job(bn, hash, NULL, NULL, false, false, done, ctx, NULL);
 }
 
 sl_err sl_blob_node_get_file(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                              const char *path, sl_blob_done_fn done, void *ctx) {
     if (!path || !path[0])
         return SL_EINVAL;
-    recent_t *r = recent_of(bn, hash);
+    recent_t *r = sl_blob_node_recent(bn, hash);
     sl_blob_manifest_t m;
-    if (!find_job(bn, hash) && r && r->err == SL_OK && lookup_manifest(bn, hash, &m) == SL_OK) {
+    if (!sl_blob_node_find_job(bn, hash) && r && r->err == SL_OK &&
+        sl_blob_node_lookup(bn, hash, &m) == SL_OK) {
         /* whole here and verified not long ago: copy it out at once (the
            copy checks every chunk and the whole again, and fetches if a
            chunk went missing meanwhile) */
-        cache_touch(bn, hash);
+        sl_blob_cache_touch(bn, hash);
         start_writer(bn, &m, path, true, done, ctx);
         sl_blob_manifest_fini(&m);
         return SL_OK;
     }
-    return start_job(bn, hash, NULL, NULL, false, false, done, ctx, path);
+    return sl_blob_node_start_job(bn, hash, NULL, NULL, false, false, done, ctx, path);
 }
 
 sl_err sl_blob_node_read(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], uint8_t **data,
                          size_t *len) {
     sl_blob_manifest_t m;
-    sl_err err = lookup_manifest(bn, hash, &m);
+    sl_err err = sl_blob_node_lookup(bn, hash, &m);
     if (err)
         return err;
     err = sl_blob_read(bn->disk, &m, data, len);
     if (err == SL_ECORRUPT)
         bn->st.corrupt++;
     if (!err)
-        cache_touch(bn, hash);
+        sl_blob_cache_touch(bn, hash);
     sl_blob_manifest_fini(&m);
     return err;
 }
 
 sl_err sl_blob_node_delete(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     sl_blob_manifest_t m;
-    sl_err err = lookup_manifest(bn, hash, &m);
+    sl_err err = sl_blob_node_lookup(bn, hash, &m);
     if (err)
         return err;
     sl_blob_manifest_fini(&m);
@@ -1239,9 +911,9 @@ uint32_t sl_blob_node_r(const sl_blob_node_t *bn) { return bn->r; }
 
 size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     member_t *ms;
-    size_t n = alive_members(bn, &ms), k = 0;
+    size_t n = sl_blob_node_alive(bn, &ms), k = 0;
     for (size_t i = 0; i < n; i++)
-        k += holds(bn, hash, ms[i].name);
+        k += sl_blob_node_holds(bn, hash, ms[i].name);
     sl_free(ms);
     return k;
 }
@@ -1249,7 +921,7 @@ size_t sl_blob_node_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAK
 void sl_blob_node_stats(const sl_blob_node_t *bn, sl_blob_node_stats_t *out) {
     *out = bn->st;
     out->jobs = bn->job_count;
-    out->cache_bytes = cache_bytes(bn);
+    out->cache_bytes = sl_blob_cache_bytes(bn);
     out->cache_blobs = bn->cache_count;
 }
 
@@ -1267,7 +939,7 @@ static void on_get(sl_blob_node_t *bn, const sl_blob_msg_t *g) {
     if (!err && (len > SL_BLOB_XFER_MAX_DATA || sl_blob_verify(data, len, g->chunk) != SL_OK))
         err = SL_ECORRUPT;
     if (err) {
-        lost_chunk(bn, g->blob, g->chunk, g->index, err);
+        sl_blob_node_lost_chunk(bn, g->blob, g->chunk, g->index, err);
         sl_free(data);
         data = NULL;
         len = 0;
@@ -1325,8 +997,8 @@ static void on_offer(sl_blob_node_t *bn, const sl_blob_msg_t *o) {
     char src[SL_BLOB_XFER_MAX_ADDR + 1];
     memcpy(src, o->addr, o->addr_len);
     src[o->addr_len] = 0;
-    if (!holds(bn, m.hash, sl_node_name(bn->node)))
-        start_job(bn, m.hash, &m, src, true, false, NULL, NULL, NULL);
+    if (!sl_blob_node_holds(bn, m.hash, sl_node_name(bn->node)))
+        sl_blob_node_start_job(bn, m.hash, &m, src, true, false, NULL, NULL, NULL);
     sl_blob_manifest_fini(&m);
 }
 
@@ -1414,269 +1086,6 @@ static size_t on_stats(void *ctx, sl_node_counter_t *c, size_t cap) {
     return n;
 }
 
-/* ---- commands ---- */
-
-static sl_err reply_err(sl_ctl_call_t *call, sl_err err, const char *msg) {
-    return sl_ctl_reply(call, err, msg, strlen(msg), false);
-}
-
-static sl_err reply_json(sl_ctl_call_t *call, cJSON *root) {
-    char *text = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!text)
-        return SL_ENOMEM;
-    sl_err err = sl_ctl_reply(call, SL_OK, text, strlen(text), false);
-    free(text);
-    return err;
-}
-
-static bool arg_hash(const sl_ctl_req_t *req, size_t i, uint8_t hash[SL_BLAKE2B_LEN]) {
-    return i < req->arg_count && unhex(req->args[i].ptr, req->args[i].len, hash);
-}
-
-static sl_err ctl_chunk(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
-    (void)node;
-    sl_blob_node_t *bn = ctx;
-    if (req->arg_count != 1 || req->args[0].len == 0 || req->args[0].len > SL_BLOB_CHUNK_LEN)
-        return reply_err(call, SL_EINVAL, "usage: blob-chunk BYTES (1 byte to 1 MiB)");
-    uint8_t h[SL_BLAKE2B_LEN];
-    char hex[HEX_LEN + 1];
-    sl_blake2b(req->args[0].ptr, req->args[0].len, h);
-    sl_hex(h, SL_BLAKE2B_LEN, hex);
-    /* durable only at blob-commit, once for the whole blob */
-    sl_err err = sl_disk_chunk_write(bn->disk, hex, req->args[0].ptr, req->args[0].len);
-    if (err)
-        return reply_err(call, err, "cannot write the chunk here (disk full or unwritable?)");
-    bn->st.chunks_written++;
-    if (!bn->uploads)
-        bn->uploads = sl_malloc((size_t)UPLOADS * SL_BLAKE2B_LEN);
-    if (bn->uploads) { /* not removed by a drop or an eviction before blob-commit */
-        memcpy(bn->uploads[bn->upload_next++ % UPLOADS], h, SL_BLAKE2B_LEN);
-        if (bn->upload_count < UPLOADS)
-            bn->upload_count++;
-    }
-    return sl_ctl_reply(call, SL_OK, hex, HEX_LEN, false);
-}
-
-/* blob-commit MANIFEST: polled by the client. The first call starts
- * verifying the chunks here (a few per loop turn); the reply says
- * "verifying" until the blob is recorded ("done") or failed (an error,
- * reported once). */
-static sl_err ctl_commit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
-    (void)node;
-    sl_blob_node_t *bn = ctx;
-    sl_blob_manifest_t m;
-    if (req->arg_count != 1 || sl_blob_manifest_decode(req->args[0].ptr, req->args[0].len, &m))
-        return reply_err(call, SL_EINVAL, "usage: blob-commit MANIFEST (an encoded manifest)");
-    uint8_t *enc;
-    size_t enc_len;
-    sl_err err = sl_blob_manifest_encode(&m, &enc, &enc_len);
-    if (!err) {
-        sl_free(enc);
-        if (enc_len > SL_STORE_MAX_VALUE_LEN)
-            err = SL_ETOOBIG; /* say so before verifying anything */
-    }
-    char hex[HEX_LEN + 1];
-    sl_hex(m.hash, SL_BLAKE2B_LEN, hex);
-    const char *state = "verifying";
-    sl_blob_manifest_t known;
-    bool recorded = false;
-    if (!err && lookup_manifest(bn, m.hash, &known) == SL_OK) {
-        recorded = holds(bn, m.hash, sl_node_name(bn->node));
-        sl_blob_manifest_fini(&known);
-    }
-    job_t *job = err ? NULL : find_job(bn, m.hash);
-    recent_t *r = recent_of(bn, m.hash);
-    if (err || job) {
-        /* running, or refused */
-    } else if (recorded) {
-        state = "done";
-    } else if (r && r->err) {
-        err = r->err;
-        r->used = false; /* reported once */
-    } else {
-        err = start_job(bn, m.hash, &m, NULL, false, true, NULL, NULL, NULL);
-        r = recent_of(bn, m.hash);
-        if (!err && !find_job(bn, m.hash)) { /* over at once (a small blob) */
-            if (r && r->err)
-                err = r->err;
-            else
-                state = "done";
-        }
-    }
-    sl_blob_manifest_fini(&m);
-    if (err == SL_ENOTFOUND)
-        return reply_err(call, err, "a chunk of this blob is not here: send every chunk first");
-    if (err == SL_ECORRUPT)
-        return reply_err(call, err, "the chunks here do not make up this blob: send it again");
-    if (err == SL_ETOOBIG)
-        return reply_err(call, err, "blob too large: its manifest is over 64 KiB "
-                                    "(about 1.8 GiB of content); split it");
-    if (err == SL_EBUSY)
-        return reply_err(call, err, "too many transfers running here; try again");
-    if (err)
-        return reply_err(call, err, sl_strerror(err));
-    char out[HEX_LEN + 48];
-    int n = snprintf(out, sizeof out, "{\"hash\":\"%s\",\"state\":\"%s\"}", hex, state);
-    return sl_ctl_reply(call, SL_OK, out, (size_t)n, false);
-}
-
-static sl_err ctl_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
-    (void)node;
-    sl_blob_node_t *bn = ctx;
-    uint8_t h[SL_BLAKE2B_LEN];
-    if (req->arg_count != 1 || !arg_hash(req, 0, h))
-        return reply_err(call, SL_EINVAL, "usage: blob-fetch HASH (64 hex digits)");
-    sl_blob_manifest_t m;
-    sl_err err = lookup_manifest(bn, h, &m);
-    if (err == SL_ENOTFOUND)
-        return reply_err(call, err, "no such blob (is the hash right? a blob just put elsewhere "
-                                    "shows up here within a second)");
-    if (err)
-        return reply_err(call, err, "the blob's manifest in the store is unreadable");
-    recent_t *r = recent_of(bn, h);
-    job_t *job = find_job(bn, h);
-    if (!job && r && r->err && r->err != SL_EAGAIN) {
-        err = r->err;
-        r->used = false; /* reported once; the next fetch starts afresh */
-        sl_blob_manifest_fini(&m);
-        return reply_err(call, err, err == SL_ENOTFOUND
-                                        ? "no alive holder could give every chunk of this blob"
-                                        : sl_strerror(err));
-    }
-    /* whole here, verified, and nothing lost since (drops and bad chunks forget it) */
-    bool ready = !job && r && r->err == SL_OK;
-    if (ready)
-        cache_touch(bn, h);
-    if (!ready && !job) {
-        err = start_job(bn, h, &m, NULL, false, false, NULL, NULL, NULL);
-        if (err) {
-            sl_blob_manifest_fini(&m);
-            return reply_err(call, err, err == SL_EBUSY ? "too many transfers running; try again"
-                                                        : sl_strerror(err));
-        }
-        job = find_job(bn, h);
-        r = recent_of(bn, h);
-        ready = !job && r && r->err == SL_OK;
-        if (!job && r && r->err) {
-            sl_blob_manifest_fini(&m);
-            return reply_err(call, r->err, "cannot fetch this blob here");
-        }
-    }
-    cJSON *o = cJSON_CreateObject();
-    char hex[HEX_LEN + 1];
-    sl_hex(h, SL_BLAKE2B_LEN, hex);
-    cJSON_AddStringToObject(o, "hash", hex);
-    cJSON_AddStringToObject(o, "state", ready ? "ready" : "fetching");
-    cJSON_AddNumberToObject(o, "size", (double)m.size);
-    cJSON_AddNumberToObject(o, "chunks", m.chunk_count);
-    cJSON_AddNumberToObject(o, "chunk_len", m.chunk_len);
-    if (job && job->f) {
-        sl_blob_fetch_stats_t fs;
-        sl_blob_fetch_stats(job->f, &fs);
-        cJSON_AddNumberToObject(o, "held", fs.held);
-    }
-    sl_blob_manifest_fini(&m);
-    return reply_json(call, o);
-}
-
-static sl_err ctl_read(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
-    (void)node;
-    sl_blob_node_t *bn = ctx;
-    uint8_t h[SL_BLAKE2B_LEN];
-    char num[16];
-    if (req->arg_count != 2 || !arg_hash(req, 0, h) || req->args[1].len == 0 ||
-        req->args[1].len >= sizeof num)
-        return reply_err(call, SL_EINVAL, "usage: blob-read HASH INDEX");
-    memcpy(num, req->args[1].ptr, req->args[1].len);
-    num[req->args[1].len] = 0;
-    char *end;
-    unsigned long i = strtoul(num, &end, 10);
-    sl_blob_manifest_t m;
-    sl_err err = lookup_manifest(bn, h, &m);
-    if (err)
-        return reply_err(call, err, "no such blob");
-    if (*end || i >= m.chunk_count) {
-        sl_blob_manifest_fini(&m);
-        return reply_err(call, SL_ERANGE, "chunk index out of range");
-    }
-    uint8_t *c;
-    size_t n;
-    err = read_chunk(bn, &m, (uint32_t)i, &c, &n);
-    if (err)
-        lost_chunk(bn, h, m.chunks[i], (uint32_t)i, err);
-    else
-        cache_touch(bn, h); /* a reader streams it: keep it */
-    sl_blob_manifest_fini(&m);
-    if (err == SL_ECORRUPT)
-        return reply_err(call, err, "the copy here is corrupt (BLOB-CORRUPT); run blob get again");
-    if (err)
-        return reply_err(call, err, "chunk not here: run blob-fetch first");
-    err = sl_ctl_reply(call, SL_OK, c, n, false);
-    sl_free(c);
-    return err;
-}
-
-typedef struct {
-    cJSON *arr;  /* holder names */
-    size_t skip; /* bytes of the key before the name */
-} holder_scan_t;
-
-static bool collect_holder(void *ctx, const uint8_t *key, size_t key_len,
-                           const sl_store_entry_t *e) {
-    holder_scan_t *hc = ctx;
-    if (e->type != SL_CRDT_LWW || key_len <= hc->skip || key_len - hc->skip > SL_NAME_MAX)
-        return true;
-    char name[SL_NAME_MAX + 1];
-    memcpy(name, key + hc->skip, key_len - hc->skip);
-    name[key_len - hc->skip] = 0;
-    cJSON_AddItemToArray(hc->arr, cJSON_CreateString(name));
-    return true;
-}
-
-static sl_err ctl_ls(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
-    (void)node;
-    (void)req;
-    sl_blob_node_t *bn = ctx;
-    hash_list_t l;
-    list_blobs(bn, &l);
-    member_t *ms;
-    size_t mn = alive_members(bn, &ms);
-    cJSON *arr = cJSON_CreateArray();
-    for (size_t b = 0; arr && b < l.count; b++) {
-        sl_blob_manifest_t m;
-        if (lookup_manifest(bn, l.hashes[b], &m) != SL_OK)
-            continue;
-        cJSON *o = cJSON_CreateObject();
-        char hex[HEX_LEN + 1];
-        sl_hex(m.hash, SL_BLAKE2B_LEN, hex);
-        cJSON_AddStringToObject(o, "hash", hex);
-        cJSON_AddNumberToObject(o, "size", (double)m.size);
-        cJSON_AddNumberToObject(o, "chunks", m.chunk_count);
-        cJSON *hs = cJSON_AddArrayToObject(o, "holders");
-        /* holders: the blob/HASH/h/ keys */
-        char prefix[PREFIX_LEN + HEX_LEN + 4];
-        int pn = snprintf(prefix, sizeof prefix, PREFIX "%s/h/", hex);
-        holder_scan_t hc = {hs, (size_t)pn};
-        sl_store_scan(sl_store_node_store(bn->store), prefix, (size_t)pn, collect_holder, &hc);
-        /* which of them are alive in this peer's view (a dead holder's key stays) */
-        cJSON *alive = cJSON_AddArrayToObject(o, "alive_holders");
-        const cJSON *nm;
-        cJSON_ArrayForEach(nm, hs) {
-            for (size_t i = 0; i < mn; i++)
-                if (!strcmp(ms[i].name, nm->valuestring)) {
-                    cJSON_AddItemToArray(alive, cJSON_CreateString(nm->valuestring));
-                    break;
-                }
-        }
-        cJSON_AddItemToArray(arr, o);
-        sl_blob_manifest_fini(&m);
-    }
-    sl_free(l.hashes);
-    sl_free(ms);
-    return reply_json(call, arr);
-}
-
 /* ---- lifecycle ---- */
 
 sl_err sl_blob_node_attach(sl_node_t *node, sl_store_node_t *store,
@@ -1707,13 +1116,8 @@ sl_err sl_blob_node_attach(sl_node_t *node, sl_store_node_t *store,
         err = sl_node_member_listen(node, on_member, bn);
     if (!err)
         err = sl_node_stats_register(node, "blob", on_stats, bn);
-    static const struct {
-        const char *name;
-        sl_ctl_fn fn;
-    } cmds[] = {{"blob-chunk", ctl_chunk}, {"blob-commit", ctl_commit}, {"blob-fetch", ctl_fetch},
-                {"blob-read", ctl_read},   {"blob-ls", ctl_ls}};
-    for (size_t i = 0; !err && i < sizeof cmds / sizeof cmds[0]; i++)
-        err = sl_node_ctl_register(node, cmds[i].name, cmds[i].fn, bn);
+    if (!err)
+        err = sl_blob_ctl_register(bn);
     if (err) {
         sl_blob_node_destroy(&bn);
         return err;
