@@ -302,6 +302,8 @@ static int blob_get(const char *hash, const char *out) {
         fprintf(stderr, "peerctl blob get: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
         rc = 1;
     }
+    if (rc == 0)
+        sl_plat_sync_parent_dir(out); /* the rename survives a power loss too */
     if (rc != 0)
         unlink(tmp);
     free(tmp);

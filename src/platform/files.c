@@ -49,6 +49,23 @@ fail:
     return err;
 }
 
+void sl_plat_sync_parent_dir(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = 0;
+    else if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+}
+
 sl_err sl_plat_write_file(const char *path, const void *data, size_t len, unsigned mode) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
@@ -73,21 +90,7 @@ sl_err sl_plat_write_file(const char *path, const void *data, size_t len, unsign
     fd = -1;
     if (rename(tmp, path) != 0)
         goto fail;
-    /* Make the rename durable: fsync the directory. */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        slash[1] = 0;
-    else if (slash)
-        *slash = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    sl_plat_sync_parent_dir(path); /* make the rename durable */
     return SL_OK;
 fail:
     if (fd >= 0)
