@@ -5,7 +5,9 @@
  * get asks the peer to bring the blob local (blob-fetch, polled), then
  * reads it one chunk per request (blob-read) into a temporary file beside
  * OUTFILE, checks the whole against the hash, and renames it into place.
- * So memory stays at one chunk whatever the file's size. */
+ * All on one connection, with up to WINDOW chunk requests in flight so
+ * that the peer's disk, the wire and our hashing overlap. So memory stays
+ * at a few chunks whatever the file's size. */
 #include "peerctl_blob.h"
 
 #include <cjson/cJSON.h>
@@ -23,6 +25,7 @@
 
 #define HEX_LEN (2 * SL_BLAKE2B_LEN)
 #define GET_WAIT_MS 600000 /* longest a get waits for the peer to gather the blob */
+#define WINDOW 4           /* chunk requests in flight */
 
 static const char *blob_help =
     "usage: peerctl blob put FILE            store FILE as a blob; prints its hash\n"
@@ -64,6 +67,39 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+/* A chunk sent and not yet acknowledged. */
+typedef struct {
+    uint32_t id;           /* its request */
+    char hex[HEX_LEN + 1]; /* the hash the peer must store it under */
+} sent_t;
+
+/* Takes one blob-chunk answer off the connection and checks it names the
+ * hash we computed for that chunk. */
+static int take_chunk_ack(sl_peerctl_conn_t *c, sent_t *sent, size_t *count) {
+    sl_peerctl_part_t part;
+    if (sl_peerctl_recv(c, &part))
+        return 1;
+    size_t k = 0;
+    while (k < *count && sent[k].id != part.id)
+        k++;
+    int rc = 0;
+    if (k == *count) {
+        /* a stale reply: not ours */
+    } else if (part.status != SL_OK) {
+        fprintf(stderr, "peerctl blob put: %.*s\n", (int)part.len,
+                part.body ? (const char *)part.body : "failed");
+        rc = 1;
+    } else if (part.len != HEX_LEN || memcmp(part.body, sent[k].hex, HEX_LEN) != 0) {
+        fprintf(stderr, "peerctl blob put: the peer stored a chunk under another hash "
+                        "(damaged in transit?); try again\n");
+        rc = 1;
+    }
+    if (k < *count)
+        sent[k] = sent[--*count];
+    sl_peerctl_part_fini(&part);
+    return rc;
+}
+
 static int blob_put(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -72,11 +108,16 @@ static int blob_put(const char *path) {
     }
     uint8_t *chunk = malloc(SL_BLOB_CHUNK_LEN);
     sl_blob_builder_t *b = NULL;
+    sl_peerctl_conn_t *conn = NULL;
+    sent_t sent[WINDOW];
+    size_t in_flight = 0;
     int rc = 1;
     if (!chunk || sl_blob_builder_new(SL_BLOB_CHUNK_LEN, &b) != SL_OK) {
         fprintf(stderr, "peerctl blob put: out of memory\n");
         goto done;
     }
+    if (!(conn = sl_peerctl_connect(&sl_peerctl_opts)))
+        goto done;
     for (;;) {
         size_t n = 0, got;
         while (n < SL_BLOB_CHUNK_LEN && (got = fread(chunk + n, 1, SL_BLOB_CHUNK_LEN - n, f)) > 0)
@@ -94,24 +135,19 @@ static int blob_put(const char *path) {
                     path, SL_BLOB_MAX_CHUNKS);
             goto done;
         }
+        while (in_flight == WINDOW)
+            if (take_chunk_ack(conn, sent, &in_flight))
+                goto done;
         sl_bytes_t arg = {chunk, n};
-        part_t rep = {NULL, 0};
-        if (sl_peerctl_call_bytes(&sl_peerctl_opts, "blob-chunk", &arg, 1, take_part, &rep, NULL)) {
-            sl_free(rep.buf);
+        if (sl_peerctl_send(conn, "blob-chunk", &arg, 1, &sent[in_flight].id))
             goto done;
-        }
-        char hex[HEX_LEN + 1];
-        sl_hex(h, SL_BLAKE2B_LEN, hex);
-        bool same = rep.len == HEX_LEN && !memcmp(rep.buf, hex, HEX_LEN);
-        sl_free(rep.buf);
-        if (!same) {
-            fprintf(stderr, "peerctl blob put: the peer stored a chunk under another hash "
-                            "(damaged in transit?); try again\n");
-            goto done;
-        }
+        sl_hex(h, SL_BLAKE2B_LEN, sent[in_flight++].hex);
         if (n < SL_BLOB_CHUNK_LEN)
             break;
     }
+    while (in_flight > 0)
+        if (take_chunk_ack(conn, sent, &in_flight))
+            goto done;
     sl_blob_manifest_t m;
     if (sl_blob_builder_finish(b, &m) != SL_OK)
         goto done;
@@ -133,7 +169,7 @@ static int blob_put(const char *path) {
     int pause = 5;
     for (;;) {
         part_t rep = {NULL, 0};
-        rc = sl_peerctl_call_bytes(&sl_peerctl_opts, "blob-commit", &arg, 1, take_part, &rep, NULL);
+        rc = sl_peerctl_conn_call(conn, "blob-commit", &arg, 1, take_part, &rep, NULL);
         bool done = rc == 0 && rep.buf && strstr((char *)rep.buf, "\"state\":\"done\"");
         sl_free(rep.buf);
         if (rc || done)
@@ -152,6 +188,7 @@ static int blob_put(const char *path) {
     if (rc == 0)
         printf("%s\n", hex);
 done:
+    sl_peerctl_close(&conn);
     sl_blob_builder_destroy(&b);
     free(chunk);
     fclose(f);
@@ -210,37 +247,91 @@ static int wait_ready(const char *hash, uint64_t *size, uint32_t *chunks, uint32
     }
 }
 
-/* Reads every chunk into `f`, hashing as it goes; 0 when the whole
- * matches `want`, 3 when the peer's copy went bad meanwhile (retry). */
+/* A chunk asked for and not yet written out. */
+typedef struct {
+    uint32_t id;   /* its request */
+    uint8_t *data; /* the bytes received so far (sl_malloc'd) */
+    size_t len;    /* bytes of data */
+    bool done;     /* the whole reply is in */
+} asked_t;
+
+/* Takes one blob-read reply part into the slot it answers. 0 on success
+ * (or a stale part), 3 when the peer's copy went bad (retry), else 1. */
+static int take_chunk(sl_peerctl_conn_t *c, asked_t *slots, uint32_t from, uint32_t to) {
+    sl_peerctl_part_t part;
+    if (sl_peerctl_recv(c, &part))
+        return 1;
+    asked_t *a = NULL;
+    for (uint32_t i = from; i < to && !a; i++)
+        if (slots[i % WINDOW].id == part.id && !slots[i % WINDOW].done)
+            a = &slots[i % WINDOW];
+    int rc = 0;
+    if (!a) {
+        /* a stale reply: not ours */
+    } else if (part.status == SL_ECORRUPT || part.status == SL_ENOTFOUND) {
+        rc = 3;
+    } else if (part.status != SL_OK) {
+        fprintf(stderr, "peerctl blob get: %.*s\n", (int)part.len,
+                part.body ? (const char *)part.body : "failed");
+        rc = 1;
+    } else {
+        uint8_t *n = sl_realloc(a->data, a->len + part.len + 1);
+        if (!n) {
+            fprintf(stderr, "peerctl blob get: out of memory\n");
+            rc = 1;
+        } else {
+            if (part.len)
+                memcpy(n + a->len, part.body, part.len);
+            a->data = n;
+            a->len += part.len;
+            a->done = !part.more;
+        }
+    }
+    sl_peerctl_part_fini(&part);
+    return rc;
+}
+
+/* Reads every chunk into `f` in order, WINDOW requests in flight, hashing
+ * as it goes; 0 when the whole matches `want`, 3 when the peer's copy went
+ * bad meanwhile (retry). */
 static int read_chunks(const char *hash, const uint8_t want[SL_BLAKE2B_LEN], uint64_t size,
                        uint32_t chunks, uint32_t chunk_len, FILE *f) {
     sl_blob_builder_t *b;
     if (sl_blob_builder_new(chunk_len, &b) != SL_OK)
         return 1;
-    int rc = 0;
-    for (uint32_t i = 0; i < chunks && !rc; i++) {
-        char num[16];
-        snprintf(num, sizeof num, "%" PRIu32, i);
-        sl_bytes_t args[2] = {sl_bytes_str(hash), sl_bytes_str(num)};
-        part_t rep = {NULL, 0};
-        sl_err status;
-        if (sl_peerctl_call_bytes(&sl_peerctl_opts, "blob-read", args, 2, take_part, &rep,
-                                  &status)) {
-            if (status == SL_ECORRUPT || status == SL_ENOTFOUND)
-                rc = 3;
-            else {
-                if (status)
-                    fprintf(stderr, "peerctl blob get: %s\n", rep.buf ? (char *)rep.buf : "failed");
+    sl_peerctl_conn_t *conn = sl_peerctl_connect(&sl_peerctl_opts);
+    asked_t slots[WINDOW];
+    memset(slots, 0, sizeof slots);
+    uint32_t next_ask = 0, next_write = 0;
+    int rc = conn ? 0 : 1;
+    while (!rc && next_write < chunks) {
+        while (!rc && next_ask < chunks && next_ask - next_write < WINDOW) {
+            char num[16];
+            snprintf(num, sizeof num, "%" PRIu32, next_ask);
+            sl_bytes_t args[2] = {sl_bytes_str(hash), sl_bytes_str(num)};
+            asked_t *a = &slots[next_ask % WINDOW];
+            *a = (asked_t){0};
+            rc = sl_peerctl_send(conn, "blob-read", args, 2, &a->id) ? 1 : 0;
+            next_ask++;
+        }
+        if (!rc)
+            rc = take_chunk(conn, slots, next_write, next_ask);
+        for (asked_t *a = &slots[next_write % WINDOW]; !rc && next_write < next_ask && a->done;
+             a = &slots[next_write % WINDOW]) {
+            if (sl_blob_builder_add(b, a->data, a->len, NULL) != SL_OK ||
+                fwrite(a->data, 1, a->len, f) != a->len) {
+                fprintf(stderr, "peerctl blob get: cannot write the output file: %s\n",
+                        strerror(errno));
                 rc = 1;
             }
-        } else if (sl_blob_builder_add(b, rep.buf, rep.len, NULL) != SL_OK ||
-                   fwrite(rep.buf, 1, rep.len, f) != rep.len) {
-            fprintf(stderr, "peerctl blob get: cannot write the output file: %s\n",
-                    strerror(errno));
-            rc = 1;
+            sl_free(a->data);
+            *a = (asked_t){0};
+            next_write++;
         }
-        sl_free(rep.buf);
     }
+    for (size_t i = 0; i < WINDOW; i++)
+        sl_free(slots[i].data);
+    sl_peerctl_close(&conn);
     sl_blob_manifest_t m;
     if (!rc && sl_blob_builder_finish(b, &m) == SL_OK) {
         if (m.size != size || memcmp(m.hash, want, SL_BLAKE2B_LEN) != 0) {

@@ -125,117 +125,175 @@ int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *con
     return sl_peerctl_call_bytes(o, cmd, b, arg_count, fn, ctx, NULL);
 }
 
-int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_bytes_t *args,
-                          size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status) {
-    int rc = 1;
-    if (status)
-        *status = SL_OK;
-    sl_net_client_t *c = NULL;
-    uint8_t *body = NULL;
+struct sl_peerctl_conn {
+    const sl_peerctl_opts_t *opts; /* --peer, --key, --timeout */
+    sl_net_client_t *client;       /* the DEALER */
+    uint32_t next_id;              /* id of the next request */
+};
+
+sl_peerctl_conn_t *sl_peerctl_connect(const sl_peerctl_opts_t *o) {
     sl_net_key_t key;
     bool has_key = false;
-    if (arg_count > SL_CTL_MAX_ARGS) {
-        fprintf(stderr, "peerctl: too many arguments (at most %d)\n", SL_CTL_MAX_ARGS);
-        return 2;
-    }
     if (o->key_file) {
         sl_err err = sl_net_key_load(o->key_file, &key);
         if (err == SL_ENOTFOUND) {
             fprintf(stderr, "peerctl: key file %s does not exist; make one with "
                             "`peerctl keygen > cluster.key` or fix --key\n", o->key_file);
-            return 1;
+            return NULL;
         }
         if (err != SL_OK) {
             fprintf(stderr, "peerctl: cannot use key file %s: %s; it should be the output of "
                             "`peerctl keygen`\n", o->key_file, sl_strerror(err));
-            return 1;
+            return NULL;
         }
         has_key = true;
     }
-    sl_err err = sl_net_client_new(o->peer, has_key ? &key : NULL, &c);
+    sl_peerctl_conn_t *c = sl_calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "peerctl: out of memory\n");
+        return NULL;
+    }
+    sl_err err = sl_net_client_new(o->peer, has_key ? &key : NULL, &c->client);
     memset(&key, 0, sizeof key);
     if (err != SL_OK) {
         fprintf(stderr, "peerctl: cannot connect to %s: %s; set --peer HOST:PORT\n", o->peer,
                 sl_strerror(err));
-        return 1;
+        sl_free(c);
+        return NULL;
     }
+    c->opts = o;
     sl_rng_t rng;
     sl_rng_seed(&rng, sl_plat_now_ns() ^ ((uint64_t)getpid() << 32));
-    uint32_t id = (uint32_t)sl_rng_next(&rng);
+    c->next_id = (uint32_t)sl_rng_next(&rng);
+    return c;
+}
 
+void sl_peerctl_close(sl_peerctl_conn_t **pc) {
+    if (!pc || !*pc)
+        return;
+    sl_net_client_destroy(&(*pc)->client);
+    sl_free(*pc);
+    *pc = NULL;
+}
+
+int sl_peerctl_send(sl_peerctl_conn_t *c, const char *cmd, const sl_bytes_t *args,
+                    size_t arg_count, uint32_t *id) {
+    if (arg_count > SL_CTL_MAX_ARGS) {
+        fprintf(stderr, "peerctl: too many arguments (at most %d)\n", SL_CTL_MAX_ARGS);
+        return 2;
+    }
+    *id = c->next_id++;
     uint8_t header[SL_WIRE_HEADER_LEN];
+    uint8_t *body = NULL;
     size_t body_len = 0;
-    err = sl_msg_ctl_req_encode(id, cmd, args, arg_count, header, &body, &body_len);
+    sl_err err = sl_msg_ctl_req_encode(*id, cmd, args, arg_count, header, &body, &body_len);
     if (err != SL_OK) {
         fprintf(stderr, "peerctl: cannot encode the request: %s (an argument is too long?)\n",
                 sl_strerror(err));
-        goto done;
+        return 1;
     }
     /* A peer that is up accepts within milliseconds; do not make a user
      * wait the whole reply timeout to learn that nothing listens. */
-    int connect_ms = o->timeout_ms < 3000 ? o->timeout_ms : 3000;
-    if (sl_net_client_send(c, header, body, body_len, connect_ms) != SL_OK) {
-        explain_silence(o, c);
-        goto done;
+    int connect_ms = c->opts->timeout_ms < 3000 ? c->opts->timeout_ms : 3000;
+    err = sl_net_client_send(c->client, header, body, body_len, connect_ms);
+    sl_free(body);
+    if (err != SL_OK) {
+        explain_silence(c->opts, c->client);
+        return 1;
     }
-    for (;;) {
-        uint8_t *rh = NULL, *rb = NULL;
-        size_t rhl = 0, rbl = 0;
-        err = sl_net_client_recv(c, o->timeout_ms, &rh, &rhl, &rb, &rbl);
-        if (err == SL_ETIMEDOUT) {
-            explain_silence(o, c);
-            goto done;
-        }
-        if (err != SL_OK) {
-            fprintf(stderr, "peerctl: bad reply from %s: %s\n", o->peer, sl_strerror(err));
-            goto done;
-        }
-        sl_msg_t rep;
-        err = sl_msg_decode(rh, rhl, rb, rbl, &rep);
-        if (err != SL_OK || rep.type != SL_MSG_CTL_REP) {
-            fprintf(stderr, "peerctl: cannot read the reply from %s (%s): are peer and peerctl "
-                            "the same version?\n",
-                    o->peer, err != SL_OK ? sl_strerror(err) : "not a reply");
-            if (err == SL_OK)
-                sl_msg_fini(&rep);
-            sl_free(rh);
-            sl_free(rb);
-            goto done;
-        }
-        if (rep.u.ctl_rep.id != id) { /* a stale reply: ignore it */
+    return 0;
+}
+
+int sl_peerctl_recv(sl_peerctl_conn_t *c, sl_peerctl_part_t *part) {
+    memset(part, 0, sizeof *part);
+    sl_err err = sl_net_client_recv(c->client, c->opts->timeout_ms, &part->raw_header,
+                                    &part->raw_header_len, &part->raw_body, &part->raw_body_len);
+    if (err == SL_ETIMEDOUT) {
+        explain_silence(c->opts, c->client);
+        return 1;
+    }
+    if (err != SL_OK) {
+        fprintf(stderr, "peerctl: bad reply from %s: %s\n", c->opts->peer, sl_strerror(err));
+        return 1;
+    }
+    sl_msg_t rep;
+    err = sl_msg_decode(part->raw_header, part->raw_header_len, part->raw_body,
+                        part->raw_body_len, &rep);
+    if (err != SL_OK || rep.type != SL_MSG_CTL_REP) {
+        fprintf(stderr, "peerctl: cannot read the reply from %s (%s): are peer and peerctl "
+                        "the same version?\n",
+                c->opts->peer, err != SL_OK ? sl_strerror(err) : "not a reply");
+        if (err == SL_OK)
             sl_msg_fini(&rep);
-            sl_free(rh);
-            sl_free(rb);
+        sl_peerctl_part_fini(part);
+        return 1;
+    }
+    part->id = rep.u.ctl_rep.id;
+    part->status = (sl_err)rep.u.ctl_rep.status;
+    part->more = rep.u.ctl_rep.more;
+    part->body = rep.u.ctl_rep.body.ptr; /* points into raw_body */
+    part->len = rep.u.ctl_rep.body.len;
+    sl_msg_fini(&rep);
+    return 0;
+}
+
+void sl_peerctl_part_fini(sl_peerctl_part_t *part) {
+    sl_free(part->raw_header);
+    sl_free(part->raw_body);
+    memset(part, 0, sizeof *part);
+}
+
+int sl_peerctl_conn_call(sl_peerctl_conn_t *c, const char *cmd, const sl_bytes_t *args,
+                         size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status) {
+    if (status)
+        *status = SL_OK;
+    uint32_t id;
+    int rc = sl_peerctl_send(c, cmd, args, arg_count, &id);
+    if (rc)
+        return rc;
+    for (;;) {
+        sl_peerctl_part_t part;
+        if (sl_peerctl_recv(c, &part))
+            return 1;
+        if (part.id != id) { /* a stale reply: ignore it */
+            sl_peerctl_part_fini(&part);
             continue;
         }
-        bool more = rep.u.ctl_rep.more;
         int stop = 0;
-        if (rep.u.ctl_rep.status != SL_OK && status) {
-            *status = (sl_err)rep.u.ctl_rep.status;
+        if (part.status != SL_OK && status) {
+            *status = part.status;
             if (fn)
-                fn(ctx, rep.u.ctl_rep.body.ptr, rep.u.ctl_rep.body.len);
+                fn(ctx, part.body, part.len);
             stop = 1;
-        } else if (rep.u.ctl_rep.status != SL_OK) {
-            const sl_bytes_t *b = &rep.u.ctl_rep.body;
-            fprintf(stderr, "peerctl: %s: %.*s\n", cmd, (int)b->len, b->ptr ? (const char *)b->ptr : "");
+        } else if (part.status != SL_OK) {
+            fprintf(stderr, "peerctl: %s: %.*s\n", cmd, (int)part.len,
+                    part.body ? (const char *)part.body : "");
             stop = 1;
         } else if (fn) {
-            stop = fn(ctx, rep.u.ctl_rep.body.ptr, rep.u.ctl_rep.body.len);
+            stop = fn(ctx, part.body, part.len);
         }
-        sl_msg_fini(&rep);
-        sl_free(rh);
-        sl_free(rb);
-        if (stop) {
-            rc = 1;
-            goto done;
-        }
+        bool more = part.more;
+        sl_peerctl_part_fini(&part);
+        if (stop)
+            return 1;
         if (!more)
-            break;
+            return 0;
     }
-    rc = 0;
-done:
-    sl_free(body);
-    sl_net_client_destroy(&c);
+}
+
+int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_bytes_t *args,
+                          size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status) {
+    if (status)
+        *status = SL_OK;
+    if (arg_count > SL_CTL_MAX_ARGS) {
+        fprintf(stderr, "peerctl: too many arguments (at most %d)\n", SL_CTL_MAX_ARGS);
+        return 2;
+    }
+    sl_peerctl_conn_t *c = sl_peerctl_connect(o);
+    if (!c)
+        return 1;
+    int rc = sl_peerctl_conn_call(c, cmd, args, arg_count, fn, ctx, status);
+    sl_peerctl_close(&c);
     return rc;
 }
 

@@ -51,6 +51,46 @@ int sl_peerctl_call(const sl_peerctl_opts_t *o, const char *cmd, const char *con
 int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_bytes_t *args,
                           size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status);
 
+/* ---- One connection for many requests ----
+ * For commands that make many requests (blob put/get send a chunk each):
+ * one connection for all of them, and several requests in flight at once,
+ * told apart by id. */
+
+typedef struct sl_peerctl_conn sl_peerctl_conn_t;
+
+/* One reply part. `body` points into raw_body; free with
+ * sl_peerctl_part_fini. */
+typedef struct {
+    uint32_t id;            /* the request it answers */
+    sl_err status;          /* SL_OK or the peer's error */
+    bool more;              /* more parts of this reply follow */
+    const uint8_t *body;    /* the part's bytes */
+    size_t len;             /* bytes of body */
+    uint8_t *raw_header;    /* the received frames */
+    size_t raw_header_len;
+    uint8_t *raw_body;
+    size_t raw_body_len;
+} sl_peerctl_part_t;
+
+/* Opens a connection to o->peer (loading the key file). NULL, after
+ * printing what to do, when that fails. */
+sl_peerctl_conn_t *sl_peerctl_connect(const sl_peerctl_opts_t *o);
+void sl_peerctl_close(sl_peerctl_conn_t **c);
+
+/* Sends one request; its id goes to *id. 0, or non-zero after printing
+ * an error. */
+int sl_peerctl_send(sl_peerctl_conn_t *c, const char *cmd, const sl_bytes_t *args,
+                    size_t arg_count, uint32_t *id);
+
+/* Waits (--timeout) for the next reply part of any request. 0, or 1 after
+ * printing an error (nothing came, or garbage did). */
+int sl_peerctl_recv(sl_peerctl_conn_t *c, sl_peerctl_part_t *part);
+void sl_peerctl_part_fini(sl_peerctl_part_t *part);
+
+/* sl_peerctl_call_bytes on an open connection. */
+int sl_peerctl_conn_call(sl_peerctl_conn_t *c, const char *cmd, const sl_bytes_t *args,
+                         size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status);
+
 /* Like sl_peerctl_call but gathers the whole reply into one NUL-terminated
  * buffer from sl_malloc (the caller frees it). */
 int sl_peerctl_call_collect(const sl_peerctl_opts_t *o, const char *cmd,
