@@ -61,6 +61,11 @@ struct sl_store_node {
     uint64_t rounds_silent;       /* rounds that sent nothing: every member agreed */
     sl_store_node_change_fn on_change; /* told of every changed key, or NULL */
     void *on_change_ctx;          /* its context */
+    struct {
+        sl_store_node_change_fn fn; /* told of every changed key, and of a RESET (key NULL) */
+        void *ctx;                  /* its context */
+    } listeners[SL_STORE_NODE_MAX_LISTENERS]; /* sl_store_node_listen */
+    size_t listener_count;        /* entries */
     char (*blocked)[SL_STORE_MAX_ADDR + 1]; /* test-only: store traffic to and from these is dropped */
     size_t blocked_count;         /* entries */
     uint64_t fault_dropped;       /* messages dropped by the fault command */
@@ -97,7 +102,7 @@ static sl_err send_to(sl_store_node_t *sn, const char *addr, size_t addr_len,
 }
 
 /* Sends `m` to up to `k` random alive members. */
-static void push(sl_store_node_t *sn, const sl_store_msg_t *m, int k) {
+static void push_k(sl_store_node_t *sn, const sl_store_msg_t *m, int k) {
     const sl_swim_t *sw = sl_node_swim(sn->node);
     size_t count = sl_swim_member_count(sw);
     sl_swim_member_t cand[64];
@@ -114,6 +119,21 @@ static void push(sl_store_node_t *sn, const sl_store_msg_t *m, int k) {
         send_to(sn, (const char *)cand[j].addr.ptr, cand[j].addr.len, m);
         cand[j] = cand[--n];
     }
+}
+
+/* A local write goes to every alive member in a cluster of up to
+ * PUSH_ALL + 1 peers: each then receives every write of this replica, in
+ * order, and never skips one for a gap (a DELTA whose range starts past
+ * what the receiver holds of its replica is dropped whole, and waits for
+ * anti-entropy: with two random receivers out of three, a third of all
+ * writes did). In a larger cluster, two random members, and anti-entropy
+ * spreads the rest. */
+#define PUSH_ALL 8
+
+static void push(sl_store_node_t *sn, const sl_store_msg_t *m) {
+    const sl_swim_t *sw = sl_node_swim(sn->node);
+    size_t alive = sl_swim_alive_count(sw);
+    push_k(sn, m, alive >= 1 && alive - 1 <= PUSH_ALL ? PUSH_ALL : 2);
 }
 
 static sl_err log_record(sl_store_node_t *sn, const sl_store_msg_t *m) {
@@ -145,13 +165,26 @@ static sl_err commit(sl_store_node_t *sn) {
     return err;
 }
 
+/* Whether anyone is told of changes (the watch hook or a listener). */
+static bool told(const sl_store_node_t *sn) { return sn->on_change || sn->listener_count; }
+
+/* Tells the hook and every listener that `key` changed (e: its entry now,
+ * NULL when gone); key NULL tells the listeners that anything may have. */
+static void tell(sl_store_node_t *sn, const uint8_t *key, size_t key_len,
+                 const sl_store_entry_t *e) {
+    if (key && sn->on_change)
+        sn->on_change(sn->on_change_ctx, key, key_len, e);
+    for (size_t i = 0; i < sn->listener_count; i++)
+        sn->listeners[i].fn(sn->listeners[i].ctx, key, key_len, e);
+}
+
 /* A local write's delta: logged, synced, pushed. */
 static void notify_local(sl_store_node_t *sn, const void *key, size_t key_len) {
-    if (!sn->on_change)
+    if (!told(sn))
         return;
     sl_store_entry_t e;
     bool live = sl_store_lookup(sn->store, key, key_len, &e) == SL_OK;
-    sn->on_change(sn->on_change_ctx, key, key_len, live ? &e : NULL);
+    tell(sn, key, key_len, live ? &e : NULL);
 }
 
 static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns);
@@ -187,11 +220,98 @@ static sl_err stage(sl_store_node_t *sn, sl_store_msg_t *d, const void *key, siz
     return SL_OK;
 }
 
+/* A DELTA pushed for a turn's writes stays well under the message limit. */
+#define PUSH_BATCH_LEN (256u << 10)
+
+/* Pushes staged writes [from, to), which hold contiguous dots of this
+ * replica, as one DELTA: a receiver then applies a turn's writes at once,
+ * and a peer's several writes for one trial (claim, report, result) cost
+ * one message to each member, not one each. */
+static void push_run(sl_store_node_t *sn, size_t from, size_t to) {
+    if (to - from == 1) {
+        push(sn, &sn->staged[from].delta);
+        return;
+    }
+    size_t n = to - from, items = 0;
+    sl_store_dmsg_t *dm = sl_calloc(n, sizeof *dm);
+    sl_err err = dm ? SL_OK : SL_ENOMEM;
+    size_t decoded = 0;
+    for (; !err && decoded < n; decoded++) {
+        const sl_store_msg_t *d = &sn->staged[from + decoded].delta;
+        err = sl_store_msg_decode(d->type, d->body, d->len, &dm[decoded]);
+        if (!err)
+            items += dm[decoded].item_count;
+    }
+    sl_store_item_t *all = err ? NULL : sl_malloc((items ? items : 1) * sizeof *all);
+    if (!err && all) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            for (uint32_t t = 0; t < dm[i].item_count; t++)
+                all[k++] = dm[i].items[t];
+        sl_store_range_t range = {dm[0].ranges[0].rid, dm[0].ranges[0].from,
+                                  dm[n - 1].ranges[0].to};
+        sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = dm[0].sender,
+                             .ranges = &range, .range_count = 1, .items = all,
+                             .item_count = (uint32_t)items};
+        sl_store_msg_t msg;
+        err = sl_store_msg_encode(&m, SL_MSG_MAX_LEN, &msg);
+        if (!err) {
+            push(sn, &msg);
+            sl_store_msg_fini(&msg);
+        }
+    }
+    if (err || !all) /* one by one, as they were made */
+        for (size_t i = from; i < to; i++)
+            push(sn, &sn->staged[i].delta);
+    sl_free(all);
+    for (size_t i = 0; dm && i < decoded; i++)
+        sl_store_dmsg_fini(&dm[i]);
+    sl_free(dm);
+}
+
+/* The range of a local write's DELTA (one range, of this replica). */
+static bool one_range(const sl_store_msg_t *d, sl_store_range_t *out) {
+    sl_store_dmsg_t m;
+    if (sl_store_msg_decode(d->type, d->body, d->len, &m) != SL_OK)
+        return false;
+    bool ok = m.range_count == 1;
+    if (ok)
+        *out = m.ranges[0];
+    sl_store_dmsg_fini(&m);
+    return ok;
+}
+
+/* Pushes every staged write, in order, in runs of contiguous dots. */
+static void push_staged(sl_store_node_t *sn) {
+    size_t from = 0, len = 0;
+    sl_store_range_t prev = {0, 0, 0};
+    for (size_t i = 0; i < sn->staged_count; i++) {
+        sl_store_range_t r;
+        bool joins = one_range(&sn->staged[i].delta, &r);
+        if (i > from && (!joins || r.rid != prev.rid || r.from != prev.to ||
+                         len + sn->staged[i].delta.len > PUSH_BATCH_LEN)) {
+            push_run(sn, from, i);
+            from = i;
+            len = 0;
+        }
+        if (!joins) { /* (never: a local write is one range) */
+            push_run(sn, i, i + 1);
+            from = i + 1;
+            len = 0;
+            continue;
+        }
+        prev = r;
+        len += sn->staged[i].delta.len;
+    }
+    if (from < sn->staged_count)
+        push_run(sn, from, sn->staged_count);
+}
+
 /* One sync for every staged write; then they leave the peer. With
  * `answer` false (the node is gone) the requests are only let go. */
-static void flush_staged(sl_store_node_t *sn, bool answer) {
+static sl_err flush_staged(sl_store_node_t *sn, bool answer) {
     if (!sn->staged_count)
-        return;
+        return SL_OK;
     sl_err err = commit(sn);
     if (err)
         sl_log(SL_LOG_ERR, "STORE-WAL", "cannot sync the store's log: %s; %zu writes refused",
@@ -200,12 +320,12 @@ static void flush_staged(sl_store_node_t *sn, bool answer) {
         sn->group_commits++;
         sn->group_writes += sn->staged_count;
     }
+    if (!err && answer)
+        push_staged(sn);
     for (size_t i = 0; i < sn->staged_count; i++) {
         staged_t *s = &sn->staged[i];
-        if (!err && answer) {
-            push(sn, &s->delta, 2);
+        if (!err && answer)
             notify_local(sn, s->key, s->key_len);
-        }
         if (s->call && answer) {
             if (err)
                 sl_ctl_reply(s->call, err, "cannot sync the write to disk", 29, false);
@@ -217,34 +337,29 @@ static void flush_staged(sl_store_node_t *sn, bool answer) {
         sl_free(s->key);
     }
     sn->staged_count = 0;
-}
-
-static sl_err local_write(sl_store_node_t *sn, sl_store_msg_t *d) {
-    sl_err err = log_record(sn, d);
-    if (!err)
-        err = commit(sn);
-    if (!err)
-        push(sn, d, 2);
-    sl_store_msg_fini(d);
     return err;
 }
 
+/* A write durable before the call returns: staged and flushed at once,
+ * with the writes staged before it (so they leave in order, and a
+ * receiver never sees this one before them). */
+static sl_err write_now(sl_store_node_t *sn, sl_store_msg_t *d, const void *key,
+                        size_t key_len) {
+    sl_err err = stage(sn, d, key, key_len, NULL);
+    return err ? err : flush_staged(sn, true);
+}
 
 sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, const void *val,
                          size_t val_len) {
     sl_store_msg_t d;
     sl_err err = sl_store_put(sn->store, key, key_len, val, val_len, sl_plat_wall_ms(), &d);
-    if (!err && !(err = local_write(sn, &d)))
-        notify_local(sn, key, key_len);
-    return err;
+    return err ? err : write_now(sn, &d, key, key_len);
 }
 
 sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len) {
     sl_store_msg_t d;
     sl_err err = sl_store_del(sn->store, key, key_len, sl_plat_wall_ms(), &d);
-    if (!err && !(err = local_write(sn, &d)))
-        notify_local(sn, key, key_len);
-    return err;
+    return err ? err : write_now(sn, &d, key, key_len);
 }
 
 sl_err sl_store_node_put_later(sl_store_node_t *sn, const void *key, size_t key_len,
@@ -257,6 +372,17 @@ sl_err sl_store_node_put_later(sl_store_node_t *sn, const void *key, size_t key_
 void sl_store_node_on_change(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx) {
     sn->on_change = fn;
     sn->on_change_ctx = ctx;
+}
+
+sl_err sl_store_node_listen(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx) {
+    if (!fn)
+        return SL_EINVAL;
+    if (sn->listener_count == SL_STORE_NODE_MAX_LISTENERS)
+        return SL_EBUSY;
+    sn->listeners[sn->listener_count].fn = fn;
+    sn->listeners[sn->listener_count].ctx = ctx;
+    sn->listener_count++;
+    return SL_OK;
 }
 
 sl_store_t *sl_store_node_store(sl_store_node_t *sn) { return sn->store; }
@@ -333,7 +459,7 @@ static void notify_delta(sl_store_node_t *sn, const uint8_t *body, size_t len) {
         if (live && e.type == SL_CRDT_LWW && it->it.kind == SL_ITEM_LWW &&
             (e.dot.rid != it->it.dot.rid || e.dot.seq != it->it.dot.seq))
             continue;
-        sn->on_change(sn->on_change_ctx, it->key, it->key_len, live ? &e : NULL);
+        tell(sn, it->key, it->key_len, live ? &e : NULL);
     }
     sl_store_dmsg_fini(&m);
 }
@@ -352,8 +478,11 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
         return;
     }
     sl_err err = sl_store_receive(sn->store, type, body, len, sl_plat_wall_ms(), &out, &persist);
-    if (err == SL_OK && persist && sn->on_change && type == SL_STORE_MSG_DELTA)
+    if (err == SL_OK && persist && told(sn) && type == SL_STORE_MSG_DELTA)
         notify_delta(sn, body, len);
+    /* a RESET snapshot replaced the map: not told key by key */
+    if (err == SL_OK && persist && type == SL_STORE_MSG_SNAPSHOT)
+        tell(sn, NULL, 0, NULL);
     if (err == SL_OK) {
         if (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY)
             learn_peer(sn, out.reply_to, out.from, out.peer_fp);
@@ -538,6 +667,8 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
     sl_store_node_t *sn = ctx;
     sl_store_stats_t st;
     sl_store_stats(sn->store, &st);
+    sl_disk_stats_t ds;
+    sl_disk_stats(sn->disk, &ds);
     sl_node_counter_t c[] = {{"keys", st.keys},
                              {"replicas", st.replicas},
                              {"applied", st.applied},
@@ -551,6 +682,7 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"fault_dropped", sn->fault_dropped},
                              {"group_commits", sn->group_commits},
                              {"group_writes", sn->group_writes},
+                             {"wal_syncs", ds.syncs},
                              {"state_hash", sl_store_state_hash(sn->store)}};
     size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
     memcpy(out, c, n * sizeof *c);

@@ -78,6 +78,15 @@ typedef void (*sl_store_node_change_fn)(void *ctx, const uint8_t *key, size_t ke
 /* Sets the one change hook (NULL to clear it). */
 void sl_store_node_on_change(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx);
 
+#define SL_STORE_NODE_MAX_LISTENERS 4 /* sl_store_node_listen */
+
+/* Adds a listener for the life of the store node, beside the hook: told
+ * of every changed key as the hook is, and of a RESET snapshot with key
+ * and e NULL (anything may have changed: read the store again). For a
+ * module that keeps its own view of some keys up to date (the studies)
+ * instead of scanning the store. SL_EBUSY past the maximum. */
+sl_err sl_store_node_listen(sl_store_node_t *sn, sl_store_node_change_fn fn, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif
