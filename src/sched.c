@@ -286,12 +286,12 @@ static sl_err propose(const sl_study_spec_t *spec, const sl_sched_view_t *view,
     if (*exhausted || waiting >= cap)
         return SL_OK;
     size_t room = cap - waiting;
-    sl_trial_t *seen = sl_malloc((view->trial_count + room) * sizeof *seen);
-    if (!seen)
+    /* the searcher sees the view and the proposals made in this call (not
+       a copy of the view with them appended: O(trials) bytes a call) */
+    sl_trial_t *made_now = sl_malloc(room * sizeof *made_now);
+    if (!made_now)
         return SL_ENOMEM;
-    if (view->trial_count)
-        memcpy(seen, view->trials, view->trial_count * sizeof *seen);
-    size_t n = view->trial_count;
+    size_t n = view->trial_count, m = 0;
     sl_err err = SL_OK;
     char json[SL_CONFIG_JSON_MAX];
     while (room > 0) {
@@ -305,7 +305,7 @@ static sl_err propose(const sl_study_spec_t *spec, const sl_sched_view_t *view,
             break;
         }
         sl_config_t cfg;
-        err = sl_search_next(spec, next, seen, n, &cfg);
+        err = sl_search_next2(spec, next, view->trials, view->trial_count, made_now, m, &cfg);
         if (err == SL_EAGAIN) {
             err = SL_OK;
             break;
@@ -323,9 +323,10 @@ static sl_err propose(const sl_study_spec_t *spec, const sl_sched_view_t *view,
         char id[SL_TRIAL_ID_LEN + 1];
         sl_trial_id(view->study_id, b, json, len, id);
         bool dup = false;
-        for (size_t i = 0; i < n; i++)
-            if (strcmp(seen[i].id, id) == 0)
-                dup = true;
+        for (size_t i = 0; i < view->trial_count && !dup; i++)
+            dup = strcmp(view->trials[i].id, id) == 0;
+        for (size_t i = 0; i < m && !dup; i++)
+            dup = strcmp(made_now[i].id, id) == 0;
         if (dup) {
             /* the searcher ran out of distinct points */
             *exhausted = true;
@@ -344,21 +345,22 @@ static sl_err propose(const sl_study_spec_t *spec, const sl_sched_view_t *view,
         d->config = cfg;
         set_reason(d, "trial %llu of %u (%s)", (unsigned long long)next + 1, spec->budget_trials,
                    sl_search_name(spec->searcher));
-        memset(&seen[n], 0, sizeof seen[n]);
-        memcpy(seen[n].id, id, sizeof id);
-        seen[n].ordinal = next;
-        seen[n].bracket = b;
-        seen[n].rung = d->rung;
-        seen[n].state = SL_TRIAL_PENDING;
-        seen[n].config = cfg;
+        sl_trial_t *t = &made_now[m++];
+        memset(t, 0, sizeof *t);
+        memcpy(t->id, id, sizeof id);
+        t->ordinal = next;
+        t->bracket = b;
+        t->rung = d->rung;
+        t->state = SL_TRIAL_PENDING;
+        t->config = cfg;
         for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
-            seen[n].objectives[o] = NAN;
+            t->objectives[o] = NAN;
         n++;
         next++;
         room--;
         (*made)++;
     }
-    sl_free(seen);
+    sl_free(made_now);
     return err;
 }
 

@@ -272,6 +272,12 @@ typedef struct {
  * same output on every peer. */
 sl_err sl_search_next(const sl_study_spec_t *spec, uint64_t ordinal, const sl_trial_t *seen,
                       size_t seen_count, sl_config_t *out);
+/* The same with the trials seen in two lists, read as one (`seen`, then
+ * `more`): a scheduler passes the view as it is and the trials it has
+ * proposed since, instead of copying the view to append them. */
+sl_err sl_search_next2(const sl_study_spec_t *spec, uint64_t ordinal, const sl_trial_t *seen,
+                       size_t seen_count, const sl_trial_t *more, size_t more_count,
+                       sl_config_t *out);
 
 /* ---- Pareto fronts (pareto.c) ---- */
 
