@@ -22,6 +22,7 @@
  *                              naming a blob with its copies (src/study_ckpt.c) */
 #include "starling/study_node.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -43,8 +44,7 @@ uint64_t sl_study_node_wall_ms(void) { return sl_plat_wall_ms(); }
 
 static const char *self_name(sl_study_node_t *sn) { return sl_node_name(sn->node); }
 
-/* Counts the write (the view is rebuilt after the loop's own writes) and
- * says when it failed. */
+/* Counts the write and says when it failed. */
 static sl_err wrote(sl_study_node_t *sn, const char *key, sl_err err) {
     sn->writes++;
     if (err != SL_OK)
@@ -52,15 +52,33 @@ static sl_err wrote(sl_study_node_t *sn, const char *key, sl_err err) {
     return err;
 }
 
+/* The cache entry of study key `key` ("study/S/..."), if cached. */
+static cached_t *cache_of_key(sl_study_node_t *sn, const uint8_t *key, size_t key_len) {
+    if (key_len < 6 + SL_TRIAL_ID_LEN + 1 || memcmp(key, "study/", 6) ||
+        key[6 + SL_TRIAL_ID_LEN] != '/')
+        return NULL;
+    for (int i = 0; i < MAX_STUDIES; i++)
+        if (sn->specs[i].id[0] && !memcmp(sn->specs[i].id, key + 6, SL_TRIAL_ID_LEN))
+            return &sn->specs[i];
+    return NULL;
+}
+
 /* Durable at the end of the loop's turn, with the turn's other writes in
  * one sync (sl_store_node_put_later): a trial's several writes a turn cost
- * one fsync, not one each. */
+ * one fsync, not one each. The live view takes it at once (the store
+ * tells its listeners only once it is durable). */
 sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
-    return wrote(sn, key, sl_store_node_put_later(sn->store, key, strlen(key), val, len));
+    size_t kl = strlen(key);
+    sl_err err = sl_store_node_put_later(sn->store, key, kl, val, len);
+    cached_t *c = err == SL_OK ? cache_of_key(sn, (const uint8_t *)key, kl) : NULL;
+    if (c)
+        sl_study_live_apply(sn, c, (const uint8_t *)key, kl, (const uint8_t *)val, len, true);
+    return wrote(sn, key, err);
 }
 
 /* Durable before it returns, and pushed to peers: for a command that
- * answers a client (submit, cancel), which may then ask another peer. */
+ * answers a client (submit, cancel), which may then ask another peer.
+ * (The store tells the listener before it returns.) */
 sl_err sl_study_node_put_now(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
     return wrote(sn, key, sl_store_node_put(sn->store, key, strlen(key), val, len));
 }
@@ -69,364 +87,116 @@ sl_err sl_study_node_get_str(sl_study_node_t *sn, const char *key, const uint8_t
     return sl_store_get(sl_store_node_store(sn->store), key, strlen(key), v, len);
 }
 
-/* ---- specs ---- */
+/* ---- specs and the studies in the store ---- */
 
-const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id) {
+cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id) {
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!strcmp(sn->specs[i].id, id))
-            return &sn->specs[i].spec;
+            return &sn->specs[i];
     char key[128];
     snprintf(key, sizeof key, "study/%s/spec", id);
     const uint8_t *v;
     size_t len;
-    if (sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
+    if (strlen(id) != SL_TRIAL_ID_LEN || sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
         return NULL;
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!sn->specs[i].id[0]) {
+            cached_t *c = &sn->specs[i];
             char why[256];
-            if (sl_study_spec_parse((const char *)v, len, &sn->specs[i].spec, why, sizeof why) !=
-                SL_OK) {
+            if (sl_study_spec_parse((const char *)v, len, &c->spec, why, sizeof why) != SL_OK) {
                 sl_log(SL_LOG_WARNING, "STUDY-SPEC", "study %s: stored spec refused: %s", id,
                        why);
                 return NULL;
             }
-            snprintf(sn->specs[i].id, sizeof sn->specs[i].id, "%s", id);
-            return &sn->specs[i].spec;
+            snprintf(c->id, sizeof c->id, "%s", id);
+            /* read whole at the first refresh; the listener keeps it from then on */
+            c->live.stale = true;
+            return c;
         }
     return NULL;
 }
 
-static cached_t *cache_of(sl_study_node_t *sn, const char *id) {
-    for (int i = 0; i < MAX_STUDIES; i++)
-        if (!strcmp(sn->specs[i].id, id))
-            return &sn->specs[i];
-    return NULL;
+const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id) {
+    cached_t *c = sl_study_node_cache(sn, id);
+    return c ? &c->spec : NULL;
 }
 
-static size_t memo_slot(const cached_t *c, const char *tid) {
-    uint64_t h = sl_hash64(tid, SL_TRIAL_ID_LEN, 7);
-    size_t mask = c->memo_cap - 1, at = (size_t)h & mask;
-    while (c->memo[at].id[0] && memcmp(c->memo[at].id, tid, SL_TRIAL_ID_LEN))
-        at = (at + 1) & mask;
-    return at;
+static void ids_add(idlist_t *l, const uint8_t *id) {
+    for (int i = 0; i < l->count; i++)
+        if (!memcmp(l->ids[i], id, SL_TRIAL_ID_LEN))
+            return;
+    if (l->count == MAX_STUDIES)
+        return;
+    memcpy(l->ids[l->count], id, SL_TRIAL_ID_LEN);
+    l->ids[l->count][SL_TRIAL_ID_LEN] = 0;
+    l->count++;
 }
-
-/* Decodes trial record `val` of trial `tid`, from the memo when the same
- * bytes were decoded before. */
-static sl_err record_decode(cached_t *c, const sl_study_spec_t *spec, const char *study,
-                            const char *tid, const char *val, size_t vl, sl_trial_t *t) {
-    uint64_t vh = sl_hash64(val, vl, 11);
-    if (c && c->memo_cap) {
-        const rec_memo_t *m = &c->memo[memo_slot(c, tid)];
-        if (m->id[0] && m->val_hash == vh && m->val_len == vl) {
-            *t = m->t;
-            return SL_OK;
-        }
-    }
-    char why[128];
-    sl_err err = sl_trial_record_decode(spec, study, tid, val, vl, t, why, sizeof why);
-    if (err != SL_OK || !c)
-        return err;
-    if (2 * (c->memo_count + 1) > c->memo_cap) { /* grow: at most half full */
-        size_t cap = c->memo_cap ? 2 * c->memo_cap : 256;
-        rec_memo_t *old = c->memo;
-        size_t old_cap = c->memo_cap;
-        rec_memo_t *n = sl_calloc(cap, sizeof *n);
-        if (!n)
-            return SL_OK; /* decoded; not remembered */
-        c->memo = n;
-        c->memo_cap = cap;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].id[0])
-                c->memo[memo_slot(c, old[i].id)] = old[i];
-        sl_free(old);
-    }
-    rec_memo_t *m = &c->memo[memo_slot(c, tid)];
-    if (!m->id[0])
-        c->memo_count++;
-    memcpy(m->id, tid, SL_TRIAL_ID_LEN);
-    m->val_hash = vh;
-    m->val_len = (uint32_t)vl;
-    m->t = *t;
-    return SL_OK;
-}
-
-/* Study ids in the store. */
-typedef struct {
-    char ids[MAX_STUDIES][SL_TRIAL_ID_LEN + 1]; /* found */
-    int count;                                  /* used */
-} idlist_t;
 
 static bool scan_ids(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
     (void)e;
-    idlist_t *l = ctx;
     const char *k = (const char *)key;
-    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(k + 6 + SL_TRIAL_ID_LEN, "/spec", 5) &&
-        l->count < MAX_STUDIES) {
-        memcpy(l->ids[l->count], k + 6, SL_TRIAL_ID_LEN);
-        l->ids[l->count][SL_TRIAL_ID_LEN] = 0;
-        l->count++;
-    }
+    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(k + 6 + SL_TRIAL_ID_LEN, "/spec", 5))
+        ids_add(ctx, key + 6);
     return true;
 }
 
-static void list_studies(sl_study_node_t *sn, idlist_t *l) {
-    l->count = 0;
-    sl_store_scan(sl_store_node_store(sn->store), "study/", 6, scan_ids, l);
+/* The studies in the store: read once (and after a RESET snapshot), then
+ * kept by the listener from their spec keys. */
+static const idlist_t *list_studies(sl_study_node_t *sn) {
+    if (sn->ids_stale) {
+        sn->ids_stale = false;
+        sn->ids.count = 0;
+        sl_store_scan(sl_store_node_store(sn->store), "study/", 6, scan_ids, &sn->ids);
+    }
+    return &sn->ids;
 }
 
 /* Resolves a study id or name. */
 sl_err sl_study_node_resolve(sl_study_node_t *sn, const char *arg, char id[SL_TRIAL_ID_LEN + 1]) {
-    idlist_t l;
-    list_studies(sn, &l);
-    for (int i = 0; i < l.count; i++) {
-        const sl_study_spec_t *s = sl_study_node_spec(sn, l.ids[i]);
-        if (!strcmp(l.ids[i], arg) || (s && !strcmp(s->name, arg))) {
-            memcpy(id, l.ids[i], SL_TRIAL_ID_LEN + 1);
+    const idlist_t *l = list_studies(sn);
+    for (int i = 0; i < l->count; i++) {
+        const sl_study_spec_t *s = sl_study_node_spec(sn, l->ids[i]);
+        if (!strcmp(l->ids[i], arg) || (s && !strcmp(s->name, arg))) {
+            memcpy(id, l->ids[i], SL_TRIAL_ID_LEN + 1);
             return SL_OK;
         }
     }
     return SL_ENOTFOUND;
 }
 
-/* ---- the view ---- */
+static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns);
 
-void sl_study_view_fini(view_t *v) {
-    for (size_t i = 0; i < v->count && !v->borrowed; i++) {
-        sl_free(v->rows[i].curve);
-        sl_free(v->rows[i].reports);
-        sl_free(v->rows[i].has_report);
+/* The store node's listener: every study key that changes updates the
+ * live view of its study (src/study_view.c); a RESET snapshot, not told
+ * key by key, has every study read again. */
+static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
+                            const sl_store_entry_t *e) {
+    sl_study_node_t *sn = ctx;
+    if (!key) {
+        sn->ids_stale = true;
+        for (int i = 0; i < MAX_STUDIES; i++)
+            sn->specs[i].live.stale = true;
+        return;
     }
-    sl_free(v->rows);
-    sl_free(v->index);
-    memset(v, 0, sizeof *v);
+    if (key_len < 6 + SL_TRIAL_ID_LEN + 1 || memcmp(key, "study/", 6) ||
+        key[6 + SL_TRIAL_ID_LEN] != '/')
+        return;
+    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(key + 6 + SL_TRIAL_ID_LEN, "/spec", 5) && e)
+        ids_add(&sn->ids, key + 6);
+    /* a turn soon (no sooner than the gap allows): an idle loop waits a
+       whole tick period otherwise, a busy one up to POLL_MS */
+    sl_node_tick_soon(sn->node, tick, sn);
+    cached_t *c = cache_of_key(sn, key, key_len);
+    if (!c)
+        return; /* read whole when it is first cached */
+    bool present = e && e->type == SL_CRDT_LWW;
+    sl_study_live_apply(sn, c, key, key_len, present ? e->val : NULL, present ? e->val_len : 0,
+                        present);
 }
 
-/* The index slot of trial id `tid`: its row's, or the empty one where it goes. */
-static size_t index_slot(const view_t *v, const char *tid) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the id's bytes */
-    for (int i = 0; i < SL_TRIAL_ID_LEN; i++)
-        h = (h ^ (uint8_t)tid[i]) * 1099511628211ull;
-    size_t mask = v->index_cap - 1, at = (size_t)h & mask;
-    while (v->index[at] && memcmp(v->rows[v->index[at] - 1].t.id, tid, SL_TRIAL_ID_LEN))
-        at = (at + 1) & mask;
-    return at;
-}
+/* ---- the view (for the control commands) ---- */
 
-/* Keeps the index at most half full (rebuilt from the rows when it grows). */
-static bool index_reserve(view_t *v, size_t rows) {
-    if (v->index && v->index_cap >= 2 * rows + 2)
-        return true;
-    size_t cap = 64;
-    while (cap < 2 * rows + 2)
-        cap *= 2;
-    uint32_t *n = sl_calloc(cap, sizeof *n);
-    if (!n)
-        return false;
-    sl_free(v->index);
-    v->index = n;
-    v->index_cap = cap;
-    for (size_t i = 0; i < v->count; i++)
-        v->index[index_slot(v, v->rows[i].t.id)] = (uint32_t)i + 1;
-    return true;
-}
-
-/* The row of trial `tid`, added if new. A hash index, not a search of the
- * rows: the view is built for every key of the study on every turn, so a
- * linear search made each turn quadratic in the trials. */
-static row_t *row_get(view_t *v, const char *tid, size_t tl) {
-    if (tl != SL_TRIAL_ID_LEN || !index_reserve(v, v->count + 1))
-        return NULL;
-    size_t slot = index_slot(v, tid);
-    if (v->index[slot])
-        return &v->rows[v->index[slot] - 1];
-    if (v->count == v->cap) {
-        size_t nc = v->cap ? v->cap * 2 : 32;
-        row_t *n = sl_realloc(v->rows, nc * sizeof *n);
-        if (!n)
-            return NULL;
-        v->rows = n;
-        v->cap = nc;
-    }
-    int me = v->spec->max_epochs + 1;
-    row_t *r = &v->rows[v->count];
-    memset(r, 0, sizeof *r);
-    r->curve = sl_calloc((size_t)me, sizeof *r->curve);
-    /* reports (2.5 KB an epoch) only once the trial has one: most rows
-       of a view are pending or short */
-    r->has_report = sl_calloc((size_t)me, sizeof *r->has_report);
-    if (!r->curve || !r->has_report) {
-        sl_free(r->curve);
-        sl_free(r->reports);
-        sl_free(r->has_report);
-        return NULL;
-    }
-    for (int e = 0; e < me; e++)
-        r->curve[e] = NAN;
-    memcpy(r->t.id, tid, SL_TRIAL_ID_LEN);
-    r->t.curve = r->curve;
-    r->t.curve_len = v->spec->max_epochs;
-    for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
-        r->t.objectives[o] = NAN;
-    v->count++;
-    v->index[slot] = (uint32_t)v->count;
-    return r;
-}
-
-/* A view build's scan: pass 1 sums each live row's key digest, pass 2
- * parses the keys of the rows whose digest changed. */
-typedef struct {
-    cached_t *c; /* the study's cache: its live rows */
-    int pass;    /* 1 or 2 */
-} scan_ctx_t;
-
-static bool digest_reserve(cached_t *c, size_t rows) {
-    if (rows <= c->digest_cap)
-        return true;
-    size_t cap = c->digest_cap ? c->digest_cap : 64;
-    while (cap < rows)
-        cap *= 2;
-    uint64_t *d = sl_realloc(c->digest, cap * sizeof *d);
-    if (!d)
-        return false;
-    c->digest = d;
-    uint64_t *n = sl_realloc(c->digest_now, cap * sizeof *n);
-    if (!n)
-        return false;
-    c->digest_now = n;
-    memset(c->digest + c->digest_cap, 0, (cap - c->digest_cap) * sizeof *d);
-    memset(c->digest_now + c->digest_cap, 0, (cap - c->digest_cap) * sizeof *n);
-    c->digest_cap = cap;
-    return true;
-}
-
-/* Forgets what a live row was parsed from (its arrays are kept). */
-static void row_reset(const sl_study_spec_t *spec, row_t *r) {
-    row_t keep = *r;
-    memset(r, 0, sizeof *r);
-    memcpy(r->t.id, keep.t.id, sizeof r->t.id);
-    r->curve = keep.curve;
-    r->reports = keep.reports;
-    r->has_report = keep.has_report;
-    r->t.curve = keep.curve;
-    r->t.curve_len = spec->max_epochs;
-    for (int e = 0; e <= spec->max_epochs; e++) {
-        r->curve[e] = NAN;
-        r->has_report[e] = false;
-    }
-    for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
-        r->t.objectives[o] = NAN;
-}
-
-static bool scan_trials(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
-    scan_ctx_t *sc = ctx;
-    view_t *v = &sc->c->live;
-    if (e->type != SL_CRDT_LWW)
-        return true;
-    size_t pre = 6 + SL_TRIAL_ID_LEN + 3; /* study/S/t/ */
-    const char *k = (const char *)key + pre;
-    size_t kl = key_len - pre;
-    const char *slash = memchr(k, '/', kl);
-    size_t tl = slash ? (size_t)(slash - k) : kl;
-    /* what follows the trial id ("rung/2", "m/00003", ...), and a copy of
-       the number after its first slash (bounded, NUL-terminated) */
-    const char *sub = slash ? slash + 1 : "";
-    size_t subl = slash ? kl - tl - 1 : 0;
-    if (subl >= 4 && (!memcmp(sub, "log/", 4) || !memcmp(sub, "ckd/", 4)))
-        return true; /* logs and checkpoint chunks: not part of the view */
-    row_t *r = row_get(v, k, tl);
-    if (!r)
-        return true;
-    size_t idx = (size_t)(r - v->rows);
-    if (sc->pass == 1) {
-        if (digest_reserve(sc->c, v->count))
-            sc->c->digest_now[idx] += sl_hash64(key, key_len, sl_hash64(e->val, e->val_len, 1));
-        return true;
-    }
-    if (idx >= sc->c->digest_cap || sc->c->digest_now[idx] == sc->c->digest[idx])
-        return true; /* unchanged since it was parsed */
-    const char *val = (const char *)e->val;
-    size_t vl = e->val_len;
-    const char *num_at = memchr(sub, '/', subl);
-    char num[24] = ""; /* rung and epoch numbers; longer tails (names) are not numbers */
-    if (num_at) {
-        size_t nl = subl - (size_t)(num_at + 1 - sub);
-        if (nl < sizeof num) {
-            memcpy(num, num_at + 1, nl);
-            num[nl] = 0;
-        }
-    }
-#define SUB_IS(lit) (subl == sizeof(lit) - 1 && !memcmp(sub, lit, sizeof(lit) - 1))
-#define SUB_HAS(lit) (subl >= sizeof(lit) - 1 && !memcmp(sub, lit, sizeof(lit) - 1))
-    char why[128];
-    if (!slash) {
-        sl_trial_t t;
-        if (record_decode(v->cache, v->spec, v->id, r->t.id, val, vl, &t) == SL_OK) {
-            int rung = r->t.rung > t.rung ? r->t.rung : t.rung;
-            r->t.ordinal = t.ordinal;
-            r->t.bracket = t.bracket;
-            r->t.config = t.config;
-            r->t.rung = rung;
-            r->has_record = true;
-        }
-    } else if (SUB_HAS("rung/")) {
-        int rung = atoi(num);
-        if (rung > r->t.rung && rung < SL_STUDY_MAX_RUNGS)
-            r->t.rung = rung;
-    } else if (SUB_HAS("claim/")) {
-        sl_claim_t c;
-        if (sl_claim_decode(val, vl, &c) == SL_OK) {
-            if (r->has_claim) {
-                sl_claim_t m;
-                sl_claim_merge(&r->claim, &c, &m);
-                r->claim = m;
-            } else {
-                r->claim = c;
-            }
-            r->has_claim = true;
-        }
-    } else if (SUB_HAS("m/")) {
-        int ep = atoi(num);
-        sl_report_t rep;
-        if (!r->reports)
-            r->reports = sl_calloc((size_t)v->spec->max_epochs + 1, sizeof *r->reports);
-        if (r->reports && ep >= 1 && ep <= v->spec->max_epochs &&
-            sl_report_parse(val, vl, &rep, why, sizeof why) == SL_OK) {
-            r->reports[ep - 1] = rep;
-            r->has_report[ep - 1] = true;
-            r->curve[ep - 1] = sl_report_get(&rep, v->spec->objectives[0].metric);
-        }
-    } else if (SUB_HAS("fail/")) {
-        r->failures++;
-    } else if (SUB_HAS("res/")) {
-        sl_result_t res;
-        if (sl_result_decode(val, vl, &res) == SL_OK) {
-            memcpy(res.trial_id, r->t.id, sizeof res.trial_id);
-            if (r->has_result) {
-                sl_result_t m;
-                sl_result_merge(&r->result, &res, &m);
-                r->result = m;
-            } else {
-                r->result = res;
-            }
-            r->has_result = true;
-        }
-    } else if (SUB_IS("stop")) {
-        r->stop = true;
-    } else if (SUB_IS("ck")) {
-        cJSON *j = cJSON_ParseWithLength(val, vl);
-        const cJSON *ep = cJSON_GetObjectItem(j, "epoch");
-        if (cJSON_IsNumber(ep))
-            r->ck_epoch = (int)ep->valuedouble;
-        cJSON_Delete(j);
-    }
-#undef SUB_IS
-#undef SUB_HAS
-    return true;
-}
-
-/* Whether `owner` is alive in this peer's view. */
-static bool alive(sl_study_node_t *sn, const char *owner) {
+bool sl_study_node_alive(sl_study_node_t *sn, const char *owner) {
     if (!owner[0])
         return false;
     if (!strcmp(owner, self_name(sn)))
@@ -446,110 +216,44 @@ job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *tri
     return NULL;
 }
 
-/* Reads study S into v (states derived as docs/studies.md says). */
+void sl_study_view_fini(view_t *v) {
+    sl_free(v->rows);
+    memset(v, 0, sizeof *v);
+}
+
+/* A copy of study S's live view (states derived as docs/studies.md says). */
 sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
     memset(v, 0, sizeof *v);
-    const sl_study_spec_t *spec = sl_study_node_spec(sn, id);
-    if (!spec)
-        return SL_ENOTFOUND;
-    memcpy(v->id, id, sizeof v->id);
-    v->spec = (sl_study_spec_t *)spec;
-    cached_t *c = cache_of(sn, id);
+    cached_t *c = sl_study_node_cache(sn, id);
     if (!c)
         return SL_ENOTFOUND;
-    v->cache = c;
-    view_t *live = &c->live;
-    if (!live->spec) {
-        memcpy(live->id, id, sizeof live->id);
-        live->spec = v->spec;
-        live->cache = c;
-    }
-    /* the live rows: every key hashed (pass 1), the changed trials parsed
-       again (pass 2); a build used to parse every key of the study on
-       every turn, O(trials) of JSON per turn */
-    char pre[64];
-    snprintf(pre, sizeof pre, "study/%s/t/", id);
-    scan_ctx_t sc = {c, 1};
-    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_trials, &sc);
-    if (!digest_reserve(c, live->count))
-        return SL_ENOMEM;
-    for (size_t i = 0; i < live->count; i++)
-        if (c->digest_now[i] != c->digest[i])
-            row_reset(spec, &live->rows[i]);
-    sc.pass = 2;
-    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_trials, &sc);
-    for (size_t i = 0; i < live->count; i++) {
-        c->digest[i] = c->digest_now[i];
-        c->digest_now[i] = 0;
-    }
-    /* the view: copies of the live rows (their arrays borrowed) */
-    v->rows = sl_malloc((live->count + 1) * sizeof *v->rows);
+    sl_study_live_refresh(sn, c, sl_study_node_wall_ms());
+    live_t *lv = &c->live;
+    memcpy(v->id, c->id, sizeof v->id);
+    v->spec = &c->spec;
+    v->rows = sl_malloc((lv->trial_count + 1) * sizeof *v->rows);
     if (!v->rows)
         return SL_ENOMEM;
-    v->cap = live->count + 1;
-    v->borrowed = true;
-    for (size_t i = 0; i < live->count; i++)
-        if (live->rows[i].has_record)
-            v->rows[v->count++] = live->rows[i];
-    const uint8_t *val;
-    size_t len;
-    char key[96];
-    snprintf(key, sizeof key, "study/%s/cancel", id);
-    v->cancelled = sl_study_node_get_str(sn, key, &val, &len) == SL_OK;
-    snprintf(key, sizeof key, "study/%s/finished", id);
-    v->finished = sl_study_node_get_str(sn, key, &val, &len) == SL_OK;
-    snprintf(key, sizeof key, "study/%s/start", id);
-    if (sl_study_node_get_str(sn, key, &val, &len) == SL_OK) {
-        char b[32];
-        snprintf(b, sizeof b, "%.*s", (int)(len < 31 ? len : 31), (const char *)val);
-        v->start_ms = strtoull(b, NULL, 10);
+    for (size_t i = 0; i < lv->trial_count; i++) {
+        const trial_row_t *r = &lv->rows[lv->trial_row[i]];
+        row_t *w = &v->rows[v->count++];
+        memset(w, 0, sizeof *w);
+        w->t = lv->trials[i];
+        w->has_record = true;
+        w->curve = r->curve;
+        w->reports = r->reports;
+        w->has_report = r->has_report;
+        w->claim = r->claim;
+        w->has_claim = r->has_claim;
+        w->result = r->result;
+        w->has_result = r->has_result;
+        w->failures = (int)r->fail_count;
+        w->stop = r->stop;
+        w->ck_epoch = r->ck_epoch;
     }
-    /* drop rows without a record (their record has not arrived yet) */
-    size_t w = 0;
-    uint64_t now = sl_study_node_wall_ms();
-    for (size_t i = 0; i < v->count; i++) {
-        row_t *r = &v->rows[i];
-        if (!r->has_record) { /* (a borrowed view holds only rows with one) */
-            sl_free(r->curve);
-            sl_free(r->reports);
-            sl_free(r->has_report);
-            continue;
-        }
-        int last = 0;
-        for (int e = 1; e <= spec->max_epochs; e++)
-            if (r->has_report[e - 1]) {
-                last = e;
-                for (int o = 0; o < spec->objective_count; o++) {
-                    double x = sl_report_get(&r->reports[e - 1], spec->objectives[o].metric);
-                    if (!isnan(x))
-                        r->t.objectives[o] = x;
-                }
-            }
-        r->t.epochs_done = last;
-        int target = sl_sched_rung_epochs(spec, r->t.bracket, r->t.rung);
-        bool live = r->has_claim && !r->claim.released && r->claim.lease_expiry_ms > now &&
-                    alive(sn, r->claim.owner);
-        if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)) && !r->claim.released &&
-            !sl_study_node_job(sn, id, r->t.id))
-            live = false; /* ours from before a restart */
-        if (r->has_result)
-            r->t.state = r->result.state;
-        else if (live)
-            r->t.state = SL_TRIAL_RUNNING;
-        else if (last >= target && r->t.rung + 1 < sl_sched_rung_count(spec, r->t.bracket))
-            r->t.state = SL_TRIAL_PAUSED;
-        else if (r->has_claim && !r->claim.released)
-            r->t.state = SL_TRIAL_PREEMPTED;
-        else
-            r->t.state = SL_TRIAL_PENDING;
-        if (w != i)
-            v->rows[w] = *r;
-        w++;
-    }
-    v->count = w;
-    sl_free(v->index); /* rows moved: rebuilt if a lookup ever needs it */
-    v->index = NULL;
-    v->index_cap = 0;
+    v->cancelled = lv->cancelled;
+    v->finished = lv->finished;
+    v->start_ms = lv->start_ms;
     return SL_OK;
 }
 
@@ -722,38 +426,14 @@ static void job_free(sl_study_node_t *sn, job_t *j, bool wait) {
     memset(j, 0, sizeof *j);
 }
 
-/* Joins every peer's claim register of a trial. */
-typedef struct {
-    sl_claim_t claim; /* the join */
-    bool any;         /* one was found */
-} claim_join_t;
-
-static bool scan_claims(void *ctx, const uint8_t *key, size_t key_len,
-                        const sl_store_entry_t *e) {
-    (void)key;
-    (void)key_len;
-    claim_join_t *cj = ctx;
-    sl_claim_t c, m;
-    if (e->type != SL_CRDT_LWW || sl_claim_decode((const char *)e->val, e->val_len, &c) != SL_OK)
-        return true;
-    if (cj->any) {
-        sl_claim_merge(&cj->claim, &c, &m);
-        cj->claim = m;
-    } else {
-        cj->claim = c;
-        cj->any = true;
-    }
-    return true;
-}
-
-/* Releases the job's claim (if the joined register still shows it ours). */
+/* Releases the job's claim (if the joined register still shows it ours:
+ * the live view holds every peer's register of the trial). */
 static void job_release(sl_study_node_t *sn, job_t *j) {
-    char pre[128];
-    snprintf(pre, sizeof pre, "study/%s/t/%s/claim/", j->study, j->trial);
-    claim_join_t cj = {.any = false};
-    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_claims, &cj);
-    sl_claim_t next;
-    if (cj.any && sl_claim_release(&cj.claim, self_name(sn), j->epoch, &next) == SL_OK)
+    cached_t *c = sl_study_node_cache(sn, j->study);
+    trial_row_t *r = c ? sl_study_live_find(&c->live, j->trial) : NULL;
+    sl_claim_t cur, next;
+    if (r && sl_study_live_claim(r, &cur) &&
+        sl_claim_release(&cur, self_name(sn), j->epoch, &next) == SL_OK)
         write_claim(sn, j->study, j->trial, &next);
 }
 
@@ -808,10 +488,45 @@ static void on_restored(sl_study_node_t *sn, void *ctx, int epoch, const char *w
     sl_free(ref);
 }
 
+/* A job's working directory, DATA/studies/S/w/N (the command's
+ * STARLING_CHECKPOINT_DIR): one a finished job left empty, when there is
+ * one, else a new one. Directories are reused, not made per trial: a
+ * mkdir allocates an inode (about 0.15 ms here, most of what a no-op trial
+ * cost the peer besides the store). */
+static void job_dir_take(sl_study_node_t *sn, cached_t *c, job_t *j) {
+    bool fresh = c->free_count == 0;
+    j->dir_num = fresh ? c->next_dir++ : c->free_dirs[--c->free_count];
+    snprintf(j->dir, sizeof j->dir, "%s/%s/w/%u", sn->root, c->id, j->dir_num);
+    if (fresh) /* (it may be there from before a restart: the restore empties it) */
+        sl_plat_mkdirs(j->dir, 0700);
+}
+
+/* Keeps a finished job's directory for the next job, emptied (its
+ * checkpoints are replicated as blobs by then). Only after the worker has
+ * ended and with no restore under way: nothing else writes into it. */
+static void job_dir_give(sl_study_node_t *sn, const job_t *j) {
+    cached_t *c = sl_study_node_cache(sn, j->study);
+    if (!c || j->launch)
+        return;
+    sl_study_dir_clear(j->dir);
+    if (!sl_study_dir_empty(j->dir))
+        return; /* something the command made that is not a plain file: not reused */
+    if (c->free_count == c->free_cap) {
+        uint32_t cap = c->free_cap ? 2 * c->free_cap : 16;
+        uint32_t *n = sl_realloc(c->free_dirs, cap * sizeof *n);
+        if (!n)
+            return;
+        c->free_dirs = n;
+        c->free_cap = cap;
+    }
+    c->free_dirs[c->free_count++] = j->dir_num;
+}
+
 /* Takes a claimed trial: restores its latest checkpoint (fetched from its
  * holders if need be; the lease is renewed meanwhile), then starts the
  * worker. */
-static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t *claim) {
+static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
+                      const sl_claim_t *claim) {
     job_t *j = NULL;
     for (int i = 0; i < MAX_JOBS && !j; i++)
         if (!sn->jobs[i].study[0])
@@ -826,18 +541,20 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
         sl_free(ref);
         return; /* the lease lapses and someone else takes it */
     }
-    memcpy(j->study, v->id, sizeof j->study);
-    memcpy(j->trial, r->t.id, sizeof j->trial);
+    const sl_study_spec_t *spec = &c->spec;
+    memcpy(j->study, c->id, sizeof j->study);
+    memcpy(j->trial, t->id, sizeof j->trial);
     j->epoch = claim->epoch;
-    j->rung = r->t.rung;
-    snprintf(j->dir, sizeof j->dir, "%s/%s/%s", sn->root, v->id, r->t.id);
-    sl_plat_mkdirs(j->dir, 0700);
-    j->renew_ms = sl_study_node_wall_ms() + v->spec->lease_ms / 3;
+    j->rung = t->rung;
+    job_dir_take(sn, c, j);
+    j->started_ms = sl_study_node_wall_ms();
+    j->renew_ms = j->started_ms + spec->lease_ms / 3;
+    sn->claims++;
     j->outcome = -1;
-    job->spec = *v->spec;
-    memcpy(job->trial_id, r->t.id, sizeof job->trial_id);
-    job->config = r->t.config;
-    job->target_epochs = sl_sched_rung_epochs(v->spec, r->t.bracket, r->t.rung);
+    job->spec = *spec;
+    memcpy(job->trial_id, t->id, sizeof job->trial_id);
+    job->config = t->config;
+    job->target_epochs = sl_sched_rung_epochs(spec, t->bracket, t->rung);
     snprintf(job->dir, sizeof job->dir, "%s", j->dir);
     job->threads = sn->cfg.threads;
     job->data = sn->data;
@@ -848,63 +565,57 @@ static void start_job(sl_study_node_t *sn, view_t *v, row_t *r, const sl_claim_t
     sl_study_ckpt_restore(sn, j->study, j->trial, j->dir, on_restored, ref);
 }
 
-/* The leader's turn: run the scheduler and write its decisions. */
-static void lead(sl_study_node_t *sn, view_t *v, int capacity) {
-    sl_sched_view_t sv = {.study_id = v->id, .capacity = capacity > 0 ? capacity : 1,
-                          .cancelled = v->cancelled};
-    sl_trial_t *ts = sl_calloc(v->count + 1, sizeof *ts);
-    if (!ts)
-        return;
-    for (size_t i = 0; i < v->count; i++)
-        ts[i] = v->rows[i].t;
-    sv.trials = ts;
-    sv.trial_count = v->count;
+/* The leader's turn: run the scheduler over the live trials (read in
+ * place, not copied) and write its decisions. */
+static void lead(sl_study_node_t *sn, cached_t *c, int capacity) {
+    live_t *lv = &c->live;
+    const sl_study_spec_t *spec = &c->spec;
+    sl_sched_view_t sv = {.study_id = c->id, .capacity = capacity > 0 ? capacity : 1,
+                          .cancelled = lv->cancelled, .trials = lv->trials,
+                          .trial_count = lv->trial_count};
     uint64_t now = sl_study_node_wall_ms();
-    sv.elapsed_s = v->start_ms && now > v->start_ms ? (now - v->start_ms) / 1000 : 0;
+    sv.elapsed_s = lv->start_ms && now > lv->start_ms ? (now - lv->start_ms) / 1000 : 0;
     sl_decisions_t d = {0};
-    if (sl_sched_decide(v->spec, &sv, &d) != SL_OK) {
-        sl_free(ts);
+    if (sl_sched_decide(spec, &sv, &d) != SL_OK)
         return;
-    }
+    /* (the writes below reach the live view at once: rows are looked up
+       for each decision, never kept across a write) */
     for (size_t i = 0; i < d.count; i++) {
         const sl_decision_t *x = &d.items[i];
         char key[256], val[SL_STUDY_RECORD_MAX];
         size_t len;
-        row_t *r = NULL;
-        for (size_t k = 0; k < v->count; k++)
-            if (!strcmp(v->rows[k].t.id, x->trial_id))
-                r = &v->rows[k];
+        trial_row_t *r = sl_study_live_find(lv, x->trial_id);
+        const sl_trial_t *t = r ? sl_study_live_trial(lv, r) : NULL;
         if (x->kind == SL_DECISION_PROPOSE) {
-            sl_trial_t t;
-            memset(&t, 0, sizeof t);
-            memcpy(t.id, x->trial_id, sizeof t.id);
-            t.ordinal = x->ordinal;
-            t.bracket = x->bracket;
-            t.rung = x->rung;
-            t.config = x->config;
-            snprintf(key, sizeof key, "study/%s/t/%s", v->id, x->trial_id);
-            if (sl_trial_record_encode(v->spec, &t, val, sizeof val, &len) == SL_OK)
+            sl_trial_t nt;
+            memset(&nt, 0, sizeof nt);
+            memcpy(nt.id, x->trial_id, sizeof nt.id);
+            nt.ordinal = x->ordinal;
+            nt.bracket = x->bracket;
+            nt.rung = x->rung;
+            nt.config = x->config;
+            snprintf(key, sizeof key, "study/%s/t/%s", c->id, x->trial_id);
+            if (sl_trial_record_encode(spec, &nt, val, sizeof val, &len) == SL_OK)
                 sl_study_node_put_str(sn, key, val, len);
         } else if (x->kind == SL_DECISION_PROMOTE) {
-            snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", v->id, x->trial_id, x->rung);
+            snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", c->id, x->trial_id, x->rung);
             sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
-        } else if (x->kind == SL_DECISION_STOP && r) {
-            if (r->t.state == SL_TRIAL_RUNNING) {
-                snprintf(key, sizeof key, "study/%s/t/%s/stop", v->id, x->trial_id);
+        } else if (x->kind == SL_DECISION_STOP && t) {
+            if (t->state == SL_TRIAL_RUNNING) {
+                snprintf(key, sizeof key, "study/%s/t/%s/stop", c->id, x->trial_id);
                 sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
             } else {
-                write_result(sn, v->id, x->trial_id, SL_TRIAL_DONE, r->t.epochs_done,
+                write_result(sn, c->id, x->trial_id, SL_TRIAL_DONE, t->epochs_done,
                              r->has_claim ? r->claim.epoch : 0, x->reason);
             }
         } else if (x->kind == SL_DECISION_FINISH) {
-            snprintf(key, sizeof key, "study/%s/finished", v->id);
+            snprintf(key, sizeof key, "study/%s/finished", c->id);
             sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
-            sl_log(SL_LOG_NOTICE, "STUDY-FINISH", "study %s (%s) finished: %s", v->id,
-                   v->spec->name, x->reason);
+            sl_log(SL_LOG_NOTICE, "STUDY-FINISH", "study %s (%s) finished: %s", c->id,
+                   spec->name, x->reason);
         }
     }
     sl_decisions_fini(&d);
-    sl_free(ts);
 }
 
 /* Alive members (sorted by id for determinism is not needed: the cores
@@ -912,12 +623,16 @@ static void lead(sl_study_node_t *sn, view_t *v, int capacity) {
 typedef struct {
     char names[64][SL_NAME_MAX + 1]; /* member ids */
     sl_round_member_t m[64];         /* the cores' view */
+    int slots[64];                   /* each one's slots, loaded or not */
     size_t count;                    /* used */
 } members_t;
 
-static void members_build(sl_study_node_t *sn, const view_t *v, int concurrency,
-                          members_t *ms) {
+/* Each alive member with its free slots: its --slots (as it wrote them
+ * under peer/NAME/slots) less the trials it runs (this peer's jobs; for
+ * another, the running trials it owns, from the open ones). */
+static void members_build(sl_study_node_t *sn, cached_t *c, int concurrency, members_t *ms) {
     const sl_swim_t *sw = sl_node_swim(sn->node);
+    live_t *lv = &c->live;
     ms->count = 0;
     size_t n = sl_swim_member_count(sw);
     for (size_t i = 0; i < n && ms->count < 64; i++) {
@@ -940,23 +655,26 @@ static void members_build(sl_study_node_t *sn, const view_t *v, int concurrency,
                 char b[8];
                 memcpy(b, val, len);
                 b[len] = 0;
-                slots = atoi(b) > 0 ? atoi(b) : (b[0] == '-' ? 0 : v->spec->concurrency);
+                slots = atoi(b) > 0 ? atoi(b) : (b[0] == '-' ? 0 : c->spec.concurrency);
             }
         }
         if (m.is_self) {
             busy = running_jobs(sn);
-        } else if (v) {
-            for (size_t t = 0; t < v->count; t++)
-                busy += v->rows[t].t.state == SL_TRIAL_RUNNING &&
-                        !strcmp(v->rows[t].claim.owner, ms->names[k]);
+        } else {
+            for (size_t o = 0; o < lv->open_count; o++) {
+                const trial_row_t *r = &lv->rows[lv->open[o]];
+                busy += lv->trials[r->tix - 1].state == SL_TRIAL_RUNNING &&
+                        !strcmp(r->claim.owner, ms->names[k]);
+            }
         }
+        ms->slots[k] = slots;
         int free_slots = slots - busy;
         ms->m[k] = (sl_round_member_t){ms->names[k], true, free_slots > 0 ? free_slots : 0};
     }
 }
 
 static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec,
-                      const row_t *r) {
+                      int failures_before) {
     sl_wev_t *ev;
     while (j->study[0] && j->w && (ev = sl_study_worker_pop(j->w))) {
         if (ev->kind == SL_WEV_LOG) {
@@ -992,9 +710,8 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
                 snprintf(key, sizeof key, "study/%s/t/%s/fail/%" PRIu64, j->study, j->trial,
                          j->epoch);
                 sl_study_node_put_str(sn, key, ev->text, strlen(ev->text));
-                int failures = (r ? r->failures : 0) + 1;
                 sl_epoch_outcome out =
-                    sl_claim_after_epoch(spec, j->rung, j->last_epoch, true, failures);
+                    sl_claim_after_epoch(spec, j->rung, j->last_epoch, true, failures_before + 1);
                 if (out == SL_EPOCH_FAILED)
                     write_result(sn, j->study, j->trial, SL_TRIAL_FAILED, j->last_epoch,
                                  j->epoch, ev->text);
@@ -1005,6 +722,9 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
             if (j->outcome != SL_EPOCH_DONE)
                 job_release(sn, j);
             sl_free(ev);
+            job_dir_give(sn, j); /* (its child has been reaped) */
+            sn->jobs_ended++;
+            sn->job_ms_total += sl_study_node_wall_ms() - j->started_ms;
             job_free(sn, j, true);
             return;
         }
@@ -1012,42 +732,74 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
     }
 }
 
-static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
-    view_t v;
-    if (sl_study_view_build(sn, id, &v) != SL_OK)
-        return;
-    const sl_study_spec_t *spec = v.spec;
+/* The member a fresh trial ranks first (rendezvous weight) among the
+ * alive members that have slots at all, loaded or not: every peer with
+ * the same membership agrees on it whatever it knows of the others'
+ * load. -1: none. */
+static int top_member(const members_t *ms, const char *trial_id) {
+    int best = -1;
+    uint64_t bw = 0;
+    for (size_t k = 0; k < ms->count; k++) {
+        if (ms->slots[k] <= 0)
+            continue;
+        uint64_t w = sl_round_trial_weight(ms->names[k], trial_id);
+        if (best < 0 || w > bw || (w == bw && strcmp(ms->names[k], ms->names[best]) < 0)) {
+            best = (int)k;
+            bw = w;
+        }
+    }
+    return best;
+}
+
+/* No claims before this peer has joined and caught up (or waited a lease
+ * alone). */
+static bool may_claim(const sl_study_node_t *sn, const sl_study_spec_t *spec, uint64_t now) {
+    return (sn->joined_ms && now >= sn->joined_ms + CATCHUP_MS) ||
+           now >= sn->started_ms + (spec ? spec->lease_ms : 10000);
+}
+
+/* The trials' states are derived again after the turn's own writes and
+ * ended jobs (cheap: what changed and what is open). */
+static void refresh(sl_study_node_t *sn, cached_t *c) {
+    sl_study_live_refresh(sn, c, sl_study_node_wall_ms());
+}
+
+static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
+    live_t *lv = &c->live;
+    const sl_study_spec_t *spec = &c->spec;
+    sl_study_live_refresh(sn, c, now);
+#ifndef NDEBUG
+    char why[256];
+    if (!sl_study_live_check(sn, c, now, why, sizeof why)) {
+        sl_log(SL_LOG_ERR, "STUDY-VIEW", "%s", why);
+        assert(!"the live view differs from the store");
+    }
+#endif
     int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : (sn->cfg.slots < 0 ? 0 : spec->concurrency);
-    members_t *ms = sl_calloc(1, sizeof *ms);
-    if (!ms)
-        goto out;
-    members_build(sn, &v, concurrency, ms);
-    /* the view is rebuilt below only when the loop wrote or a job ended:
-       building it reads every key of the study */
+    members_t ms;
     uint64_t writes0 = sn->writes;
     int jobs0 = running_jobs(sn);
     /* workers first: their reports change the view */
     for (int i = 0; i < MAX_JOBS; i++) {
         job_t *j = &sn->jobs[i];
-        if (!j->study[0] || strcmp(j->study, id))
+        if (!j->study[0] || strcmp(j->study, c->id))
             continue;
-        row_t *r = NULL;
-        for (size_t k = 0; k < v.count; k++)
-            if (!strcmp(v.rows[k].t.id, j->trial))
-                r = &v.rows[k];
-        drain_job(sn, j, spec, r);
+        trial_row_t *r = sl_study_live_find(lv, j->trial);
+        drain_job(sn, j, spec, r ? (int)r->fail_count : 0);
         if (!j->study[0])
             continue;
+        r = sl_study_live_find(lv, j->trial);
         /* stop when the register moved on, the leader stopped it, or it ended */
-        bool stop_done = r && (r->stop || r->has_result || v.cancelled || v.finished);
+        bool stop_done = r && (r->stop || r->has_result || lv->cancelled || lv->finished);
         bool lost = r && r->has_claim && sl_claim_must_stop(&r->claim, self_name(sn), j->epoch);
         if (lost) {
             job_log(j, "claim taken over: stopping");
+            sn->claims_lost++;
             job_free(sn, j, false);
             continue;
         }
         if (stop_done) {
-            if (r && !r->has_result)
+            if (!r->has_result)
                 write_result(sn, j->study, j->trial, SL_TRIAL_DONE, j->last_epoch, j->epoch,
                              "stopped by the leader");
             job_release(sn, j);
@@ -1062,31 +814,23 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
             j->renew_ms = now + spec->lease_ms / 3;
         }
     }
-    if (v.finished)
-        goto out;
-    if (sn->writes != writes0 || running_jobs(sn) != jobs0) {
-        sl_study_view_fini(&v);
-        if (sl_study_view_build(sn, id, &v) != SL_OK)
-            goto out;
-    }
+    if (lv->finished)
+        return;
+    if (sn->writes != writes0 || running_jobs(sn) != jobs0)
+        refresh(sn, c);
+    /* (after the jobs: a slot freed this turn is taken again this turn) */
+    members_build(sn, c, concurrency, &ms);
     /* the leader of this round */
-    sl_sched_view_t sv = {.study_id = id, .capacity = 1, .cancelled = v.cancelled};
-    sl_trial_t *ts = sl_calloc(v.count + 1, sizeof *ts);
-    if (!ts)
-        goto out;
-    for (size_t i = 0; i < v.count; i++)
-        ts[i] = v.rows[i].t;
-    sv.trials = ts;
-    sv.trial_count = v.count;
+    sl_sched_view_t sv = {.study_id = c->id, .capacity = 1, .cancelled = lv->cancelled,
+                          .trials = lv->trials, .trial_count = lv->trial_count};
     uint64_t round = sl_sched_round(spec, &sv);
-    sl_free(ts);
-    int leader = sl_round_leader(ms->m, ms->count, sl_round_key(id, round));
-    if (leader >= 0 && !strcmp(ms->names[leader], self_name(sn))) {
+    int leader = sl_round_leader(ms.m, ms.count, sl_round_key(c->id, round));
+    if (leader >= 0 && !strcmp(ms.names[leader], self_name(sn))) {
         int cap = 0;
-        for (size_t i = 0; i < ms->count; i++)
-            cap += ms->m[i].free_slots;
-        for (size_t i = 0; i < v.count; i++)
-            cap += v.rows[i].t.state == SL_TRIAL_RUNNING;
+        for (size_t i = 0; i < ms.count; i++)
+            cap += ms.m[i].free_slots;
+        for (size_t o = 0; o < lv->open_count; o++)
+            cap += lv->trials[lv->rows[lv->open[o]].tix - 1].state == SL_TRIAL_RUNNING;
         /* a searcher that does not learn from results (random, grid) keeps
            LOOKAHEAD times the fleet's slots proposed ahead: a peer that
            frees a slot then finds a trial waiting for it, instead of
@@ -1095,69 +839,97 @@ static void study_turn(sl_study_node_t *sn, const char *id, uint64_t now) {
         if (spec->searcher != SL_SEARCH_EVOLUTION)
             cap *= LOOKAHEAD;
         uint64_t before = sn->writes;
-        lead(sn, &v, cap);
-        if (sn->writes != before) {
-            sl_study_view_fini(&v);
-            if (sl_study_view_build(sn, id, &v) != SL_OK)
-                goto out;
-        }
+        lead(sn, c, cap);
+        if (sn->writes != before)
+            refresh(sn, c);
     }
-    if (v.finished || v.cancelled || sl_plat_stop_requested())
-        goto out;
+    if (lv->finished || lv->cancelled || sl_plat_stop_requested())
+        return;
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
        for its own, and a replica restored from disk after a kill -9 still
        shows this peer's old claims, which others may have taken over
        since (an equal claim epoch would then go to the smaller name) */
-    if (!sn->joined_ms && sl_swim_alive_count(sl_node_swim(sn->node)) >= 2)
-        sn->joined_ms = now;
-    if (!(sn->joined_ms && now >= sn->joined_ms + CATCHUP_MS) &&
-        now < sn->started_ms + spec->lease_ms)
-        goto out;
-    /* claims */
-    sl_claim_cand_t *cands = sl_calloc(v.count + 1, sizeof *cands);
-    size_t *pick = sl_calloc(v.count + 1, sizeof *pick);
-    sl_claim_t *next = sl_calloc(v.count + 1, sizeof *next);
-    size_t nc = 0, np = 0;
-    if (!cands || !pick || !next)
+    if (!may_claim(sn, spec, now))
+        return;
+    /* claims: among the open trials (the others have a result) */
+    size_t nopen = lv->open_count;
+    sl_claim_cand_t *cands = sl_calloc(nopen + 1, sizeof *cands);
+    uint32_t *rows = sl_calloc(nopen + 1, sizeof *rows);
+    size_t *pick = sl_calloc(nopen + 1, sizeof *pick);
+    sl_claim_t *next = sl_calloc(nopen + 1, sizeof *next);
+    if (!cands || !rows || !pick || !next)
         goto claims_out;
-    for (size_t i = 0; i < v.count; i++) {
-        row_t *r = &v.rows[i];
-        int target = sl_sched_rung_epochs(spec, r->t.bracket, r->t.rung);
-        if (r->has_result || r->stop || r->t.epochs_done >= target ||
-            sl_study_node_job(sn, id, r->t.id))
-            continue;
-        sl_claim_cand_t *c = &cands[nc++];
-        c->trial_id = r->t.id;
-        c->ordinal = r->t.ordinal;
-        c->rung = r->t.rung;
-        if (r->has_claim)
-            c->claim = r->claim;
-        c->owner_alive = r->has_claim && alive(sn, r->claim.owner);
-        if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)))
-            c->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
-        c->needs_work = true;
-    }
-    if (nc && sl_claim_pick(cands, nc, ms->m, ms->count, self_name(sn), now, spec->lease_ms,
-                            pick, next, &np) == SL_OK) {
-        for (size_t k = 0; k < np; k++) {
-            row_t *r = NULL;
-            for (size_t i = 0; i < v.count; i++)
-                if (v.rows[i].t.id == cands[pick[k]].trial_id)
-                    r = &v.rows[i];
-            if (!r)
+    int self_at = -1;
+    for (size_t k = 0; k < ms.count; k++)
+        if (!strcmp(ms.names[k], self_name(sn)))
+            self_at = (int)k;
+    /* Pass 1: the fresh trials (never claimed) that rank this peer first
+       among the members with slots, whatever their load, and the trials
+       claimed before (a takeover, a promotion, a retry), by the
+       load-aware assignment. Pass 2: fresh trials waiting STEAL_MS in
+       this view, by the load-aware assignment, with the slots left. A
+       fresh trial used to go to the load-aware assignee at once: with
+       trials ending every few milliseconds, another member's load as this
+       peer sees it is a turn or two old, and it took trials the member
+       it saw as busy took too (two runs of each no-op trial in three) */
+    for (int pass = 1; pass <= 2 && self_at >= 0 && ms.m[self_at].free_slots > 0; pass++) {
+        size_t nc = 0, np = 0;
+        for (size_t o = 0; o < nopen; o++) {
+            trial_row_t *r = &lv->rows[lv->open[o]];
+            const sl_trial_t *t = &lv->trials[r->tix - 1];
+            int target = sl_sched_rung_epochs(spec, t->bracket, t->rung);
+            if (r->has_result || r->stop || t->epochs_done >= target ||
+                sl_study_node_job(sn, c->id, r->id)) {
+                r->claimable_ms = 0;
                 continue;
-            write_claim(sn, id, r->t.id, &next[k]);
-            start_job(sn, &v, r, &next[k]);
+            }
+            sl_claim_cand_t *cd = &cands[nc];
+            memset(cd, 0, sizeof *cd);
+            cd->trial_id = r->id;
+            cd->ordinal = t->ordinal;
+            cd->rung = t->rung;
+            if (r->has_claim)
+                cd->claim = r->claim;
+            cd->owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner);
+            if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)))
+                cd->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
+            cd->needs_work = true;
+            bool may = sl_claim_may_take(
+                sl_claim_status_of(&cd->claim, self_name(sn), now, cd->owner_alive));
+            if (!may) {
+                r->claimable_ms = 0;
+                continue;
+            }
+            if (!r->claimable_ms)
+                r->claimable_ms = now;
+            bool fresh = !r->has_claim;
+            bool first = fresh && top_member(&ms, r->id) == self_at;
+            bool overdue = now >= r->claimable_ms + STEAL_MS;
+            if (pass == 1 ? (fresh && !first) : (!fresh || first || !overdue))
+                continue;
+            rows[nc++] = lv->open[o];
+        }
+        if (!nc || sl_claim_pick(cands, nc, ms.m, ms.count, self_name(sn), now, spec->lease_ms,
+                                 pick, next, &np) != SL_OK)
+            continue;
+        for (size_t k = 0; k < np; k++) {
+            /* (rows stay put; a claim or a job adds no trial) */
+            trial_row_t *r = &lv->rows[rows[pick[k]]];
+            if (!r->tix)
+                continue;
+            write_claim(sn, c->id, r->id, &next[k]);
+            r->claimable_ms = 0;
+            sl_trial_t t = lv->trials[r->tix - 1];
+            start_job(sn, c, &t, &next[k]);
+            ms.m[self_at].free_slots--;
         }
     }
 claims_out:
     sl_free(cands);
+    sl_free(rows);
     sl_free(pick);
     sl_free(next);
-out:
-    sl_free(ms);
-    sl_study_view_fini(&v);
 }
 
 /* Whether a turn is due now: something changed (the replica, a worker's
@@ -1219,12 +991,17 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         snprintf(val, sizeof val, "%d", sn->cfg.slots);
         sn->slots_written = sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
     }
-    idlist_t l = {.count = 0};
-    if (!sl_plat_stop_requested()) {
-        list_studies(sn, &l);
-        for (int i = 0; i < l.count; i++)
-            study_turn(sn, l.ids[i], now);
-    }
+    /* (noted on every turn, studies or not: a peer that joined long before
+       a study is submitted has caught up long before too) */
+    if (!sn->joined_ms && sl_swim_alive_count(sl_node_swim(sn->node)) >= 2)
+        sn->joined_ms = now;
+    idlist_t l = *list_studies(sn); /* (a copy: the listener may add to it) */
+    if (!sl_plat_stop_requested())
+        for (int i = 0; i < l.count; i++) {
+            cached_t *c = sl_study_node_cache(sn, l.ids[i]);
+            if (c)
+                study_turn(sn, c, now);
+        }
     sn->active = any_active(sn, &l);
     reap_orphans(sn);
     sl_study_ckpt_settle(sn);
@@ -1238,7 +1015,34 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t end_ns = sl_plat_now_ns();
     sn->turn_cost_ns = end_ns > now_ns ? end_ns - now_ns : 0;
+    sn->turns++;
+    sn->turn_ns_total += sn->turn_cost_ns;
     return now_ns + (sn->active ? (uint64_t)POLL_MS * 1000000ull : period);
+}
+
+/* stats.study: what the loop did, for benchmarks (per trial: divide by
+ * the trials). */
+static size_t study_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
+    sl_study_node_t *sn = ctx;
+    uint64_t applied = 0, rescans = 0;
+    for (int i = 0; i < MAX_STUDIES; i++) {
+        applied += sn->specs[i].live.applied;
+        rescans += sn->specs[i].live.rescans;
+    }
+    sl_node_counter_t c[] = {{"turns", sn->turns},
+                             {"turn_us", sn->turn_ns_total / 1000},
+                             {"writes", sn->writes},
+                             {"claims", sn->claims},
+                             {"claims_lost", sn->claims_lost},
+                             {"jobs_ended", sn->jobs_ended},
+                             {"job_ms", sn->job_ms_total},
+                             {"keys_applied", applied},
+                             {"rescans", rescans},
+                             /* 1 once joined and caught up (see may_claim) */
+                             {"ready", may_claim(sn, NULL, sl_study_node_wall_ms())}};
+    size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
+    memcpy(out, c, n * sizeof *c);
+    return n;
 }
 
 /* A member joined, died or left: claims and leaders may move at once. */
@@ -1333,6 +1137,11 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
         goto fail;
     if ((err = sl_node_member_listen(node, on_member, sn)) != SL_OK)
         goto fail;
+    if ((err = sl_store_node_listen(store, on_store_change, sn)) != SL_OK)
+        goto fail;
+    if ((err = sl_node_stats_register(node, "study", study_stats, sn)) != SL_OK)
+        goto fail;
+    sn->ids_stale = true;
     *out = sn;
     return SL_OK;
 fail:
@@ -1367,10 +1176,8 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     for (int i = 0; i < MAX_JOBS; i++)
         sl_free(sn->jobs[i].launch);
     for (int i = 0; i < MAX_STUDIES; i++) {
-        sl_free(sn->specs[i].memo);
-        sl_study_view_fini(&sn->specs[i].live);
-        sl_free(sn->specs[i].digest);
-        sl_free(sn->specs[i].digest_now);
+        sl_study_live_fini(&sn->specs[i].live);
+        sl_free(sn->specs[i].free_dirs);
     }
     sl_study_ckpt_fini(sn);
     if (sn->orphan_count == 0) /* abandoned threads may still read the data sets */

@@ -24,16 +24,89 @@
 #define POLL_MS 10
 #define TURN_GAP_MS 10
 #define TURN_COST_X 4
+/* A fresh trial that ranks another member first is left to it this long
+ * before a peer with free slots takes it (docs/studies.md, "Claims"). */
+#define STEAL_MS 100
 /* Proposals kept waiting, in fleet slots, for searchers that do not learn. */
 #define LOOKAHEAD 3
 
-/* A trial as read from the store in one pass. */
+/* A part of a trial kept by the key it came from: a key rewritten
+ * replaces its part, a key deleted removes it. key_hash is the hash of
+ * the key's text after the trial id. */
+typedef struct {
+    uint64_t key_hash;            /* which claim/P key */
+    sl_claim_t claim;             /* peer P's register */
+} claim_part_t;
+
+typedef struct {
+    uint64_t key_hash;            /* which res/W@E key */
+    sl_result_t result;           /* the result it holds */
+} result_part_t;
+
+/* What the replica holds of one trial, kept across turns by the live
+ * view: each key of the trial updates it when it changes (the store
+ * node's listener), so a turn never reads the whole study. */
+typedef struct {
+    char id[SL_TRIAL_ID_LEN + 1]; /* trial id */
+    uint32_t tix;                 /* its sl_trial_t in live->trials, + 1; 0: no record yet */
+    int rec_rung;                 /* the rung its record names */
+    uint64_t rec_hash;            /* hash of the record's bytes (0: none) */
+    uint32_t rung_keys;           /* bit R: a rung/R key (a promotion) */
+    double *curve;                /* scheduler metric per epoch (max_epochs), NaN = none */
+    sl_report_t *reports;         /* report per epoch (max_epochs); NULL until the first */
+    bool *has_report;             /* which epochs have one */
+    claim_part_t *claims;         /* every peer's claim register */
+    uint32_t claim_count;         /* entries */
+    result_part_t *results;       /* every result written */
+    uint32_t result_count;        /* entries */
+    uint64_t *fails;              /* key hashes of its fail/E keys */
+    uint32_t fail_count;          /* entries: the failures recorded */
+    bool stop;                    /* the leader asked it to stop */
+    int ck_epoch;                 /* epoch of the replicated checkpoint (0 = none) */
+    sl_claim_t claim;             /* derived: the join of the claim registers */
+    bool has_claim;               /* derived: one was seen */
+    sl_result_t result;           /* derived: the results merged */
+    bool has_result;              /* derived: one was seen */
+    bool dirty;                   /* a key changed since it was derived (in live->dirty) */
+    uint32_t open_at;             /* its place in live->open, + 1; 0: not open */
+    uint64_t claimable_ms;        /* wall ms since when this peer has seen it claimable (0: not) */
+} trial_row_t;
+
+/* A study as this replica shows it, kept up to date key by key. Rows
+ * never move (their index is stable); the trials with a record are also
+ * in `trials`, contiguous, which the cores read as they are. */
+typedef struct {
+    trial_row_t *rows;            /* every trial with a key under study/S/t/ */
+    size_t count;                 /* used */
+    size_t cap;                   /* allocated */
+    uint32_t *index;              /* open addressing by trial id: row + 1, 0 = empty */
+    size_t index_cap;             /* slots (a power of two, > 2 * count) */
+    sl_trial_t *trials;           /* trials with a record, states derived */
+    uint32_t *trial_row;          /* the row of each */
+    size_t trial_count;           /* used */
+    size_t trial_cap;             /* allocated */
+    uint32_t *dirty;              /* rows whose keys changed since the last refresh */
+    size_t dirty_count;           /* used */
+    size_t dirty_cap;             /* allocated */
+    uint32_t *open;               /* rows with a record and no result: their state moves
+                                     with time and membership, not only with their keys */
+    size_t open_count;            /* used */
+    size_t open_cap;              /* allocated */
+    bool cancelled;               /* cancel key present */
+    bool finished;                /* finished key present */
+    uint64_t start_ms;            /* submit time */
+    bool stale;                   /* read the whole study again at the next refresh */
+    uint64_t applied;             /* keys applied (stats) */
+    uint64_t rescans;             /* whole reads (stats) */
+} live_t;
+
+/* A trial in a view (the control commands' copy of the live view). */
 typedef struct {
     sl_trial_t t;                 /* the cores' view */
-    bool has_record;              /* its record was seen */
-    double *curve;                /* scheduler metric per epoch (max_epochs) */
-    sl_report_t *reports;         /* reports per epoch (max_epochs); NULL until the first */
-    bool *has_report;             /* which epochs have one */
+    bool has_record;              /* its record was seen (always, in a built view) */
+    double *curve;                /* scheduler metric per epoch (borrowed) */
+    sl_report_t *reports;         /* reports per epoch (borrowed); NULL until the first */
+    bool *has_report;             /* which epochs have one (borrowed) */
     sl_claim_t claim;             /* claim register */
     bool has_claim;               /* one was seen */
     sl_result_t result;           /* merged result */
@@ -43,47 +116,34 @@ typedef struct {
     int ck_epoch;                 /* epoch of the replicated checkpoint (0 = none) */
 } row_t;
 
-/* A study's view. */
+/* A study's view for the control commands: a copy of the live rows with
+ * a record, their arrays borrowed (valid until the loop's next turn). */
 typedef struct {
     char id[SL_TRIAL_ID_LEN + 1]; /* study id */
     sl_study_spec_t *spec;        /* borrowed from the cache */
-    struct cached *cache;         /* the study's cache entry (record memo) */
     row_t *rows;                  /* trials */
     size_t count;                 /* used */
-    size_t cap;                   /* allocated */
-    uint32_t *index;              /* open addressing by trial id: row + 1, 0 = empty */
-    size_t index_cap;             /* slots in index (a power of two, > 2 * count) */
     bool cancelled;               /* cancel key present */
     bool finished;                /* finished key present */
     uint64_t start_ms;            /* submit time */
-    bool borrowed;                /* rows' arrays belong to the cache's live rows */
 } view_t;
 
-/* A trial record as decoded before: records are written once, so the
- * view decodes each one once, not on every turn (a decode parses JSON
- * and re-encodes the config to check it: most of a turn's cost). */
-typedef struct {
-    char id[SL_TRIAL_ID_LEN];     /* trial id (id[0] == 0: empty slot) */
-    uint64_t val_hash;            /* hash of the record's bytes it was decoded from */
-    uint32_t val_len;             /* their length */
-    sl_trial_t t;                 /* the decode: ordinal, bracket, rung, config */
-} rec_memo_t;
-
-/* A parsed spec kept per study. */
+/* A parsed spec kept per study, with its live view. */
 typedef struct cached {
     char id[SL_TRIAL_ID_LEN + 1]; /* study id ("" = free) */
     sl_study_spec_t spec;         /* parsed */
-    rec_memo_t *memo;             /* decoded records, open addressing by trial id */
-    size_t memo_cap;              /* slots (a power of two), 0 = none yet */
-    size_t memo_count;            /* used */
-    /* The study's rows as last parsed, kept across turns: a view build
-       hashes every key of the study but parses again only the trials
-       whose keys changed (digest: a sum of key-and-value hashes). */
-    view_t live;                  /* persistent rows and their index */
-    uint64_t *digest;             /* per live row: of the keys it was parsed from */
-    uint64_t *digest_now;         /* per live row: this build's */
-    size_t digest_cap;            /* entries in both */
+    live_t live;                  /* the study as the replica shows it */
+    uint32_t *free_dirs;          /* numbers of the empty job directories (DATA/studies/S/w/N) */
+    uint32_t free_count;          /* entries */
+    uint32_t free_cap;            /* allocated */
+    uint32_t next_dir;            /* the next number never used by this process */
 } cached_t;
+
+/* Study ids seen in the store (study/S/spec keys). */
+typedef struct {
+    char ids[MAX_STUDIES][SL_TRIAL_ID_LEN + 1]; /* found */
+    int count;                                  /* used */
+} idlist_t;
 
 /* A trial this peer runs. */
 typedef struct {
@@ -94,8 +154,10 @@ typedef struct {
     int last_epoch;                  /* last epoch reported */
     int ck_written;                  /* last checkpoint epoch replicated */
     uint64_t renew_ms;               /* next lease renewal */
+    uint64_t started_ms;             /* wall ms it was claimed */
     sl_study_worker_t *w;            /* the worker */
-    char dir[1100];                  /* local checkpoint dir */
+    char dir[1100];                  /* working (checkpoint) dir, DATA/studies/S/w/N */
+    uint32_t dir_num;                /* its N */
     sl_buf_t log;                    /* log text (tail kept) */
     bool log_dirty;                  /* log changed since written */
     int outcome;                     /* sl_epoch_outcome once the target is reached, else -1 */
@@ -129,7 +191,15 @@ struct sl_study_node {
     uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
     int orphan_count;                /* entries in orphans */
-    uint64_t writes;                 /* store writes made by the loop (a view to rebuild) */
+    idlist_t ids;                    /* studies in the store, kept by the listener */
+    bool ids_stale;                  /* read them again (a RESET snapshot came) */
+    uint64_t writes;                 /* store writes made by the loop */
+    uint64_t turns;                  /* study turns taken (stats) */
+    uint64_t turn_ns_total;          /* their cost (stats) */
+    uint64_t claims;                 /* trials claimed here (stats) */
+    uint64_t claims_lost;            /* jobs stopped: another peer held the claim (stats) */
+    uint64_t jobs_ended;             /* jobs whose worker ended (stats) */
+    uint64_t job_ms_total;           /* wall ms jobs held a slot, claim to end (stats) */
     uint64_t turn_fp;                /* store fingerprint at the last turn */
     uint64_t turn_ns;                /* monotonic ns of the last turn's start */
     uint64_t turn_cost_ns;           /* how long the last turn took */
@@ -148,9 +218,37 @@ sl_err sl_study_node_get_str(sl_study_node_t *sn, const char *key, const uint8_t
 const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id);
 /* A study id from an id or a study name (SL_ENOTFOUND). */
 sl_err sl_study_node_resolve(sl_study_node_t *sn, const char *arg, char id[SL_TRIAL_ID_LEN + 1]);
-/* A study's trials as this replica shows them, states derived. */
+/* The cache entry of study `id` (its spec parsed and its live view read
+ * on first use), or NULL. */
+cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id);
+/* A study's trials as this replica shows them, states derived (a copy
+ * for the control commands). */
 void sl_study_view_fini(view_t *v);
 sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v);
+
+/* The live view (src/study_view.c). apply: key `key` of the study now
+ * holds `val` (NULL: gone). refresh: reads the whole study when it is
+ * stale, derives the rows whose keys changed and the state of every open
+ * one. find: the row of a trial, or NULL. check: compares the live view
+ * with a fresh read of the store (debug builds call it every turn); false
+ * with `why` on a difference. */
+void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, size_t key_len,
+                         const uint8_t *val, size_t val_len, bool present);
+void sl_study_live_refresh(sl_study_node_t *sn, cached_t *c, uint64_t now_ms);
+trial_row_t *sl_study_live_find(live_t *lv, const char *trial_id);
+bool sl_study_live_check(sl_study_node_t *sn, cached_t *c, uint64_t now_ms, char *why,
+                         size_t why_len);
+void sl_study_live_fini(live_t *lv);
+/* The join of the trial's claim registers as they are now (before the
+ * refresh derives it); false when it has none. */
+bool sl_study_live_claim(const trial_row_t *r, sl_claim_t *out);
+/* The trial's sl_trial_t, or NULL before its record. */
+static inline sl_trial_t *sl_study_live_trial(live_t *lv, const trial_row_t *r) {
+    return r->tix ? &lv->trials[r->tix - 1] : NULL;
+}
+/* Whether `owner` is alive in this peer's view (one not heard of yet
+ * counts as alive: its lease decides). */
+bool sl_study_node_alive(sl_study_node_t *sn, const char *owner);
 /* This peer's running job of a trial, or NULL. */
 job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial);
 /* Checkpoints (src/study_ckpt.c). Write stores the directory's files as

@@ -24,6 +24,8 @@
 
 extern char **environ;
 
+#define COMMAND_STACK_LEN (512u << 10) /* a command worker's thread stack */
+
 /* Data sets shared by the builtin workers of a peer. */
 struct sl_study_data {
     pthread_mutex_t mu;     /* guards the fields below */
@@ -382,7 +384,18 @@ sl_err sl_study_worker_start(const sl_study_job_t *job, sl_study_worker_t **out)
     atomic_init(&w->stop, false);
     atomic_init(&w->ended, false);
     atomic_init(&w->child, 0);
-    if (pthread_create(&w->thread, NULL, thread_main, w) != 0) {
+    /* A command's thread only reads a pipe: a small stack, which glibc
+       keeps for the next thread (it caches 40 MB of stacks: five of the
+       default 8 MB, fewer than a busy peer's workers, so each trial mapped,
+       faulted in and unmapped a fresh one). The builtin trainer keeps the
+       default. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (job->spec.trainer == SL_TRAINER_COMMAND)
+        pthread_attr_setstacksize(&attr, COMMAND_STACK_LEN);
+    int rc = pthread_create(&w->thread, &attr, thread_main, w);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
         pthread_mutex_destroy(&w->mu);
         sl_free(w);
         return SL_ENOMEM;
@@ -473,4 +486,16 @@ void sl_study_dir_clear(const char *dir) {
         snprintf(p, sizeof p, "%.1100s/%.127s", dir, names[i]);
         unlink(p);
     }
+}
+
+bool sl_study_dir_empty(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool empty = true;
+    struct dirent *e;
+    while (empty && (e = readdir(d)))
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    return empty;
 }

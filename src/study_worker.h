@@ -70,5 +70,7 @@ void sl_study_worker_abandon(sl_study_worker_t **w);
 int sl_study_dir_files(const char *dir, char names[][128], int max);
 /* Empties a directory's regular files. */
 void sl_study_dir_clear(const char *dir);
+/* Whether a directory exists and holds nothing at all. */
+bool sl_study_dir_empty(const char *dir);
 
 #endif

@@ -148,6 +148,46 @@ class Cluster:
                 return False
         return True
 
+    def ready(self, names=None):
+        """Every running peer's study runtime may claim (stats study.ready:
+        joined and caught up)."""
+        for o in names or self.alive_names():
+            st = self.ctl_json(o, "stats")
+            if not st or not st.get("study", {}).get("ready"):
+                return False
+        return True
+
+    def wait_key(self, name, key, timeout, every=0.02, on_poll=None):
+        """Waits until `key` holds a value on peer `name`: one `peerctl
+        watch` that streams the key's changes, not a `peerctl get` process
+        every `every` seconds (each costs the shared cores a few ms, which
+        the peers being measured would otherwise share). on_poll() runs
+        every `every` seconds meanwhile. Returns the value's arrival time."""
+        import select
+        w = subprocess.Popen([os.path.join(self.build, "peerctl"), "--peer", self.addr(name),
+                              "watch", key, "--keys"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        try:
+            # the watch is open once its first (empty) part arrived; a value
+            # set before that is read once
+            end = time.time() + timeout
+            if self.ctl(name, "get", key, check=False).strip():
+                return time.time()
+            while time.time() < end:
+                if on_poll:
+                    on_poll()
+                r, _, _ = select.select([w.stdout], [], [], every)
+                if r:
+                    line = w.stdout.readline()
+                    if line.strip():
+                        return time.time()
+                    if not line and w.poll() is not None:
+                        raise RuntimeError(f"peerctl watch {key} ended")
+            raise TimeoutError(f"timed out waiting for {key}")
+        finally:
+            w.kill()
+            w.wait()
+
     def submit(self, name, spec):
         path = os.path.join(self.dir, spec["name"] + ".json")
         with open(path, "w") as f:

@@ -44,6 +44,11 @@ def noop_spec(name, trials, slots):
 def run_starling(a, trials):
     with Cluster(a.build, 4, extra=["--slots", str(a.slots)], tag="overhead") as c:
         c.wait("the peers converge", c.converged, 60, 0.2)
+        # A peer holds claims back for a second after it joins, to catch up
+        # (a replica restored after kill -9 may show claims others have
+        # since taken); the clock starts once every peer is past that, as
+        # Optuna's starts once its workers are connected.
+        c.wait("the peers to be ready to claim", c.ready, 60, 0.05)
         pids = c.pids()
         cpu0 = sum(proc_cpu_s(p) for p in pids)
         t0 = time.time()
@@ -51,13 +56,13 @@ def run_starling(a, trials):
 
         rss = {}
 
-        def finished():  # a store read, not a status (that builds the whole table)
+        def sample():
             for n in c.names:
                 rss[n] = max(rss.get(n, 0.0), proc_rss_mb(c.pid(n)))
-            r = c.ctl("p0", "get", f"study/{sid}/finished", check=False)
-            return bool(r.strip())
-        c.wait("the study to finish", finished, 900, 0.02)
-        dt = time.time() - t0
+        # the end: the finished key arriving on p0 (one watch, not a
+        # peerctl process every 20 ms)
+        t1 = c.wait_key("p0", f"study/{sid}/finished", 900, 0.02, sample)
+        dt = t1 - t0
         cpu = sum(proc_cpu_s(p) for p in pids) - cpu0
         hwm = {n: round(proc_hwm_mb(c.pid(n)), 1) for n in c.names}
         st = c.status("p0", sid)
