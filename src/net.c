@@ -35,6 +35,7 @@ typedef struct {
     uint64_t last_used;          /* LRU tick of the last send */
     uint64_t opened_ns;          /* when connect was called */
     uint64_t sent_ns;            /* when a message last went out on it */
+    uint64_t big_ns;             /* when a message too large to share last went out on it */
     pending_t pending[PENDING_MAX]; /* ring of waiting messages */
     size_t pending_head;         /* index of the oldest waiting message */
     size_t pending_count;        /* waiting messages */
@@ -470,7 +471,9 @@ static void conn_flush(sl_net_t *net, conn_t *c, uint64_t now) {
  * before either knew (both probed at once), the pair keeps the one opened
  * by the lower address: the higher sends on it and closes its own once
  * that has been idle a while. Large messages still take our own
- * connection, where the DEALER's small queue bounds what waits for them. */
+ * connection, where the DEALER's small queue bounds what waits for them;
+ * while they flow, everything to that peer does, so that a stream of
+ * store deltas stays in order. */
 
 static shared_t *shared_find(sl_net_t *net, const char *ep) {
     for (size_t i = 0; i < net->max_conns * 2; i++)
@@ -514,11 +517,12 @@ static bool router_send(sl_net_t *net, const sl_net_route_t *route,
 
 /* Sends on the destination's connection to us, if we know one and the
  * pair keeps it. False when the message must take our own connection. */
-static bool send_shared(sl_net_t *net, const char *ep, const conn_t *own,
+static bool send_shared(sl_net_t *net, const char *ep, const conn_t *own, uint64_t now,
                         const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
                         size_t body_len) {
     shared_t *sh = shared_find(net, ep);
-    if (!sh || body_len > SHARED_MSG_MAX || (own && !prefer_theirs(net, ep)))
+    if (!sh || body_len > SHARED_MSG_MAX ||
+        (own && (!prefer_theirs(net, ep) || now - own->big_ns < SHARED_IDLE_NS)))
         return false;
     sl_net_route_t route = {.len = sh->id_len};
     memcpy(route.id, sh->id, sh->id_len);
@@ -561,16 +565,20 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
         return SL_EINVAL;
     }
     conn_t *c = conn_find(net, ep);
-    if (send_shared(net, ep, c, header, body, body_len))
+    uint64_t now = sl_plat_now_ns();
+    if (send_shared(net, ep, c, now, header, body, body_len))
         return SL_OK;
-    if (!c)
+    if (!c) {
         c = conn_open(net, ep);
+        now = sl_plat_now_ns(); /* not before its opened_ns */
+    }
     if (!c) {
         net->stats.dropped_out++;
         return SL_EIO;
     }
     c->last_used = ++net->tick;
-    uint64_t now = sl_plat_now_ns();
+    if (body_len > SHARED_MSG_MAX)
+        c->big_ns = now;
     if (c->pending_count > 0)
         conn_flush(net, c, now);
     zmq_msg_t h, b;

@@ -332,6 +332,13 @@ static void test_one_connection_a_pair(void) {
     sl_free(big);
     sl_net_stats(hi_net, &hs);
     CHECK_INT(hs.conns_open, 1);
+    /* While large ones flow, small ones follow them on the same connection
+     * (a stream of store deltas stays in order). */
+    CHECK_OK(sl_net_send(hi_net, lo_ep, HDR, (const uint8_t *)"next", 4));
+    CHECK_INT(pump_until_msg(hi_net, lo_net, DEADLINE_MS, buf, sizeof buf, &in), 4);
+    CHECK(!in.on_outbound);
+    sl_net_stats(hi_net, &hs);
+    CHECK_INT(hs.sent_shared, 2);
 
     /* The lower one goes away (membership says so): the higher forgets
      * its connection, and the next message waits on a DEALER of its own. */
