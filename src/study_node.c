@@ -493,13 +493,17 @@ static void on_restored(sl_study_node_t *sn, void *ctx, int epoch, const char *w
  * one, else a new one. Directories are reused, not made per trial: a
  * mkdir allocates an inode (about 0.15 ms here, most of what a no-op trial
  * cost the peer besides the store). */
-static void job_dir_take(sl_study_node_t *sn, cached_t *c, job_t *j) {
+static bool job_dir_take(sl_study_node_t *sn, cached_t *c, job_t *j) {
     bool fresh = c->free_count == 0;
     j->dir_num = fresh ? c->next_dir++ : c->free_dirs[--c->free_count];
     snprintf(j->dir, sizeof j->dir, "%s/%s/w/%u", sn->root, c->id, j->dir_num);
     if (fresh) /* (it may be there from before a restart: the restore empties it) */
         sl_plat_mkdirs(j->dir, 0700);
+    return !fresh;
 }
+
+/* Whether the job's directory is known to be empty (one given back) is
+ * what job_dir_take returns. */
 
 /* Keeps a finished job's directory for the next job, emptied (its
  * checkpoints are replicated as blobs by then). Only after the worker has
@@ -546,7 +550,7 @@ static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
     memcpy(j->trial, t->id, sizeof j->trial);
     j->epoch = claim->epoch;
     j->rung = t->rung;
-    job_dir_take(sn, c, j);
+    bool empty = job_dir_take(sn, c, j);
     j->started_ms = sl_study_node_wall_ms();
     j->renew_ms = j->started_ms + spec->lease_ms / 3;
     sn->claims++;
@@ -559,6 +563,16 @@ static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
     job->threads = sn->cfg.threads;
     job->data = sn->data;
     j->launch = job;
+    /* no checkpoint to restore and nothing in the way: start at once */
+    char key[128];
+    const uint8_t *v;
+    size_t vl;
+    snprintf(key, sizeof key, "study/%s/t/%s/ck", j->study, j->trial);
+    if (empty && sl_study_node_get_str(sn, key, &v, &vl) != SL_OK) {
+        sl_free(ref);
+        job_launch(sn, j, 0);
+        return;
+    }
     memcpy(ref->study, j->study, sizeof ref->study);
     memcpy(ref->trial, j->trial, sizeof ref->trial);
     ref->epoch = j->epoch;

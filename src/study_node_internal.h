@@ -15,15 +15,17 @@
 /* After joining, a peer waits this long before it claims: five anti-entropy
  * periods of the store (200 ms by default) to receive what it missed. */
 #define CATCHUP_MS 1000
-/* The loop takes a turn as soon as something changed (the replica, a
- * worker's queue, membership), polled every POLL_MS, but leaves at least
- * TURN_GAP_MS between turns, and at least TURN_COST_X times the last
- * turn's cost, so a large study's view (O(trials) to build) cannot take
- * over the core; with no change it still turns every tick_ms (leases,
- * the time budget, waits). */
+/* The loop takes a turn as soon as something changed (a study key, told by
+ * the store's listener; a worker's queue, polled every POLL_MS;
+ * membership), but leaves at least TURN_GAP_MS between turns, and at
+ * least TURN_COST_X times the last turn's (wall) cost, so a busy loop
+ * leaves the core to the rest of the peer; with no change it still turns
+ * every tick_ms (leases, the time budget, waits). A turn costs what
+ * changed and what is open, not the study's size (src/study_view.c); the
+ * factor was 4 when it rebuilt the whole view. */
 #define POLL_MS 10
 #define TURN_GAP_MS 10
-#define TURN_COST_X 4
+#define TURN_COST_X 2
 /* A fresh trial that ranks another member first is left to it this long
  * before a peer with free slots takes it (docs/studies.md, "Claims"). */
 #define STEAL_MS 100
