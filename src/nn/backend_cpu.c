@@ -86,6 +86,8 @@ typedef struct {
     atomic_int pending;    /* helpers still working on the current job */
     atomic_int sleepers;   /* helpers asleep (or about to be) on `wake` */
     atomic_bool joining;   /* the caller sleeps (or is about to) on `idle` */
+    atomic_int arrived;    /* threads at the current job's barrier (job_barrier) */
+    pthread_cond_t met;    /* signalled when the last thread reaches the barrier */
     atomic_bool stop;      /* helpers exit */
     atomic_bool may_spin;  /* the machine has a core for every pool thread (probe_load) */
     long probe_at;         /* caller: when to look at the machine's load again (ns) */
@@ -224,6 +226,7 @@ static void cpu_close(void **self) {
     if (c->helpers) {
         pthread_cond_destroy(&c->wake);
         pthread_cond_destroy(&c->idle);
+        pthread_cond_destroy(&c->met);
         pthread_mutex_destroy(&c->lock);
     }
     sl_free(c->helpers);
@@ -261,6 +264,7 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
         pthread_mutex_init(&c->lock, NULL);
         pthread_cond_init(&c->wake, NULL);
         pthread_cond_init(&c->idle, NULL);
+        pthread_cond_init(&c->met, NULL);
         for (int i = 1; i < c->threads; i++) {
             void **arg = sl_malloc(2 * sizeof *arg);
             if (!arg)
@@ -334,6 +338,7 @@ static void run_parts(cpu_t *cp, void (*fn)(void *, int, int), void *arg) {
     cp->fn = fn;
     cp->arg = arg;
     atomic_store(&cp->pending, cp->threads - 1);
+    atomic_store(&cp->arrived, 0);
     atomic_fetch_add(&cp->generation, 1);
     if (atomic_load(&cp->sleepers) > 0) {
         pthread_mutex_lock(&cp->lock);
@@ -349,6 +354,31 @@ static void run_parts(cpu_t *cp, void (*fn)(void *, int, int), void *arg) {
         atomic_store(&cp->joining, false);
         pthread_mutex_unlock(&cp->lock);
     }
+}
+
+static bool barrier_met(cpu_t *c, uint64_t unused) {
+    return atomic_load(&c->arrived) == c->threads;
+}
+
+/* Inside a job posted by run_parts, on every part's thread: returns once
+ * all `threads` parts have called it (once per job). Two phases of one
+ * job meet here instead of in two hand-offs: a thread that waits polls as
+ * at a hand-off, then sleeps, and the last one to arrive wakes it, so a
+ * sleeping pool pays one wake-up between the phases instead of two (the
+ * caller woken for the first join, then a helper for the second job). */
+static void job_barrier(cpu_t *cp) {
+    if (atomic_fetch_add(&cp->arrived, 1) + 1 == cp->threads) {
+        pthread_mutex_lock(&cp->lock);
+        pthread_cond_broadcast(&cp->met);
+        pthread_mutex_unlock(&cp->lock);
+        return;
+    }
+    if (spin_until(cp, barrier_met, 0))
+        return;
+    pthread_mutex_lock(&cp->lock);
+    while (!barrier_met(cp, 0))
+        pthread_cond_wait(&cp->met, &cp->lock);
+    pthread_mutex_unlock(&cp->lock);
 }
 
 static void gemm_part(void *arg, int part, int parts) {
@@ -411,6 +441,21 @@ static void ksplit_run(cpu_t *cp, const gemm_t *g) {
     }
 }
 
+/* A sparse product on the pool: every part prepares its share, meets the
+ * others (compute reads what all of them prepared), then computes its
+ * share, in one hand-off. */
+typedef struct {
+    cpu_t *cp;
+    sl_nn_spgemm_t *j;
+} sparse_job_t;
+
+static void sparse_part(void *arg, int part, int parts) {
+    const sparse_job_t *job = arg;
+    sl_nn_spgemm_prepare(job->j, part, parts);
+    job_barrier(job->cp);
+    sl_nn_spgemm_compute(job->j, part, parts);
+}
+
 /* Products below this many multiply-adds never look for zeros. */
 #define SPARSE_MIN_MACS (1L << 20)
 
@@ -455,8 +500,8 @@ static bool sparse_try(cpu_t *cp, const gemm_t *g) {
     }
     j.scratch = cp->sparse_scratch;
     if (cp->threads > 1) {
-        run_parts(cp, sl_nn_spgemm_prepare, &j);
-        run_parts(cp, sl_nn_spgemm_compute, &j);
+        sparse_job_t job = {cp, &j};
+        run_parts(cp, sparse_part, &job);
     } else {
         sl_nn_spgemm_prepare(&j, 0, 1);
         sl_nn_spgemm_compute(&j, 0, 1);
@@ -1265,5 +1310,10 @@ const sl_nn_backend_ops_t sl_nn_backend_cpu = {
     .zero_acc = cpu_zero_acc,
     .opt_step = cpu_opt_step,
     .sum_squares = cpu_sum_squares,
-    .im2col_chunk_len = 4u << 20, /* measured best end to end here (vs 2, 12, 64 MiB) */
+    /* conv2 of cnn:32,64 in chunks of 9-10 samples (576-640 columns):
+     * its three products took 140-144 us a sample against 148-154 at 20
+     * (1280 columns) and 165+ at 16 or 32 (power-of-two columns: the
+     * transposed stores of the sparse product alias in L1), single thread,
+     * bench/results/train.md. */
+    .im2col_chunk_len = 2u << 20,
 };

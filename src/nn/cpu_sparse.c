@@ -46,6 +46,10 @@
 #define KB 64
 /* Output columns per register panel (8 AVX registers of 8 floats). */
 #define PANEL 64
+/* Nonzeros a row of a k-block must hold on average for a transposed
+ * output to be formed block by block (below, each row's k at once; see
+ * compute_trans). */
+#define TRANS_BLOCKED_MIN_NNZ 16
 
 /* Scratch layout: blk[M][nkb + 1] (row i's nonzeros of k-block b are
  * entries blk[i][b] .. blk[i][b+1] - 1 of the row; the last is the row's
@@ -130,7 +134,8 @@ static int calls_per_row(int N) {
 /* Cost model in nanoseconds, fitted to single-thread timings on the EPYC
  * (Zen 3) the engine is benchmarked on (bench/results/train.md): OpenBLAS
  * runs these shapes at about 45 multiply-adds a nanosecond; the sparse
- * kernel at about 32 per nonzero (17 with a transposed output), plus
+ * kernel at about 32 per nonzero (with a transposed output 24 formed by
+ * k-blocks, 17 in one pass per row), plus
  * about 8 ns a kernel call (one per row, k-block and panel: rows with few
  * nonzeros a block pay mostly this); compressing S costs 0.25 ns an
  * element (0.5 transposed), packing D 0.1 (0.3 transposed). Sparse is chosen when it is expected to take
@@ -138,15 +143,18 @@ static int calls_per_row(int N) {
  * half zero; 0.74-0.92 of OpenBLAS's time measured) and a conv layer's
  * weight and input gradients (its output gradient 83-97 % zero behind
  * max-pooling; about 0.5); not a conv's forward product (col half zero,
- * but a transposed S and output: 1.6-1.9x slower) nor conv1's products
+ * but a transposed S and output: about as fast as OpenBLAS at 65-75 %
+ * zeros in place, faster only beyond 80 %) nor conv1's products
  * (25-long rows or 25 outputs: overhead-bound). */
 bool sl_nn_spgemm_worth(int M, int N, int K, bool s_trans, bool d_trans, bool o_trans,
                         double density) {
     double macs = (double)M * N * K;
     double dense = macs / 45.0;
-    double calls = (double)M * (o_trans ? 1 : blocks_of(K)) * calls_per_row(N);
+    bool by_blocks = !o_trans || density * KB >= TRANS_BLOCKED_MIN_NNZ;
+    double calls = (double)M * (by_blocks ? blocks_of(K) : 1) * calls_per_row(N);
     double packed = (double)K * panels_of(N) * PANEL;
-    double sparse = density * macs / (o_trans ? 17.0 : 32.0) + calls * 8.0 +
+    double rate = !o_trans ? 32.0 : by_blocks ? 24.0 : 17.0;
+    double sparse = density * macs / rate + calls * 8.0 +
                     (double)M * K * (s_trans ? 0.5 : 0.25) + packed * (d_trans ? 0.3 : 0.1);
     return sparse < 0.95 * dense;
 }
@@ -244,20 +252,84 @@ SPARSE_TARGET static void transpose(const float *src, size_t lds, float *dst, si
             dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
 }
 
+/* Rows [i, i+8) of a transposed S (S[r][k] = s[k*lds + r]) compressed as
+ * compress_row does, without writing S out as rows first: 8x8 blocks of s
+ * are transposed in registers and each of the 8 vectors (8 k of one row)
+ * compressed into its row. Row r's entries go to idx/val + r*K, its block
+ * starts to blk + r*bstride. (Strips of 16 rows, which read each 64-byte
+ * line of s once instead of twice, measured slower: 32 write streams.) */
+SPARSE_TARGET static void compress_cols8(const float *s, size_t lds, int K, int32_t *idx,
+                                         float *val, int32_t *blk, int bstride) {
+    int n[8] = {0};
+    int k = 0;
+    const __m256 zero = _mm256_setzero_ps();
+    for (; k + 8 <= K; k += 8) {
+        __m256 v[8];
+        for (int q = 0; q < 8; q++)
+            v[q] = _mm256_loadu_ps(s + (size_t)(k + q) * lds);
+        transpose8(v);
+        const __m256i kv = _mm256_add_epi32(_mm256_set1_epi32(k),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int r = 0; r < 8; r++) {
+            if (k % KB == 0)
+                blk[r * bstride + k / KB] = n[r];
+            int m = _mm256_movemask_ps(_mm256_cmp_ps(v[r], zero, _CMP_NEQ_UQ));
+            if (!m)
+                continue;
+            __m256i perm = _mm256_loadu_si256((const __m256i *)compress_lut[m]);
+            size_t at = (size_t)r * K + n[r];
+            _mm256_storeu_ps(val + at, _mm256_permutevar8x32_ps(v[r], perm));
+            _mm256_storeu_si256((__m256i *)(idx + at), _mm256_permutevar8x32_epi32(kv, perm));
+            n[r] += __builtin_popcount((unsigned)m);
+        }
+    }
+    for (int r = 0; r < 8; r++) {
+        int32_t *ri = idx + (size_t)r * K;
+        float *rv = val + (size_t)r * K;
+        for (int kk = k; kk < K; kk++) {
+            if (kk % KB == 0)
+                blk[r * bstride + kk / KB] = n[r];
+            float x = s[(size_t)kk * lds + r];
+            ri[n[r]] = kk;
+            rv[n[r]] = x;
+            n[r] += x != 0.0f;
+        }
+        blk[r * bstride + blocks_of(K)] = n[r];
+    }
+}
+
+/* One row of a transposed S (column i of s), element by element. */
+static void compress_col(const float *s, size_t lds, int K, int32_t *idx, float *val,
+                         int32_t *blk) {
+    int n = 0;
+    for (int k = 0; k < K; k++) {
+        if (k % KB == 0)
+            blk[k / KB] = n;
+        float x = s[(size_t)k * lds];
+        idx[n] = k;
+        val[n] = x;
+        n += x != 0.0f;
+    }
+    blk[blocks_of(K)] = n;
+}
+
 SPARSE_TARGET static void prepare(const sl_nn_spgemm_t *j, int part, int parts) {
     layout_t l = layout(j);
     const int M = j->M, N = j->N, K = j->K;
     int i0 = (int)((long)M * part / parts), i1 = (int)((long)M * (part + 1) / parts);
     pthread_once(&lut_once, lut_init);
-    /* A transposed S is first copied, as rows, into the rows' own room in
-     * val (8x8 transposes), then compressed there in place (compress_row
-     * never writes past what it has read). */
-    if (j->s_trans && i1 > i0)
-        transpose(j->s + i0, (size_t)j->lds, l.val + (size_t)i0 * K, (size_t)K, K, i1 - i0);
-    for (int i = i0; i < i1; i++) {
-        const float *row = j->s_trans ? l.val + (size_t)i * K : j->s + (size_t)i * j->lds;
-        compress_row(row, K, l.idx + (size_t)i * K, l.val + (size_t)i * K,
-                     l.blk + (size_t)i * (l.nkb + 1));
+    if (j->s_trans) {
+        int i = i0;
+        for (; i + 8 <= i1; i += 8)
+            compress_cols8(j->s + i, (size_t)j->lds, K, l.idx + (size_t)i * K,
+                           l.val + (size_t)i * K, l.blk + (size_t)i * (l.nkb + 1), l.nkb + 1);
+        for (; i < i1; i++)
+            compress_col(j->s + i, (size_t)j->lds, K, l.idx + (size_t)i * K,
+                         l.val + (size_t)i * K, l.blk + (size_t)i * (l.nkb + 1));
+    } else {
+        for (int i = i0; i < i1; i++)
+            compress_row(j->s + (size_t)i * j->lds, K, l.idx + (size_t)i * K,
+                         l.val + (size_t)i * K, l.blk + (size_t)i * (l.nkb + 1));
     }
     /* Pack D's rows [k0, k1) by panels. */
     int k0 = (int)((long)K * part / parts), k1 = (int)((long)K * (part + 1) / parts);
@@ -395,26 +467,49 @@ SPARSE_TARGET static void store_transposed(const float *tile, int rows, int w, f
         }
 }
 
+/* Rows of O a transposed output's tile holds (TROWS x 64 floats, 8 KiB:
+ * with a k-block of D, 16 KiB, it stays in L1). */
+#define TROWS 32
+
 /* Transposed output: rows [i0, i1) of O (columns of o), all N columns,
- * 8 rows at a time through a tile, every row over all its k at once. */
+ * TROWS rows at a time through a tile, then written out with 8x8
+ * transposes. With enough nonzeros per row and k-block, k runs in blocks
+ * as for a row-major output (the block of D stays in L1 while the tile's
+ * rows pass over it; the partial sums wait in the tile): conv2's forward
+ * product (S 70 % zero) 0.65-0.7x the time of one pass per row. With few
+ * (S 80 % zero), the extra kernel call per row and block costs more than
+ * the reads of D from L2 it saves, and each row takes all its k in one
+ * call. Either way every output element is the same sum in the same
+ * order. */
 SPARSE_TARGET static void compute_trans(const sl_nn_spgemm_t *j, const layout_t *l, int i0,
                                         int i1) {
     const int stride = l->nkb + 1;
-    float tile[8 * PANEL] __attribute__((aligned(64)));
-    for (int ib = i0; ib < i1; ib += 8) {
-        int rows = i1 - ib < 8 ? i1 - ib : 8;
+    float tile[TROWS * PANEL] __attribute__((aligned(64)));
+    long nnz = 0;
+    for (int i = i0; i < i1; i++)
+        nnz += l->blk[(size_t)i * stride + l->nkb];
+    const bool blocked = nnz >= (long)TRANS_BLOCKED_MIN_NNZ * (i1 - i0) * l->nkb;
+    const int nb = blocked ? l->nkb : 1;
+    for (int ib = i0; ib < i1; ib += TROWS) {
+        int rows = i1 - ib < TROWS ? i1 - ib : TROWS;
         for (int c = 0; c < j->N; c += PANEL) {
             int w = j->N - c < PANEL ? j->N - c : PANEL;
             const float *dbase = l->dp + (size_t)(c / PANEL) * j->K * PANEL;
-            for (int r = 0; r < rows; r++) {
-                int i = ib + r;
-                const int32_t *bk = l->blk + (size_t)i * stride;
-                size_t base = (size_t)i * j->K;
-                panel(l->idx + base, l->val + base, bk[0], bk[l->nkb], dbase, PANEL,
-                      tile + r * PANEL, false, w);
-            }
-            store_transposed(tile, rows, w, j->o + (size_t)c * j->ldo + ib, (size_t)j->ldo,
-                             j->accumulate);
+            for (int b = 0; b < nb; b++)
+                for (int r = 0; r < rows; r++) {
+                    int i = ib + r;
+                    const int32_t *bk = l->blk + (size_t)i * stride;
+                    int ps = blocked ? bk[b] : bk[0], pe = blocked ? bk[b + 1] : bk[l->nkb];
+                    if (b > 0 && ps == pe)
+                        continue;
+                    size_t base = (size_t)i * j->K;
+                    panel(l->idx + base, l->val + base, ps, pe, dbase, PANEL, tile + r * PANEL,
+                          b > 0, w);
+                }
+            for (int r = 0; r < rows; r += 8)
+                store_transposed(tile + r * PANEL, rows - r < 8 ? rows - r : 8, w,
+                                 j->o + (size_t)c * j->ldo + ib + r, (size_t)j->ldo,
+                                 j->accumulate);
         }
     }
 }

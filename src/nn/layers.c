@@ -42,6 +42,18 @@ static sl_nn_window_t window(const sl_nn_layer_t *l, int rows) {
     return w;
 }
 
+/* The conv layer's chunks of a batch of `rows`: as few as l->chunk
+ * allows, of equal size (within one sample), so that no chunk is a short
+ * leftover (128 samples in chunks of at most 10: 13 of 9-10, not 12 of 10
+ * and one of 8). Chunk q covers samples [chunk_start(q), chunk_start(q+1)). */
+static int chunk_count(const sl_nn_layer_t *l, int rows) {
+    return (rows + l->chunk - 1) / l->chunk;
+}
+
+static int chunk_start(int rows, int chunks, int q) {
+    return (int)((long)rows * q / chunks);
+}
+
 /* Element offset of sample n0 in a conv layer's input batch of `rows`. */
 static size_t chunk_offset(const sl_nn_layer_t *l, int rows, int n0) {
     size_t hw = (size_t)l->in.h * l->in.w;
@@ -72,8 +84,10 @@ sl_err sl_nn_model_forward(sl_nn_model_t *m, const float *x, int rows, bool trai
         case SL_NN_L_CONV: {
             sl_nn_window_t win = window(l, rows);
             int ckk = l->in.c * l->kernel * l->kernel, ohw = l->out.h * l->out.w;
-            for (int n0 = 0; n0 < rows && err == SL_OK; n0 += l->chunk) {
-                win.batch = rows - n0 < l->chunk ? rows - n0 : l->chunk;
+            int chunks = chunk_count(l, rows);
+            for (int q = 0; q < chunks && err == SL_OK; q++) {
+                int n0 = chunk_start(rows, chunks, q);
+                win.batch = chunk_start(rows, chunks, q + 1) - n0;
                 err = ops->im2col(self, in + chunk_offset(l, rows, n0), l->col, &win);
                 if (err == SL_OK)
                     err = ops->sgemm(self, false, false, l->out.c, win.batch * ohw, ckk, 1.0f, W,
@@ -146,13 +160,15 @@ sl_err sl_nn_model_backward(sl_nn_model_t *m, const float *x, float *dlogits, in
             int ckk = l->in.c * l->kernel * l->kernel, ohw = l->out.h * l->out.w;
             if (need_dx)
                 dx = other;
-            for (int n0 = 0; n0 < rows && err == SL_OK; n0 += l->chunk) {
-                win.batch = rows - n0 < l->chunk ? rows - n0 : l->chunk;
+            int chunks = chunk_count(l, rows);
+            for (int q = 0; q < chunks && err == SL_OK; q++) {
+                int n0 = chunk_start(rows, chunks, q);
+                win.batch = chunk_start(rows, chunks, q + 1) - n0;
                 int n = win.batch * ohw;
                 const float *dyc = dy + (size_t)n0 * ohw;
                 size_t off = chunk_offset(l, rows, n0);
                 /* One chunk: col still holds the forward's columns. */
-                if (l->chunk < rows)
+                if (chunks > 1)
                     err = ops->im2col(self, in + off, l->col, &win);
                 if (err == SL_OK)
                     err = ops->sgemm(self, false, true, l->out.c, ckk, n, 1.0f, dyc, rows * ohw,
