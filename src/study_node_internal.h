@@ -193,6 +193,9 @@ struct sl_study_node {
     uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
     int orphan_count;                /* entries in orphans */
+    bool check_view;                 /* compare the live views with the store every turn */
+    bool plant_lost_change;          /* test-only: drop a change in 50 from the live views */
+    uint64_t plant_count;            /* changes seen while planted */
     idlist_t ids;                    /* studies in the store, kept by the listener */
     bool ids_stale;                  /* read them again (a RESET snapshot came) */
     uint64_t writes;                 /* store writes made by the loop */

@@ -6,6 +6,9 @@
 # specs / unknown studies give clear errors through peerctl.
 . "$(dirname "$0")/lib.sh"
 cluster_init
+# every peer compares its live view of each study with a fresh read of its
+# store on every turn, and aborts on a difference (docs/studies.md)
+export SL_STUDY_CHECK=1
 STUDY_FILE=$CLUSTER_DIR/toy.json
 cat >"$STUDY_FILE" <<'JSON'
 {
@@ -188,6 +191,26 @@ s = json.load(sys.stdin)
 sys.exit(0 if s["cancelled"] and s["finished"] and all(t["state"] in ("done", "failed") for t in s["trials"]) else 1)'
 }
 wait_until 30 "the cancelled study finishes" cancelled_finished
+# the check can fail: two peers whose live views lose one change in 50
+# (SL_STUDY_PLANT=lost-change) run a quick study; one must abort with
+# STUDY-VIEW
+export SL_STUDY_PLANT=lost-change
+start_peer q0
+start_peer q1 --join "$(addr_of q0)"
+unset SL_STUDY_PLANT
+cat >"$CLUSTER_DIR/planted.json" <<'JSON'
+{"name": "planted", "seed": 3,
+ "trainer": {"type": "command", "command": "echo '{{\"epoch\": 1, \"x\": {x}}}'"},
+ "search_space": {"x": {"type": "real", "low": 0, "high": 1}},
+ "scheduler": {"type": "fifo", "epochs": 1},
+ "objectives": [{"metric": "x", "goal": "max"}],
+ "budget": {"trials": 200}, "concurrency": 2, "lease_ms": 1000}
+JSON
+wait_until 20 "q1 joins q0" eval 'ctl q0 members 2>/dev/null | grep -q q1'
+ctl q0 submit "$CLUSTER_DIR/planted.json" >/dev/null || fail "planted submit failed"
+caught() { grep -q "STUDY-VIEW" "$CLUSTER_DIR/q0.log" "$CLUSTER_DIR/q1.log"; }
+wait_until 30 "the live view check catches the planted lost change" caught
+grep -h "STUDY-VIEW" "$CLUSTER_DIR/q0.log" "$CLUSTER_DIR/q1.log" | head -1 >&2
 log "leaderboard:"
 head -5 "$CLUSTER_DIR/leaderboard.txt" >&2
 log "PASS"
