@@ -706,7 +706,10 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
         snprintf(node->addr + (port - node->addr), sizeof node->addr - (size_t)(port - node->addr),
                  "%s", real);
     }
-    sl_net_set_self(node->net, node->addr);
+    /* One connection a pair (sl_net_set_self) stays off: with it,
+     * peer_node_test cluster_in_one_process lost messages to a member
+     * (5 left pending on a DEALER that never connected) in half its runs.
+     * Not yet understood; see docs/transport.md. */
     sl_swim_config_t scfg = cfg->swim;
     scfg.name = node->name;
     scfg.addr = node->addr;

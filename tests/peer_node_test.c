@@ -216,54 +216,34 @@ static void test_cluster_in_one_process(void) {
         sl_node_destroy(&nodes[i]);
 }
 
-/* A pair of peers ends up on one TCP connection (docs/transport.md, "One
- * connection a pair"): each sends on the other's connection to it when it
- * knows one, and when both opened one, the side whose address sorts higher
- * closes its own once it has been idle a few seconds. Probes and their
- * answers keep flowing, nothing is dropped. */
-static void test_one_connection_a_pair(void) {
+/* Answers go back on the connection their request came in on: every ACK
+ * of a node's probes arrives on its own outbound connection. */
+static void test_answers_on_request_connection(void) {
     sl_node_t *nodes[2] = {start("p", NULL), NULL};
     nodes[1] = start("q", sl_node_addr(nodes[0]));
     sl_swim_stats_t ss[2];
-    sl_net_stats_t ns[2];
     uint64_t t0 = sl_plat_now_ns();
     for (;;) {
         step_all(nodes, 2);
-        for (int i = 0; i < 2; i++) {
-            sl_swim_stats(sl_node_swim(nodes[i]), &ss[i]);
-            sl_net_stats(sl_node_net(nodes[i]), &ns[i]);
-        }
-        if ((ss[0].probe_acks >= 5 && ss[1].probe_acks >= 5 &&
-             ns[0].conns_open + ns[1].conns_open == 1) ||
-            ms_since(t0) > 4 * DEADLINE_MS)
-            break;
-    }
-    CHECK_INT(ns[0].conns_open + ns[1].conns_open, 1);
-    int shares = ns[0].conns_open == 0 ? 0 : 1; /* the side that sends on the other's */
-    CHECK(ns[shares].sent_shared >= 5);
-    CHECK(ns[shares].conns_shared_closed <= 1);
-    CHECK_INT(ns[1 - shares].conns_shared_closed, 0);
-    /* The shared connection carries on: more probes answered, no new one. */
-    uint64_t acks[2] = {ss[0].probe_acks, ss[1].probe_acks};
-    t0 = sl_plat_now_ns();
-    while (ms_since(t0) < DEADLINE_MS) {
-        step_all(nodes, 2);
         sl_swim_stats(sl_node_swim(nodes[0]), &ss[0]);
         sl_swim_stats(sl_node_swim(nodes[1]), &ss[1]);
-        if (ss[0].probe_acks >= acks[0] + 3 && ss[1].probe_acks >= acks[1] + 3)
+        if ((ss[0].probe_acks >= 5 && ss[1].probe_acks >= 5) || ms_since(t0) > DEADLINE_MS)
             break;
     }
     for (int i = 0; i < 2; i++) {
-        CHECK(ss[i].probe_acks >= acks[i] + 3);
-        sl_net_stats(sl_node_net(nodes[i]), &ns[i]);
-        CHECK_INT(ns[i].dropped_out, 0);
-        CHECK_INT(ns[i].replies_out, 0);
+        sl_net_stats_t ns;
+        sl_net_stats(sl_node_net(nodes[i]), &ns);
+        CHECK(ss[i].probe_acks >= 5);
+        CHECK(ns.received_back >= ss[i].probe_acks); /* plus the SYNC answer */
+        CHECK(ns.sent_back >= 5);
+        CHECK(ns.sent_back <= ns.msgs_out);
+        CHECK_INT(ns.replies_out, 0);
+        CHECK_INT(ns.dropped_out, 0);
     }
-    CHECK_INT(ns[0].conns_open + ns[1].conns_open, 1);
     char out[65536];
     uint32_t status = 99;
     CHECK_OK(call(nodes[0], "stats", NULL, out, sizeof out, &status));
-    CHECK(strstr(out, "\"sent_shared\"") && strstr(out, "\"conns_shared_closed\""));
+    CHECK(strstr(out, "\"sent_back\"") && strstr(out, "\"received_back\""));
     for (int i = 0; i < 2; i++)
         sl_node_destroy(&nodes[i]);
 }
@@ -376,7 +356,7 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/sl-peer-node-test.%ld", (long)getpid());
     CHECK_OK(sl_plat_mkdirs(tmpdir, 0700));
     sl_test_run("cluster_in_one_process", test_cluster_in_one_process);
-    sl_test_run("one_connection_a_pair", test_one_connection_a_pair);
+    sl_test_run("answers_on_request_connection", test_answers_on_request_connection);
     sl_test_run("backlog_loses_nothing", test_backlog_loses_nothing);
     sl_test_run("incarnation_persisted", test_incarnation_persisted);
     char cmd[300];
