@@ -1,5 +1,12 @@
-/* Tests of the shared base: errors, rng, hashes, allocation hook. */
+/* Tests of the shared base: errors, rng, hashes, allocation hook, and
+ * removing a directory tree. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "starling/common.h"
+#include "starling/platform.h"
 #include "starling/hash.h"
 #include "starling/rng.h"
 #include "testlib.h"
@@ -68,11 +75,38 @@ static void test_alloc_failure_injection(void) {
     sl_free(s);
 }
 
+/* sl_plat_remove_tree removes nested directories, dotfiles and links,
+ * and never follows a link out of the tree. */
+static void test_remove_tree(void) {
+    char base[] = "/tmp/sl-base-test.XXXXXX";
+    CHECK(mkdtemp(base) != NULL);
+    char root[512], p[600], outside[512];
+    snprintf(root, sizeof root, "%s/tree", base);
+    snprintf(outside, sizeof outside, "%s/outside", base);
+    snprintf(p, sizeof p, "%s/a/b/c", root);
+    CHECK_OK(sl_plat_mkdirs(p, 0700));
+    CHECK_OK(sl_plat_write_file(outside, "keep", 4, 0600));
+    snprintf(p, sizeof p, "%s/a/b/c/file", root);
+    CHECK_OK(sl_plat_write_file(p, "x", 1, 0600));
+    snprintf(p, sizeof p, "%s/a/.hidden", root);
+    CHECK_OK(sl_plat_write_file(p, "x", 1, 0600));
+    snprintf(p, sizeof p, "%s/a/link", root);
+    CHECK_INT(symlink(base, p), 0); /* a link to the tree's parent */
+    sl_plat_remove_tree(root);
+    struct stat st;
+    CHECK(lstat(root, &st) != 0);
+    CHECK(lstat(outside, &st) == 0);
+    sl_plat_remove_tree(base);
+    CHECK(lstat(base, &st) != 0);
+    sl_plat_remove_tree(base); /* gone already: nothing to do */
+}
+
 int main(void) {
     CHECK_OK(sl_init());
     sl_test_run("errors", test_errors);
     sl_test_run("rng_reproducible", test_rng_reproducible);
     sl_test_run("hashes", test_hashes);
     sl_test_run("alloc_failure_injection", test_alloc_failure_injection);
+    sl_test_run("remove_tree", test_remove_tree);
     return sl_test_finish();
 }

@@ -66,26 +66,6 @@ static void peak_reset(void) { atomic_store(&peak_bytes, atomic_load(&live_bytes
 
 static uint64_t ms_since(uint64_t t0) { return (sl_plat_now_ns() - t0) / 1000000ull; }
 
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[768];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 typedef struct {
     sl_node_t *node;        /* the loop */
     sl_store_node_t *store; /* the store module */
@@ -882,6 +862,6 @@ int main(void) {
     sl_test_run("stream_large", test_stream_large);
     sl_test_run("cache", test_cache);
     sl_test_run("upload_kept", test_upload_kept);
-    rm_rf(tmpdir);
+    sl_plat_remove_tree(tmpdir);
     return sl_test_finish();
 }

@@ -2,36 +2,16 @@
  * reads through the disk, rendezvous placement, and INVARIANTS.md S6 on a
  * simulated fleet where peers die and return (with a planted bug that
  * stops re-replication, to see the checker fire). */
-#include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "starling/blob.h"
 #include "starling/rng.h"
+#include "starling/platform.h"
 #include "testlib.h"
 
 static char base[256];
-
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static void test_manifest(void) {
     uint8_t data[10000];
@@ -372,6 +352,6 @@ int main(void) {
     sl_test_run("placement", test_placement);
     sl_test_run("builder", test_builder);
     sl_test_run("s6", test_s6);
-    rm_rf(base);
+    sl_plat_remove_tree(base);
     return sl_test_finish();
 }

@@ -10,33 +10,14 @@
 
 #include "starling/disk.h"
 #include "starling/store.h"
+#include "starling/platform.h"
 #include "testlib.h"
 
 static char base[256];
 
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static void fresh(char *dir, size_t n, const char *name) {
     snprintf(dir, n, "%s/%s", base, name);
-    rm_rf(dir);
+    sl_plat_remove_tree(dir);
 }
 
 typedef struct {
@@ -310,6 +291,6 @@ int main(void) {
     sl_test_run("corrupt_record_and_snapshot", test_corrupt_record_and_snapshot);
     sl_test_run("store_restart", test_store_restart);
     sl_test_run("chunks", test_chunks);
-    rm_rf(base);
+    sl_plat_remove_tree(base);
     return sl_test_finish();
 }

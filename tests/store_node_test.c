@@ -2,7 +2,6 @@
  * process, stepped in turn. A write on one reaches the other through the
  * routed store messages; the control commands answer; a restarted peer
  * comes back with its data (a new incarnation) and converges again. */
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,26 +18,6 @@
 static char tmpdir[256];
 
 static uint64_t ms_since(uint64_t t0) { return (sl_plat_now_ns() - t0) / 1000000ull; }
-
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[768];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 typedef struct {
     sl_node_t *node;        /* the loop */
@@ -185,6 +164,6 @@ int main(void) {
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
     mkdir(tmpdir, 0700);
     sl_test_run("two_peers", test_two_peers);
-    rm_rf(tmpdir);
+    sl_plat_remove_tree(tmpdir);
     return sl_test_finish();
 }

@@ -14,7 +14,6 @@
  *   {"per_chunk_s":..,"batched_s":..,"chunks":..}
  *
  *   sl-blob-disk-bench FILE DIR */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,26 +22,6 @@
 
 #include "starling/blob.h"
 #include "starling/platform.h"
-
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[4096];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* The old way: a builder for the hashes, sl_disk_chunk_put for each chunk. */
 static sl_err put_per_chunk(sl_disk_t *disk, const char *path, uint32_t *chunks) {
@@ -92,7 +71,7 @@ static double timed(sl_err (*put)(sl_disk_t *, const char *, uint32_t *), const 
     sl_err err = put(disk, file, chunks);
     double s = (double)(sl_plat_now_ns() - t0) / 1e9;
     sl_disk_close(&disk);
-    rm_rf(dir);
+    sl_plat_remove_tree(dir);
     if (err) {
         fprintf(stderr, "sl-blob-disk-bench: put failed: %s\n", sl_strerror(err));
         exit(1);

@@ -43,6 +43,11 @@ sl_err sl_plat_read_file(const char *path, size_t max_len, uint8_t **data, size_
  * directory) with permission bits `mode`. */
 sl_err sl_plat_write_file(const char *path, const void *data, size_t len, unsigned mode);
 
+/* Removes `path` and, when it is a directory, everything below it (like
+ * rm -rf; symbolic links are removed, not followed). Best effort: what
+ * cannot be removed is left. */
+void sl_plat_remove_tree(const char *path);
+
 /* fsyncs the directory holding `path`, so that a rename into it survives a
  * power loss. Best effort: errors are ignored. */
 void sl_plat_sync_parent_dir(const char *path);

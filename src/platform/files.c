@@ -1,4 +1,5 @@
 /* Small files: whole-file reads with a size cap, atomic writes, mkdir -p. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,6 +48,29 @@ fail:
     sl_free(buf);
     close(fd);
     return err;
+}
+
+void sl_plat_remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (!S_ISDIR(st.st_mode)) {
+        unlink(path);
+        return;
+    }
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char p[4096];
+            if (snprintf(p, sizeof p, "%s/%s", path, e->d_name) < (int)sizeof p)
+                sl_plat_remove_tree(p);
+        }
+        closedir(d);
+    }
+    rmdir(path);
 }
 
 void sl_plat_sync_parent_dir(const char *path) {
