@@ -629,7 +629,8 @@ static void handle_in(sl_node_t *node, const sl_net_in_t *in) {
             node->back_route = in->route;
             memcpy(node->back_addr, msg.from_addr.ptr, msg.from_addr.len);
             node->back_addr_len = msg.from_addr.len;
-            /* Its connection to us can carry what we send it too. */
+            /* Its connection to us could carry what we send it too
+             * (ignored while one connection a pair is off: no set_self). */
             char from[SL_ADDR_MAX + 1];
             memcpy(from, msg.from_addr.ptr, msg.from_addr.len);
             from[msg.from_addr.len] = 0;

@@ -285,10 +285,6 @@ int sl_peerctl_call_bytes(const sl_peerctl_opts_t *o, const char *cmd, const sl_
                           size_t arg_count, sl_peerctl_part_fn fn, void *ctx, sl_err *status) {
     if (status)
         *status = SL_OK;
-    if (arg_count > SL_CTL_MAX_ARGS) {
-        fprintf(stderr, "peerctl: too many arguments (at most %d)\n", SL_CTL_MAX_ARGS);
-        return 2;
-    }
     sl_peerctl_conn_t *c = sl_peerctl_connect(o);
     if (!c)
         return 1;
