@@ -20,7 +20,8 @@
 #define HANDSHAKING_MAX 256     /* inbound connections tracked while in handshake */
 #define SHARED_MSG_MAX 65536    /* largest body sent on another peer's connection to us */
 #define SHARED_IDLE_NS 5000000000ull /* an unused duplicate connection is closed after this */
-#define SWEEP_NS 1000000000ull  /* how often duplicates are looked for */
+#define SWEEP_NS 1000000000ull  /* how often duplicates and retired connections are looked for */
+#define RETIRE_NS 1000000000ull /* a retired connection is still read this long */
 
 /* A message waiting for a fresh outbound connection to come up. */
 typedef struct {
@@ -36,6 +37,7 @@ typedef struct {
     uint64_t opened_ns;          /* when connect was called */
     uint64_t sent_ns;            /* when a message last went out on it */
     uint64_t big_ns;             /* when a message too large to share last went out on it */
+    uint64_t retired_ns;         /* when sl_net_disconnect retired it; 0 = in use */
     pending_t pending[PENDING_MAX]; /* ring of waiting messages */
     size_t pending_head;         /* index of the oldest waiting message */
     size_t pending_count;        /* waiting messages */
@@ -537,16 +539,21 @@ static bool send_shared(sl_net_t *net, const char *ep, const conn_t *own, uint64
     return true;
 }
 
-/* Closes our connections that duplicate a kept one of the other side's,
- * once nothing has gone out on them for SHARED_IDLE_NS (answers to what we
- * sent on them have come back by then). */
-static void close_duplicates(sl_net_t *net, uint64_t now) {
-    if (!net->self[0] || now - net->swept_ns < SWEEP_NS)
+/* Closes retired connections once they have been read for RETIRE_NS, and
+ * our connections that duplicate a kept one of the other side's once
+ * nothing has gone out on them for SHARED_IDLE_NS (answers to what we sent
+ * on them have come back by then). */
+static void close_idle(sl_net_t *net, uint64_t now) {
+    if (now - net->swept_ns < SWEEP_NS)
         return;
     net->swept_ns = now;
     for (size_t i = 0; i < net->max_conns; i++) {
         conn_t *c = &net->conns[i];
-        if (c->sock && c->pending_count == 0 && now - c->opened_ns > SHARED_IDLE_NS &&
+        if (c->sock && c->retired_ns && now - c->retired_ns >= RETIRE_NS) {
+            conn_close(net, c);
+            continue;
+        }
+        if (net->self[0] && c->sock && c->pending_count == 0 && now - c->opened_ns > SHARED_IDLE_NS &&
             now - c->sent_ns > SHARED_IDLE_NS && prefer_theirs(net, c->addr) &&
             shared_find(net, c->addr)) {
             sl_log(SL_LOG_DEBUG, "NET-SHARE", "closing our connection to %s: it sends on its own",
@@ -565,6 +572,8 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
         return SL_EINVAL;
     }
     conn_t *c = conn_find(net, ep);
+    if (c)
+        c->retired_ns = 0; /* the member is back before its connection closed */
     uint64_t now = sl_plat_now_ns();
     if (send_shared(net, ep, c, now, header, body, body_len))
         return SL_OK;
@@ -658,9 +667,16 @@ void sl_net_disconnect(sl_net_t *net, const char *addr) {
     char ep[SL_ADDR_MAX + 16];
     if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
         return;
+    /* Not closed at once: the peer may have sent us messages on it (it
+     * does when the pair shares it) that are still in its queue, and a
+     * member declared dead by mistake goes on sending until it learns.
+     * What waits to go out is dropped; the rest is read a while yet. */
     conn_t *c = conn_find(net, ep);
-    if (c)
-        conn_close(net, c);
+    if (c && !c->retired_ns) {
+        net->stats.dropped_out += c->pending_count;
+        conn_clear_pending(c);
+        c->retired_ns = sl_plat_now_ns();
+    }
     shared_t *sh = shared_find(net, ep);
     if (sh)
         memset(sh, 0, sizeof *sh);
@@ -887,7 +903,7 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
     for (;;) {
         /* Flush what waits for fresh connections. */
         uint64_t now = sl_plat_now_ns();
-        close_duplicates(net, now);
+        close_idle(net, now);
         bool waiting = false;
         for (size_t i = 0; i < net->max_conns; i++) {
             conn_t *c = &net->conns[i];

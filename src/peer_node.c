@@ -629,8 +629,7 @@ static void handle_in(sl_node_t *node, const sl_net_in_t *in) {
             node->back_route = in->route;
             memcpy(node->back_addr, msg.from_addr.ptr, msg.from_addr.len);
             node->back_addr_len = msg.from_addr.len;
-            /* Its connection to us could carry what we send it too
-             * (ignored while one connection a pair is off: no set_self). */
+            /* Its connection to us can carry what we send it too. */
             char from[SL_ADDR_MAX + 1];
             memcpy(from, msg.from_addr.ptr, msg.from_addr.len);
             from[msg.from_addr.len] = 0;
@@ -707,10 +706,9 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
         snprintf(node->addr + (port - node->addr), sizeof node->addr - (size_t)(port - node->addr),
                  "%s", real);
     }
-    /* One connection a pair (sl_net_set_self) stays off: with it,
-     * peer_node_test cluster_in_one_process lost messages to a member
-     * (5 left pending on a DEALER that never connected) in half its runs.
-     * Not yet understood; see docs/transport.md. */
+    /* One connection a pair (docs/transport.md): the transport needs our
+     * address to know which side of a pair keeps its connection. */
+    sl_net_set_self(node->net, node->addr);
     sl_swim_config_t scfg = cfg->swim;
     scfg.name = node->name;
     scfg.addr = node->addr;

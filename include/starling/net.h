@@ -170,8 +170,11 @@ sl_err sl_net_send_back(sl_net_t *net, const sl_net_route_t *route,
  * SL_EAGAIN when none came (or a signal interrupted the wait). */
 sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in);
 
-/* Closes the outbound connection to `addr`, if open, and forgets its
- * connection to us (a member left). */
+/* Retires the outbound connection to `addr`, if open, and forgets its
+ * connection to us (a member left or died): what waits to go out on it is
+ * dropped, nothing more is sent on it, and it is closed after about a
+ * second in which what the peer sent on it is still read. Sending to
+ * `addr` again before then takes it back into use. */
 void sl_net_disconnect(sl_net_t *net, const char *addr);
 
 /* Sets our own advertised address. Once set, the transport shares one
