@@ -615,6 +615,8 @@ static void lead(sl_study_node_t *sn, cached_t *c, int capacity) {
         } else if (x->kind == SL_DECISION_PROMOTE) {
             snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", c->id, x->trial_id, x->rung);
             sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
+            sl_log(SL_LOG_INFO, "STUDY-PROMOTE", "study %s trial %s: to rung %d: %s", c->id,
+                   x->trial_id, x->rung, x->reason);
         } else if (x->kind == SL_DECISION_STOP && t) {
             if (t->state == SL_TRIAL_RUNNING) {
                 snprintf(key, sizeof key, "study/%s/t/%s/stop", c->id, x->trial_id);
@@ -740,6 +742,15 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
             job_dir_give(sn, j); /* (its child has been reaped) */
             sn->jobs_ended++;
             sn->job_ms_total += sl_study_node_wall_ms() - j->started_ms;
+            /* (with STUDY-CLAIM and STUDY-RUN: each job's timeline, for the
+               scaling benchmark's analysis; info level, off by default) */
+            sl_log(SL_LOG_INFO, "STUDY-END", "study %s trial %s: claim epoch %" PRIu64
+                   ": rung %d, ended at epoch %d (%s) after %" PRIu64 " ms", j->study, j->trial,
+                   j->epoch, j->rung, j->last_epoch,
+                   j->outcome == SL_EPOCH_DONE    ? "done"
+                   : j->outcome == SL_EPOCH_PAUSE ? "paused"
+                                                  : "failed or stopped",
+                   sl_study_node_wall_ms() - j->started_ms);
             job_free(sn, j, true);
             return;
         }
@@ -779,6 +790,39 @@ static void refresh(sl_study_node_t *sn, cached_t *c) {
     sl_study_live_refresh(sn, c, sl_study_node_wall_ms());
 }
 
+/* Releases the claims the view shows held by this peer with no job here:
+ * claims from before a restart (the replica restored from disk), or one
+ * whose job could not start. Others could otherwise take such a trial
+ * only once its lease lapsed (this peer is alive again under the same
+ * name, so membership never says the owner died): a churning peer's
+ * promoted trial, on the study's critical path, sat out a whole restart
+ * and catch-up for it. Safe before the view has caught up: a release at
+ * claim epoch E joins under any later claim (higher epoch) and changes
+ * nothing but this peer's own hold of E. */
+static void release_orphans(sl_study_node_t *sn, cached_t *c) {
+    live_t *lv = &c->live;
+    uint32_t rows[16];
+    size_t n = 0;
+    for (size_t o = 0; o < lv->open_count && n < sizeof rows / sizeof rows[0]; o++) {
+        const trial_row_t *r = &lv->rows[lv->open[o]];
+        if (r->has_claim && !r->claim.released && !strcmp(r->claim.owner, self_name(sn)) &&
+            !r->has_result && !sl_study_node_job(sn, c->id, r->id))
+            rows[n++] = lv->open[o];
+    }
+    /* (written after the scan: the live view takes each write at once;
+       rows stay put) */
+    for (size_t k = 0; k < n; k++) {
+        const trial_row_t *r = &lv->rows[rows[k]];
+        sl_claim_t next;
+        if (sl_claim_release(&r->claim, self_name(sn), r->claim.epoch, &next) != SL_OK)
+            continue;
+        sl_log(SL_LOG_NOTICE, "STUDY-RELEASE", "study %s trial %s: claim epoch %" PRIu64
+               " held here with no job (from before a restart): released", c->id, r->id,
+               next.epoch);
+        write_claim(sn, c->id, r->id, &next);
+    }
+}
+
 static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
     live_t *lv = &c->live;
     const sl_study_spec_t *spec = &c->spec;
@@ -807,6 +851,9 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
         bool lost = r && r->has_claim && sl_claim_must_stop(&r->claim, self_name(sn), j->epoch);
         if (lost) {
             job_log(j, "claim taken over: stopping");
+            sl_log(SL_LOG_INFO, "STUDY-LOST", "study %s trial %s: claim epoch %" PRIu64
+                   " lost to %s at epoch %" PRIu64 " after %" PRIu64 " ms", j->study, j->trial,
+                   j->epoch, r->claim.owner, r->claim.epoch, now - j->started_ms);
             sn->claims_lost++;
             job_free(sn, j, false);
             continue;
@@ -858,6 +905,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
     }
     if (lv->finished || lv->cancelled || sl_plat_stop_requested())
         return;
+    release_orphans(sn, c);
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
        for its own, and a replica restored from disk after a kill -9 still
@@ -931,6 +979,12 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
             trial_row_t *r = &lv->rows[rows[pick[k]]];
             if (!r->tix)
                 continue;
+            /* (said before the write: the live view takes it at once) */
+            sl_log(SL_LOG_INFO, "STUDY-CLAIM", "study %s trial %s: claim epoch %" PRIu64
+                   " (%s, rung %d, claimable for %" PRIu64 " ms)", c->id, r->id, next[k].epoch,
+                   !r->has_claim ? (pass == 1 ? "fresh, ranked first" : "fresh, overdue")
+                                 : "claimed before", lv->trials[r->tix - 1].rung,
+                   now - r->claimable_ms);
             write_claim(sn, c->id, r->id, &next[k]);
             r->claimable_ms = 0;
             sl_trial_t t = lv->trials[r->tix - 1];
@@ -998,16 +1052,26 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     sn->poked = false;
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t now = sl_study_node_wall_ms();
-    if (!sn->slots_written) { /* others rank trials by who has slots */
-        char key[SL_NAME_MAX + 32], val[16];
-        snprintf(key, sizeof key, "peer/%s/slots", self_name(sn));
-        snprintf(val, sizeof val, "%d", sn->cfg.slots);
-        sn->slots_written = sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
-    }
     /* (noted on every turn, studies or not: a peer that joined long before
        a study is submitted has caught up long before too) */
     if (!sn->joined_ms && sl_swim_alive_count(sl_node_swim(sn->node)) >= 2)
         sn->joined_ms = now;
+    /* Others rank trials by who has slots: none (-1) until this peer may
+       claim, then its --slots. A peer restarted after a kill -9 is alive
+       again at once under its old name; while it caught up, others used
+       to leave it the trials that ranked it first, and their load-aware
+       assignment of promoted and released trials gave it its share, and
+       all of them waited out its catch-up (CATCHUP_MS). Written in the
+       same turn as its old claims' release (release_orphans), so others
+       see both in one DELTA. */
+    int offer = sn->joined_ms && now >= sn->joined_ms + CATCHUP_MS ? sn->cfg.slots : -1;
+    if (!sn->slots_written || offer != sn->slots_offered) {
+        char key[SL_NAME_MAX + 32], val[16];
+        snprintf(key, sizeof key, "peer/%s/slots", self_name(sn));
+        snprintf(val, sizeof val, "%d", offer);
+        sn->slots_written = sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
+        sn->slots_offered = offer;
+    }
     idlist_t l = *list_studies(sn); /* (a copy: the listener may add to it) */
     if (!sl_plat_stop_requested())
         for (int i = 0; i < l.count; i++) {

@@ -189,6 +189,7 @@ struct sl_study_node {
     char root[1024];                 /* data_dir/studies */
     uint64_t log_flush_ms;           /* next flush of the logs */
     bool slots_written;              /* peer/NAME/slots is in the store */
+    int slots_offered;               /* the value written there (-1: none yet, catching up) */
     uint64_t started_ms;             /* wall ms at attach */
     uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */

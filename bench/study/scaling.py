@@ -17,12 +17,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, loadavg
 
 # sleeps an epoch, reports, then checkpoints (the peer replicates the
-# checkpoint directory one report behind, as for any command trial)
+# checkpoint directory one report behind, as for any command trial). The
+# checkpoint is written whole, to ck.tmp and renamed (the peer skips
+# names with .tmp): the peer may read the directory while the command
+# writes it, and `echo $e > ck` let it read an empty ck, which a promoted
+# trial then resumed from and failed on three times in a row
 # (a Starling template: {q} is the parameter, {{ and }} literal braces)
 TRIAL = ('e=$(cat "$STARLING_CHECKPOINT_DIR/ck" 2>/dev/null || echo 0); '
          'while [ $e -lt $STARLING_EPOCHS ]; do sleep SECONDS; e=$((e+1)); '
          'echo "{{\\"epoch\\": $e, \\"score\\": $(( {q} * e ))}}"; '
-         'echo $e > "$STARLING_CHECKPOINT_DIR/ck"; done')
+         'echo $e > "$STARLING_CHECKPOINT_DIR/ck.tmp"; '
+         'mv "$STARLING_CHECKPOINT_DIR/ck.tmp" "$STARLING_CHECKPOINT_DIR/ck"; done')
 
 
 def spec(trials, epoch_s):
@@ -39,8 +44,10 @@ def spec(trials, epoch_s):
 
 def run_one(a, n):
     churners = [f"p{i}" for i in range(n - n // 4, n)] if n >= 4 else []
-    with Cluster(a.build, n, extra=["--slots", "1"], tag=f"scaling{n}") as c:
+    with Cluster(a.build, n, extra=["--slots", "1"], tag=f"scaling{n}", keep=a.keep) as c:
         c.wait("the peers converge", c.converged, 120, 0.3)
+        if a.wait_ready:
+            c.wait("every peer ready to claim", c.ready, 60, 0.1)
         t0 = time.time()
         sid = c.submit("p0", spec(a.trials, a.epoch_s))
         rng = random.Random(n)
@@ -73,9 +80,19 @@ def run_one(a, n):
         for t in st["trials"]:
             states[t["state"]] = states.get(t["state"], 0) + 1
             epochs += t["epoch"]
-        return {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
-                "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,
-                "loadavg_end": loadavg()}
+        # the loop's counters of the peers alive at the end (a killed
+        # peer's start again from zero)
+        totals = {}
+        for p in c.alive_names():
+            ss = (c.ctl_json(p, "stats") or {}).get("study", {})
+            for k in ("claims", "claims_lost", "jobs_ended", "job_ms"):
+                totals[k] = totals.get(k, 0) + ss.get(k, 0)
+        r = {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
+             "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,
+             "study_stats": totals, "loadavg_end": loadavg()}
+        if a.keep:
+            r["dir"] = c.dir
+        return r
 
 
 def main():
@@ -87,6 +104,10 @@ def main():
     ap.add_argument("--churn-period", type=float, default=8.0)
     ap.add_argument("--churn-down", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--wait-ready", action="store_true",
+                    help="start the clock once every peer may claim (stats study.ready), as "
+                         "overhead.py does, so T(1) holds no lone peer's lease wait")
+    ap.add_argument("--keep", action="store_true", help="keep each cluster's directory (logs)")
     a = ap.parse_args()
     rows = []
     for n in [int(x) for x in a.peers.split(",")]:

@@ -109,6 +109,31 @@ start_peer "$VICTIM" --join "$(addr_of "$OBS")"
 start_peer "$OTHER" --join "$(addr_of "$OBS")"
 wait_until 30 "the peers rejoin" converged p0 p1 p2
 
+# kill -9 a peer mid-trial and restart it at once, before membership can
+# declare it dead: others see it alive under its old name, so only its
+# own release (STUDY-RELEASE, at its first turn) frees the trial before
+# its lease lapses
+midway_any() {
+    ctl "$OBS" status "$SID" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+for t in s["trials"]:
+    if t["state"] == "running" and t["target"] > t["epoch"] + 1:
+        print(t["owner"], t["trial"]); sys.exit(0)
+sys.exit(1)' >"$CLUSTER_DIR/midway2"
+}
+wait_until 60 "a peer runs a trial far from its rung's end" midway_any
+read -r BOUNCED BOUNCED_TRIAL <"$CLUSTER_DIR/midway2"
+LINES_BEFORE=$(wc -l <"$CLUSTER_DIR/$BOUNCED.log")
+kill_peer "$BOUNCED"
+start_peer "$BOUNCED" --join "$(addr_of "$([ "$BOUNCED" = "$OBS" ] && echo "$OTHER" || echo "$OBS")")"
+log "$BOUNCED killed (kill -9) while training $BOUNCED_TRIAL and restarted at once"
+released() {
+    tail -n +"$((LINES_BEFORE + 1))" "$CLUSTER_DIR/$BOUNCED.log" |
+        grep -q "STUDY-RELEASE .*trial $BOUNCED_TRIAL: claim epoch"
+}
+wait_until 20 "$BOUNCED releases the claim on $BOUNCED_TRIAL it held before the kill" released
+
 finished() {
     ctl "$OBS" status "$SID" --json 2>/dev/null | python3 -c '
 import json, sys

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Where a study's time went, from the peers' logs at info level (a
+cluster directory kept by `scaling.py --keep` run with SL_BENCH_LOG=info):
+each job's claim (STUDY-CLAIM), start after its restore (STUDY-RUN), end
+(STUDY-END) or loss to another claim (STUDY-LOST), the leader's
+promotions (STUDY-PROMOTE), and the peers' kills (a log that stops).
+
+    timeline.py DIR [--slots 1] [--json]
+
+Prints: jobs and claims by kind, claims lost to a collision and the slot
+time they held, each peer's idle time between jobs while work was open,
+the time from a trial's promotion to its claim and from its claim to its
+start, and how many slots were busy in each second of the study."""
+import argparse, collections, datetime, glob, json, os, re, statistics
+
+LINE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) \w+\s+(STUDY-[A-Z]+|PEER-START)\s+(.*)$")
+CLAIM = re.compile(r"trial (\w+): claim epoch (\d+) \((.*), rung (\d+), claimable for (\d+) ms\)")
+RUN = re.compile(r"trial (\w+): \[(\S+)\] claim epoch (\d+): rung (\d+), epochs (\d+)\.\.(\d+)")
+END = re.compile(r"trial (\w+): claim epoch (\d+): rung (\d+), ended at epoch (\d+) \((.*)\) "
+                 r"after (\d+) ms")
+LOST = re.compile(r"trial (\w+): claim epoch (\d+) lost to (\S+) at epoch (\d+) after (\d+) ms")
+PROMOTE = re.compile(r"trial (\w+): to rung (\d+):")
+
+
+def seconds(m):
+    return int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]) + int(m[4]) / 1000
+
+
+def quantiles(v):
+    if not v:
+        return "none"
+    v = sorted(v)
+    q = lambda p: v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
+    return (f"n {len(v)}, median {statistics.median(v):.0f}, p90 {q(0.9):.0f}, "
+            f"max {v[-1]:.0f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--slots", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    jobs = {}  # (peer, trial, claim epoch) -> dict
+    promoted = {}  # (trial, rung) -> first promotion time
+    submit = finish = None
+    starts = collections.defaultdict(list)  # peer -> PEER-START times
+    last_line = {}
+    for path in sorted(glob.glob(os.path.join(a.dir, "*.log"))):
+        peer = os.path.basename(path)[:-4]
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = LINE.match(line)
+                if not m:
+                    continue
+                t, kind, rest = seconds(m), m[5], m[6]
+                last_line[peer] = t
+                if kind == "PEER-START":
+                    starts[peer].append(t)
+                elif kind == "STUDY-SUBMIT":
+                    submit = t if submit is None else min(submit, t)
+                elif kind == "STUDY-FINISH":
+                    finish = t if finish is None else min(finish, t)
+                elif kind == "STUDY-CLAIM" and (x := CLAIM.search(rest)):
+                    j = jobs.setdefault((peer, x[1], int(x[2])), {})
+                    j.update(claim=t, how=x[3], rung=int(x[4]), waited=int(x[5]))
+                elif kind == "STUDY-RUN" and (x := RUN.search(rest)):
+                    j = jobs.setdefault((peer, x[1], int(x[3])), {})
+                    j.update(run=t, rung=int(x[4]), first=int(x[5]), target=int(x[6]))
+                elif kind == "STUDY-END" and (x := END.search(rest)):
+                    j = jobs.setdefault((peer, x[1], int(x[2])), {})
+                    j.update(end=t, outcome=x[5], last=int(x[4]))
+                elif kind == "STUDY-LOST" and (x := LOST.search(rest)):
+                    j = jobs.setdefault((peer, x[1], int(x[2])), {})
+                    j.update(end=t, outcome="lost")
+                elif kind == "STUDY-PROMOTE" and (x := PROMOTE.search(rest)):
+                    promoted.setdefault((x[1], int(x[2])), t)
+    if submit is None:
+        raise SystemExit("no STUDY-SUBMIT in the logs (run the peers with --log-level info)")
+    end_t = finish or max(last_line.values())
+    # a job with no end: its peer was killed (its log stops) or it ran at the finish
+    for (peer, _, _), j in jobs.items():
+        if "end" not in j:
+            later = [s for s in starts[peer] if s > j.get("claim", j.get("run", 0))]
+            j["end"] = min(later) if later else end_t
+            j["outcome"] = "killed" if later else "running at the finish"
+    out = {"seconds": round(end_t - submit, 2)}
+    by_how = collections.Counter(j.get("how", "?") for j in jobs.values())
+    by_outcome = collections.Counter(j.get("outcome", "?") for j in jobs.values())
+    out["claims_by_kind"] = dict(by_how)
+    out["jobs_by_outcome"] = dict(by_outcome)
+    slot_s = collections.Counter()
+    for j in jobs.values():
+        slot_s[j.get("outcome", "?")] += j["end"] - j.get("claim", j.get("run", j["end"]))
+    out["slot_seconds_by_outcome"] = {k: round(v, 1) for k, v in slot_s.items()}
+    # promotion -> claim (the first claim after it) and claim -> run
+    p2c = []
+    for (trial, rung), tp in promoted.items():
+        cl = [j["claim"] for (p, tr, e), j in jobs.items()
+              if tr == trial and j.get("rung") == rung and "claim" in j and j["claim"] >= tp - 0.05]
+        if cl:
+            p2c.append(1000 * (min(cl) - tp))
+    out["promotion_to_claim_ms"] = quantiles(p2c)
+    c2r = [1000 * (j["run"] - j["claim"]) for j in jobs.values() if "run" in j and "claim" in j]
+    out["claim_to_run_ms"] = quantiles(c2r)
+    c2r_re = [1000 * (j["run"] - j["claim"]) for j in jobs.values()
+              if "run" in j and "claim" in j and j.get("first", 1) > 1]
+    out["claim_to_run_ms_with_restore"] = quantiles(c2r_re)
+    # each peer's gaps between the end of a job and its next claim
+    per_peer = collections.defaultdict(list)
+    for (peer, _, _), j in jobs.items():
+        per_peer[peer].append((j.get("claim", j.get("run")), j["end"]))
+    gaps = []
+    for peer, iv in per_peer.items():
+        iv.sort()
+        for (s0, e0), (s1, e1) in zip(iv, iv[1:]):
+            if s1 > e0:
+                gaps.append(1000 * (s1 - e0))
+    out["gap_end_to_next_claim_ms"] = quantiles(gaps)
+    # busy slots each second (winning and losing jobs alike)
+    n = int(end_t - submit) + 1
+    busy = [0.0] * n
+    for j in jobs.values():
+        s, e = j.get("claim", j.get("run")) - submit, j["end"] - submit
+        for k in range(max(0, int(s)), min(n, int(e) + 1)):
+            busy[k] += max(0.0, min(e, k + 1) - max(s, k))
+    out["busy_slots_each_second"] = [round(b, 1) for b in busy]
+    first_rung = collections.defaultdict(lambda: None)
+    for j in jobs.values():
+        if j.get("outcome") in ("paused", "done"):
+            r = j.get("rung", 0)
+            first_rung[r] = max(first_rung[r] or 0, j["end"] - submit)
+    out["last_result_at_rung_s"] = {r: round(v, 2) for r, v in sorted(first_rung.items())}
+    if a.json:
+        print(json.dumps(out))
+        return
+    for k, v in out.items():
+        print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()
