@@ -219,6 +219,42 @@ static sl_err asha_promote(const sl_study_spec_t *spec, const sl_sched_view_t *v
     return SL_OK;
 }
 
+bool sl_sched_asha_promotes(const sl_study_spec_t *spec, const sl_sched_view_t *view,
+                            const char *trial_id, int rung, char *reason, size_t reason_len) {
+    if (spec->scheduler != SL_SCHED_ASHA || rung < 0 || rung > spec->rung_count - 2)
+        return false;
+    const sl_trial_t *t = NULL;
+    for (size_t i = 0; i < view->trial_count && !t; i++)
+        if (!strcmp(view->trials[i].id, trial_id))
+            t = &view->trials[i];
+    int epochs = spec->rungs[rung];
+    double v = t ? sl_trial_metric_at(t, epochs) : NAN;
+    if (!t || t->bracket != 0 || t->rung != rung || isnan(v))
+        return false;
+    /* its place among the results at the rung, in `better`'s order (the
+       candidates rung_cands gives asha_promote), counted, not sorted */
+    cand_t me = {t, v};
+    bool maximize = obj_max(spec);
+    size_t n = 0, ahead = 0;
+    for (size_t i = 0; i < view->trial_count; i++) {
+        const sl_trial_t *u = &view->trials[i];
+        if (u->bracket != 0 || u->rung < rung)
+            continue;
+        cand_t c = {u, sl_trial_metric_at(u, epochs)};
+        if (isnan(c.v))
+            continue;
+        n++;
+        ahead += u != t && better(&c, &me, maximize);
+    }
+    size_t top = n / (size_t)spec->reduction;
+    if (ahead >= top)
+        return false;
+    if (reason)
+        snprintf(reason, reason_len, "rung %d: %s=%.4g is #%zu of %zu (top %zu)", rung,
+                 spec->objectives[0].metric, v, ahead + 1, n, top);
+    return true;
+}
+
 /* Synchronous SH in bracket b: a rung is decided when complete. */
 static sl_err sh_decide(const sl_study_spec_t *spec, const sl_sched_view_t *view, int b,
                         cand_t *buf, sl_decisions_t *out, size_t *made) {

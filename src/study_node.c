@@ -690,6 +690,72 @@ static void members_build(sl_study_node_t *sn, cached_t *c, int concurrency, mem
     }
 }
 
+/* (with STUDY-CLAIM and STUDY-RUN: each job's timeline, for the scaling
+ * benchmark's analysis; info level, off by default) */
+static void log_job_end(sl_study_node_t *sn, const job_t *j) {
+    (void)sn;
+    sl_log(SL_LOG_INFO, "STUDY-END", "study %s trial %s: claim epoch %" PRIu64
+           ": rung %d, ended at epoch %d (%s) after %" PRIu64 " ms", j->study, j->trial,
+           j->epoch, j->rung, j->last_epoch,
+           j->outcome == SL_EPOCH_DONE    ? "done"
+           : j->outcome == SL_EPOCH_PAUSE ? "paused"
+                                          : "failed or stopped",
+           sl_study_node_wall_ms() - j->started_ms);
+}
+
+/* A job that just reached its rung under ASHA: when this peer's view
+ * promotes the trial (sl_sched_asha_promotes: the same rule the leader
+ * applies, to the results recorded here, which hold this one at once),
+ * the owner writes the promotion and trains on in the same directory,
+ * under the same claim. The alternative, release then the leader's
+ * promotion then a claim and a restore elsewhere, cost a promotion about
+ * 100 ms (two replication delays and a turn), collided when two peers
+ * took it on late views, and ran 1-2 epochs again whenever the claimer
+ * restored before the rung's last checkpoint had its copies (one
+ * promoted run in five in a 16-peer run). Leaders are an efficiency: a
+ * promotion justified by the results recorded when it was made is one
+ * ASHA allows from any peer, and the leader never promotes a trial whose
+ * owner still holds it. */
+static bool continue_promoted(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec) {
+    cached_t *c = sl_study_node_cache(sn, j->study);
+    if (!c || spec->scheduler != SL_SCHED_ASHA || sl_plat_stop_requested())
+        return false;
+    live_t *lv = &c->live;
+    sl_study_live_refresh(sn, c, sl_study_node_wall_ms()); /* (its reports are in) */
+    trial_row_t *r = sl_study_live_find(lv, j->trial);
+    const sl_trial_t *t = r ? sl_study_live_trial(lv, r) : NULL;
+    if (!t || lv->cancelled || lv->finished || r->stop || r->has_result || !r->has_claim ||
+        r->claim.released || r->claim.epoch != j->epoch || strcmp(r->claim.owner, self_name(sn)))
+        return false;
+    sl_sched_view_t sv = {.study_id = c->id, .capacity = 1, .cancelled = lv->cancelled,
+                          .trials = lv->trials, .trial_count = lv->trial_count};
+    char why[96]; /* (a decision's reason) */
+    if (!sl_sched_asha_promotes(spec, &sv, j->trial, j->rung, why, sizeof why))
+        return false;
+    sl_study_job_t *job = sl_calloc(1, sizeof *job);
+    if (!job)
+        return false;
+    job->spec = *spec;
+    memcpy(job->trial_id, t->id, sizeof job->trial_id);
+    job->config = t->config;
+    job->target_epochs = sl_sched_rung_epochs(spec, t->bracket, j->rung + 1);
+    snprintf(job->dir, sizeof job->dir, "%s", j->dir);
+    job->threads = sn->cfg.threads;
+    job->data = sn->data;
+    char key[256], line[160];
+    snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", j->study, j->trial, j->rung + 1);
+    snprintf(line, sizeof line, "%s (by its owner)", why);
+    sl_study_node_put_str(sn, key, line, strlen(line));
+    sl_log(SL_LOG_INFO, "STUDY-PROMOTE", "study %s trial %s: to rung %d: %s", j->study, j->trial,
+           j->rung + 1, line);
+    sl_study_worker_destroy(&j->w); /* (it has ended: its END was the last event) */
+    j->rung++;
+    j->outcome = -1;
+    j->launch = job;
+    job_launch(sn, j, j->last_epoch);
+    return true;
+}
+
 static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec,
                       int failures_before) {
     sl_wev_t *ev;
@@ -722,6 +788,13 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
                     write_result(sn, j->study, j->trial, SL_TRIAL_DONE, j->last_epoch, j->epoch,
                                  "completed");
                 job_log(j, j->outcome == SL_EPOCH_DONE ? "done" : "paused at its rung");
+                if (j->outcome == SL_EPOCH_PAUSE) {
+                    log_job_end(sn, j);
+                    if (continue_promoted(sn, j, spec)) {
+                        sl_free(ev);
+                        return;
+                    }
+                }
             } else if (ev->failed) {
                 char key[160];
                 snprintf(key, sizeof key, "study/%s/t/%s/fail/%" PRIu64, j->study, j->trial,
@@ -742,15 +815,8 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
             job_dir_give(sn, j); /* (its child has been reaped) */
             sn->jobs_ended++;
             sn->job_ms_total += sl_study_node_wall_ms() - j->started_ms;
-            /* (with STUDY-CLAIM and STUDY-RUN: each job's timeline, for the
-               scaling benchmark's analysis; info level, off by default) */
-            sl_log(SL_LOG_INFO, "STUDY-END", "study %s trial %s: claim epoch %" PRIu64
-                   ": rung %d, ended at epoch %d (%s) after %" PRIu64 " ms", j->study, j->trial,
-                   j->epoch, j->rung, j->last_epoch,
-                   j->outcome == SL_EPOCH_DONE    ? "done"
-                   : j->outcome == SL_EPOCH_PAUSE ? "paused"
-                                                  : "failed or stopped",
-                   sl_study_node_wall_ms() - j->started_ms);
+            if (j->outcome != SL_EPOCH_PAUSE) /* (logged already) */
+                log_job_end(sn, j);
             job_free(sn, j, true);
             return;
         }

@@ -82,6 +82,22 @@ static void decide(drv_t *d) {
                                                   out.items[i].rung, why, sizeof why);
             CHECK_MSG(err == SL_OK, "unjustified: %s", why);
         }
+    /* an owner asking sl_sched_asha_promotes of this view gets the answer
+       the leader's decisions give each paused trial */
+    if (d->spec.scheduler == SL_SCHED_ASHA)
+        for (size_t i = 0; i < d->count; i++) {
+            const sl_trial_t *t = &d->trials[i];
+            if (t->state != SL_TRIAL_PAUSED)
+                continue;
+            bool promoted = false;
+            for (size_t k = 0; k < out.count; k++)
+                promoted |= out.items[k].kind == SL_DECISION_PROMOTE &&
+                            !strcmp(out.items[k].trial_id, t->id);
+            char why[200] = "";
+            bool says = sl_sched_asha_promotes(&d->spec, &v, t->id, t->rung, why, sizeof why);
+            CHECK_MSG(says == promoted, "trial %s at rung %d: leader %d, owner's check %d (%s)",
+                      t->id, t->rung, promoted, says, why);
+        }
     /* the same view decides the same */
     sl_decisions_t again = {0};
     CHECK_OK(sl_sched_decide(&d->spec, &v, &again));
@@ -401,6 +417,16 @@ static void test_check_promotion(void) {
     CHECK_ERR(sl_sched_check_promotion(&D1.spec, &v, "0000000000000005", 2, why, sizeof why),
               SL_EINTERNAL);
     CHECK_ERR(sl_sched_check_promotion(&D1.spec, &v, "nope", 1, why, sizeof why), SL_EINTERNAL);
+    /* the owner's question: the same rule, whatever the trial's state (its
+       owner still holds it when it asks) */
+    CHECK(sl_sched_asha_promotes(&D1.spec, &v, "0000000000000005", 0, why, sizeof why));
+    CHECK(strstr(why, "#1 of 6 (top 2)") != NULL);
+    CHECK(!sl_sched_asha_promotes(&D1.spec, &v, "0000000000000003", 0, NULL, 0));
+    CHECK(!sl_sched_asha_promotes(&D1.spec, &v, "0000000000000005", 1, NULL, 0)); /* no result there */
+    CHECK(!sl_sched_asha_promotes(&D1.spec, &v, "nope", 0, NULL, 0));
+    D1.trials[4].state = SL_TRIAL_RUNNING;
+    CHECK(sl_sched_asha_promotes(&D1.spec, &v, "0000000000000004", 0, NULL, 0));
+    D1.trials[4].state = SL_TRIAL_PAUSED;
     sl_decisions_t out = {0};
     CHECK_OK(sl_sched_decide(&D1.spec, &v, &out));
     int promos = 0;

@@ -9,7 +9,8 @@ promotions (STUDY-PROMOTE), and the peers' kills (a log that stops).
 
 Prints: jobs and claims by kind, claims lost to a collision and the slot
 time they held, each peer's idle time between jobs while work was open,
-the time from a trial's promotion to its claim and from its claim to its
+promotions made by a trial's owner (which trains on) and by the leader,
+the time from a leader's promotion to the claim and from a claim to its
 start, and how many slots were busy in each second of the study."""
 import argparse, collections, datetime, glob, json, os, re, statistics
 
@@ -46,6 +47,7 @@ def main():
     submit = finish = None
     starts = collections.defaultdict(list)  # peer -> PEER-START times
     last_line = {}
+    by_owner = 0  # promotions its owner made and trained on
     for path in sorted(glob.glob(os.path.join(a.dir, "*.log"))):
         peer = os.path.basename(path)[:-4]
         with open(path, errors="replace") as f:
@@ -66,7 +68,12 @@ def main():
                     j.update(claim=t, how=x[3], rung=int(x[4]), waited=int(x[5]))
                 elif kind == "STUDY-RUN" and (x := RUN.search(rest)):
                     j = jobs.setdefault((peer, x[1], int(x[3])), {})
-                    j.update(run=t, rung=int(x[4]), first=int(x[5]), target=int(x[6]))
+                    if "end" in j:  # its owner promoted it and trains on: one job
+                        del j["end"], j["outcome"]
+                        j["continued"] = j.get("continued", 0) + 1
+                    j.setdefault("run", t)
+                    j.update(rung=int(x[4]), target=int(x[6]))
+                    j.setdefault("first", int(x[5]))
                 elif kind == "STUDY-END" and (x := END.search(rest)):
                     j = jobs.setdefault((peer, x[1], int(x[2])), {})
                     j.update(end=t, outcome=x[5], last=int(x[4]))
@@ -74,7 +81,10 @@ def main():
                     j = jobs.setdefault((peer, x[1], int(x[2])), {})
                     j.update(end=t, outcome="lost")
                 elif kind == "STUDY-PROMOTE" and (x := PROMOTE.search(rest)):
-                    promoted.setdefault((x[1], int(x[2])), t)
+                    if rest.endswith("(by its owner)"):
+                        by_owner += 1
+                    else:
+                        promoted.setdefault((x[1], int(x[2])), t)
     if submit is None:
         raise SystemExit("no STUDY-SUBMIT in the logs (run the peers with --log-level info)")
     end_t = finish or max(last_line.values())
@@ -100,7 +110,9 @@ def main():
               if tr == trial and j.get("rung") == rung and "claim" in j and j["claim"] >= tp - 0.05]
         if cl:
             p2c.append(1000 * (min(cl) - tp))
-    out["promotion_to_claim_ms"] = quantiles(p2c)
+    out["promotions_by_owner"] = by_owner
+    out["promotions_by_leader"] = len(promoted)
+    out["leader_promotion_to_claim_ms"] = quantiles(p2c)
     c2r = [1000 * (j["run"] - j["claim"]) for j in jobs.values() if "run" in j and "claim" in j]
     out["claim_to_run_ms"] = quantiles(c2r)
     c2r_re = [1000 * (j["run"] - j["claim"]) for j in jobs.values()

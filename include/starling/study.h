@@ -354,6 +354,15 @@ int sl_sched_rung_epochs(const sl_study_spec_t *spec, int bracket, int rung);
 int sl_sched_rung_count(const sl_study_spec_t *spec, int bracket);
 /* The scheduler metric of a trial at epoch `epoch` (NaN = not recorded). */
 double sl_trial_metric_at(const sl_trial_t *t, int epoch);
+/* Whether asynchronous ASHA promotes `trial_id` from rung `rung` now: it
+ * has a result there and is among the top floor(n / reduction) of the n
+ * results recorded at that rung in the view (the rule sl_sched_decide
+ * applies to paused trials), whatever its state. The owner of a trial
+ * that just reached its rung asks this of its own view, which holds its
+ * result at once, and trains on (docs/studies.md, "Claims"). `reason`
+ * (may be NULL) says why, as a promotion's. False for other schedulers. */
+bool sl_sched_asha_promotes(const sl_study_spec_t *spec, const sl_sched_view_t *view,
+                            const char *trial_id, int rung, char *reason, size_t reason_len);
 /* Checks that a promotion of `trial_id` to `rung` is justified by the
  * trials in the view: SL_OK or SL_EINTERNAL with the reason. For tests
  * and the simulator. */

@@ -180,6 +180,22 @@ assert got[0] == got[1] == got[2], got
 assert json.loads(got[0])["epoch"] >= 8, got[0]
 PY
 ctl p0 logs "$SID" "$T" | grep -q "claim epoch" || fail "no log for $T"
+# a trial its owner promoted trains on under the same claim, from where
+# its rung ended (no release, no restore elsewhere)
+for t in $(python3 -c "import json,sys; print(' '.join(t['trial'] for t in json.load(open(sys.argv[1]))['trials'] if t['epoch'] > 1))" "$CLUSTER_DIR/status.json"); do
+    ctl p0 logs "$SID" "$t" >>"$CLUSTER_DIR/promoted.log" 2>/dev/null
+done
+python3 - "$CLUSTER_DIR/promoted.log" <<'PY' || fail "no trial was trained on by the owner that promoted it"
+import re, sys
+runs = [re.match(r"\[(\w+)\] claim epoch (\d+): rung (\d+), epochs (\d+)\.\.(\d+)", l)
+        for l in open(sys.argv[1]).read().splitlines()]
+runs = [m for m in runs if m]
+on = [(a.group(0), b.group(0)) for a, b in zip(runs, runs[1:])
+      if a.group(1) == b.group(1) and a.group(2) == b.group(2)
+      and int(b.group(3)) == int(a.group(3)) + 1 and int(b.group(4)) == int(a.group(5)) + 1]
+assert on, "no run continued by its owner"
+print("trained on by its owner:", on[0])
+PY
 # the killed peer's trial was taken over and resumed from its replicated checkpoint
 ctl "$OBS" logs "$SID" "$KILLED_TRIAL" >"$CLUSTER_DIR/killed.log"
 python3 - "$CLUSTER_DIR/killed.log" "$VICTIM" "$KILLED_RUNG" "$KILLED_CLAIM" <<'PY' || { cat "$CLUSTER_DIR/killed.log" >&2; fail "trial $KILLED_TRIAL was not resumed from a checkpoint by another peer"; }
