@@ -49,6 +49,7 @@ typedef struct {
     char addr[SL_ADDR_MAX + 16]; /* the peer's normalised advertised address; "" = free */
     uint8_t id[SL_NET_ROUTE_MAX]; /* routing id of its connection on our ROUTER */
     size_t id_len;               /* bytes of id */
+    int fd;                      /* its TCP socket (ZMQ_SRCFD), -1 unknown */
     uint64_t last_used;          /* LRU tick of the last learn or send */
 } shared_t;
 
@@ -69,6 +70,9 @@ struct sl_net {
     conn_t *conns;             /* max_conns slots */
     shared_t *shared;          /* max_conns * 2 slots: inbound connections we may send on */
     char self[SL_ADDR_MAX + 16]; /* our advertised address, normalised ("" = not set) */
+    char lost[SL_NET_LOST_MAX][SL_ADDR_MAX + 16]; /* ring: peers whose connection to us closed */
+    size_t lost_head;          /* oldest entry of lost */
+    size_t lost_count;         /* entries in lost */
     uint64_t swept_ns;         /* last look for duplicate connections */
     uint64_t tick;             /* LRU clock */
     bool have_in;              /* in_* hold the last message */
@@ -510,6 +514,7 @@ void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *
     }
     memcpy(sh->id, route->id, route->len);
     sh->id_len = route->len;
+    sh->fd = route->fd;
     sh->last_used = ++net->tick;
 }
 
@@ -754,6 +759,34 @@ static void serve_zap(sl_net_t *net) {
         zmq_msg_close(&f[i]);
 }
 
+/* A connection of our ROUTER closed: if a peer shared it with us, forget
+ * it and keep the peer's address for sl_net_next_lost. (A file descriptor
+ * reused by a newer connection before this event is read may name the
+ * wrong peer: that costs it one early probe.) */
+static void note_lost(sl_net_t *net, int fd) {
+    for (size_t i = 0; fd >= 0 && i < net->max_conns * 2; i++) {
+        shared_t *sh = &net->shared[i];
+        if (!sh->addr[0] || sh->fd != fd)
+            continue;
+        if (net->lost_count == SL_NET_LOST_MAX) {
+            net->lost_head = (net->lost_head + 1) % SL_NET_LOST_MAX;
+            net->lost_count--;
+        }
+        snprintf(net->lost[(net->lost_head + net->lost_count++) % SL_NET_LOST_MAX],
+                 sizeof net->lost[0], "%s", sh->addr);
+        memset(sh, 0, sizeof *sh);
+    }
+}
+
+bool sl_net_next_lost(sl_net_t *net, char *addr, size_t cap) {
+    if (net->lost_count == 0)
+        return false;
+    snprintf(addr, cap, "%s", net->lost[net->lost_head]);
+    net->lost_head = (net->lost_head + 1) % SL_NET_LOST_MAX;
+    net->lost_count--;
+    return true;
+}
+
 static void serve_monitor(sl_net_t *net) {
     zmq_msg_t ev;
     zmq_msg_init(&ev);
@@ -802,6 +835,7 @@ static void serve_monitor(sl_net_t *net) {
         }
         break;
     case ZMQ_EVENT_DISCONNECTED:
+        note_lost(net, fd);
         for (i = 0; i < net->handshaking_count && net->handshaking[i] != fd; i++) {
         }
         if (i < net->handshaking_count) {
@@ -873,9 +907,11 @@ static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
     if (c) {
         net->stats.received_back++;
         in->route.len = 0;
+        in->route.fd = -1;
     } else {
         in->route.len = zmq_msg_size(&net->in_route);
         memcpy(in->route.id, zmq_msg_data(&net->in_route), in->route.len);
+        in->route.fd = zmq_msg_get(&net->in_header, ZMQ_SRCFD);
     }
     return SL_OK;
 }

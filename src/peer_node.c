@@ -329,6 +329,7 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(sw, "probes", ss.probes);
     add_u64(sw, "probe_acks", ss.probe_acks);
     add_u64(sw, "probe_failures", ss.probe_failures);
+    add_u64(sw, "probes_hinted", ss.probes_hinted);
     add_u64(sw, "ping_reqs_sent", ss.ping_reqs_sent);
     add_u64(sw, "ping_reqs_served", ss.ping_reqs_served);
     add_u64(sw, "nacks_sent", ss.nacks_sent);
@@ -795,6 +796,11 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
         return err;
     now_ns = sl_plat_now_ns();
     now = (int64_t)(now_ns / 1000000ull);
+    /* A member's connection to us closed: probe it now rather than when
+     * its turn comes (a killed process is found a probe period sooner). */
+    char lost[SL_ADDR_MAX + 16];
+    while (sl_net_next_lost(node->net, lost, sizeof lost))
+        sl_swim_probe_soon(node->swim, now, lost, strlen(lost));
     if (now >= sl_swim_next_deadline_ms(node->swim))
         sl_swim_tick(node->swim, now);
     for (size_t i = 0; i < node->tick_count; i++)

@@ -692,6 +692,7 @@ void sl_swim_destroy(sl_swim_t **pp) {
         intern_put(s->pool, s->relays[i].target);
     }
     intern_put(s->pool, s->probe.target);
+    intern_put(s->pool, s->probe_next);
     for (uint32_t i = 0; i < s->seed_count; i++)
         intern_put(s->pool, s->seeds[i].addr);
     if (s->own_pool)
@@ -800,6 +801,14 @@ static void probe_end(sl_swim_t *s) {
 
 static void probe_start(sl_swim_t *s) {
     uint32_t target = NONE;
+    if (s->probe_next) {
+        sl_istr_t *h = s->probe_next;
+        target = swim_find_hashed(s, h->bytes, h->len, h->hash);
+        if (target != NONE && (target == s->self || !is_up(s->members[target].state)))
+            target = NONE;
+        intern_put(s->pool, h);
+        s->probe_next = NULL;
+    }
     for (uint32_t tries = 0; tries <= s->order_count + 1 && target == NONE; tries++) {
         if (s->order_pos >= s->order_count) {
             /* a new pass: every other record, shuffled */
@@ -1270,6 +1279,35 @@ sl_err sl_swim_join(sl_swim_t *s, int64_t now, const char *const *seeds, size_t 
         s->seed_count++;
     }
     tick_seeds(s);
+    return SL_OK;
+}
+
+sl_err sl_swim_probe_soon(sl_swim_t *s, int64_t now, const char *addr, size_t addr_len) {
+    enter(s, now);
+    if (s->left)
+        return SL_OK;
+    uint32_t idx = NONE;
+    for (uint32_t i = 0; i < s->member_count && idx == NONE; i++)
+        if (i != s->self && is_up(s->members[i].state) &&
+            istr_eq(s->members[i].addr, (const uint8_t *)addr, addr_len))
+            idx = i;
+    if (idx == NONE)
+        return SL_ENOTFOUND;
+    member_t *m = &s->members[idx];
+    if (s->probe.active && !s->probe.acked && s->probe.target == m->name)
+        return SL_OK; /* being probed now */
+    intern_put(s->pool, s->probe_next);
+    s->probe_next = intern_ref(m->name);
+    s->stats.probes_hinted++;
+    /* A probe whose answer is in has nothing left to decide: end it, so
+     * that the hinted member need not wait out the rest of its period. */
+    if (s->probe.active && s->probe.acked)
+        probe_end(s);
+    if (!s->probe.active) {
+        probe_start(s);
+        s->next_probe_ms = s->probe.active ? s->probe.period_end_ms
+                                           : s->now_ms + scaled(s, s->t.probe_interval_ms);
+    }
     return SL_OK;
 }
 

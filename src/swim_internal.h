@@ -215,6 +215,7 @@ struct sl_swim {
     bool have_last_ev;        /* last_ev holds refs */
 
     probe_t probe;            /* probe in flight */
+    sl_istr_t *probe_next;    /* member to probe next, out of turn (sl_swim_probe_soon; ref) */
     relay_t relays[RELAY_MAX]; /* relayed probes */
     uint32_t relay_count;     /* used */
     uint32_t next_seq;        /* sequence numbers (never 0) */

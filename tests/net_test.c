@@ -404,6 +404,34 @@ static void test_retired_connection(void) {
     sl_net_destroy(&b);
 }
 
+/* A peer's connection to us closing is reported (sl_net_next_lost), so
+ * membership can probe it at once: a killed process closes its sockets. */
+static void test_lost_connection(void) {
+    sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 0);
+    sl_net_set_self(a, sl_net_endpoint(a));
+    sl_net_set_self(b, sl_net_endpoint(b));
+    char b_ep[SL_ADDR_MAX + 16], lost[SL_ADDR_MAX + 16];
+    snprintf(b_ep, sizeof b_ep, "%s", sl_net_endpoint(b));
+    uint8_t buf[16];
+    sl_net_in_t in;
+    CHECK_OK(sl_net_send(b, sl_net_endpoint(a), HDR, (const uint8_t *)"hi", 2));
+    CHECK_INT(pump_until_msg(b, a, DEADLINE_MS, buf, sizeof buf, &in), 2);
+    CHECK(in.route.fd >= 0);
+    sl_net_note_inbound(a, b_ep, &in.route);
+    CHECK(!sl_net_next_lost(a, lost, sizeof lost));
+    sl_net_destroy(&b);
+    bool got = false;
+    uint64_t t0 = sl_plat_now_ns();
+    while (!got && ms_since(t0) < DEADLINE_MS) {
+        sl_net_poll(a, 10, &in);
+        got = sl_net_next_lost(a, lost, sizeof lost);
+    }
+    CHECK(got);
+    CHECK_STR(lost, b_ep);
+    CHECK(!sl_net_next_lost(a, lost, sizeof lost));
+    sl_net_destroy(&a);
+}
+
 static void test_dead_destination(void) {
     sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = 100};
     sl_net_t *a = NULL;
@@ -767,6 +795,7 @@ int main(void) {
     sl_test_run("send_back", test_send_back);
     sl_test_run("one_connection_a_pair", test_one_connection_a_pair);
     sl_test_run("retired_connection", test_retired_connection);
+    sl_test_run("lost_connection", test_lost_connection);
     sl_test_run("dead_destination", test_dead_destination);
     sl_test_run("slow_destination", test_slow_destination);
     sl_test_run("lru_cap", test_lru_cap);

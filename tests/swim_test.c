@@ -330,6 +330,40 @@ static void test_dead_after_crash(void) {
     tnet_fini(&t);
 }
 
+/* A closed connection is a hint (sl_swim_probe_soon): the member is
+ * probed at once, not when its turn in the round comes, and a failed probe
+ * makes it suspect within one period. */
+static void test_probe_soon(void) {
+    tnet_t t;
+    tnet_init(&t, 10, NULL);
+    join_all(&t);
+    run(&t, 2000);
+    sl_swim_destroy(&t.core[4]); /* kill -9: its connections close */
+    t.watch_addr = "tcp://m4";
+    t.to_addr_count = 0;
+    const char *gone = "tcp://m4";
+    CHECK_OK(sl_swim_probe_soon(t.core[1], t.now, gone, strlen(gone)));
+    pump(&t);
+    CHECK_INT(t.to_addr_count, 1); /* m1's PING, at once */
+    CHECK_ERR(sl_swim_probe_soon(t.core[1], t.now, "tcp://m99", 9), SL_ENOTFOUND);
+    const char *self = "tcp://m1";
+    CHECK_ERR(sl_swim_probe_soon(t.core[1], t.now, self, strlen(self)), SL_ENOTFOUND);
+    int64_t hinted = t.now;
+    run(&t, hinted + 501); /* probe timeout 250 ms, period 500 ms */
+    uint8_t st = member(t.core[1], 4).state;
+    CHECK(st == SL_STATE_SUSPECT || st == SL_STATE_DEAD);
+    sl_swim_stats_t ss;
+    sl_swim_stats(t.core[1], &ss);
+    CHECK_INT(ss.probes_hinted, 1);
+    CHECK(ss.probe_failures >= 1);
+    /* A live member hinted costs one probe and stays alive. */
+    const char *live = "tcp://m2";
+    CHECK_OK(sl_swim_probe_soon(t.core[1], t.now, live, strlen(live)));
+    run(&t, t.now + 2000);
+    CHECK_INT(member(t.core[1], 2).state, SL_STATE_ALIVE);
+    tnet_fini(&t);
+}
+
 /* Lifeguard: timeouts shrink with independent confirmations. */
 static int64_t dead_after(int confirmers) {
     sl_swim_t *s = make(0, 0, NULL);
@@ -726,6 +760,7 @@ int main(void) {
     sl_test_run("indirect_probe", test_indirect_probe);
     sl_test_run("suspect_refute", test_suspect_refute);
     sl_test_run("dead_after_crash", test_dead_after_crash);
+    sl_test_run("probe_soon", test_probe_soon);
     sl_test_run("suspicion_shrinks", test_suspicion_shrinks);
     sl_test_run("local_health", test_local_health);
     sl_test_run("leave_not_dead", test_leave_not_dead);

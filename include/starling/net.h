@@ -94,6 +94,7 @@ typedef struct {
 typedef struct {
     uint8_t id[SL_NET_ROUTE_MAX]; /* ZeroMQ routing id */
     size_t len;                   /* bytes of id */
+    int fd;                       /* its TCP socket, to tell when it closes; -1 unknown */
 } sl_net_route_t;
 
 /* One inbound message; the pointers stay valid until the next sl_net_poll
@@ -187,6 +188,13 @@ void sl_net_set_self(sl_net_t *net, const char *addr);
  * connection `route` (an inbound message, not on_outbound): later sends to
  * `addr` may go on it. Ignored until sl_net_set_self. */
 void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *route);
+
+/* Pops the address of a peer whose connection to us (one noted with
+ * sl_net_note_inbound) has closed: a hint that it may have died, for
+ * membership to check at once (sl_swim_probe_soon). False when none. The
+ * last SL_NET_LOST_MAX are kept. */
+#define SL_NET_LOST_MAX 16
+bool sl_net_next_lost(sl_net_t *net, char *addr, size_t cap);
 
 /* A copy of the counters. */
 void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats);

@@ -125,6 +125,16 @@ sl_err sl_swim_reserve(sl_swim_t *swim, size_t count);
 sl_err sl_swim_join(sl_swim_t *swim, int64_t now_ms, const char *const *seed_addrs,
                     size_t count);
 
+/* A hint from the transport: the connection of the member at `addr`
+ * closed. A process that dies while its host lives (a crash, an OOM kill,
+ * kill -9) closes its TCP connections at once, long before a probe would
+ * find it gone. The member is probed next: at once, unless a probe is
+ * still waiting for its answer, else as soon as that probe ends. Nothing
+ * else changes: only a failed probe makes it suspect, so a connection
+ * closed for any other reason costs one probe. SL_ENOTFOUND when no other
+ * member that is up has that address. */
+sl_err sl_swim_probe_soon(sl_swim_t *swim, int64_t now_ms, const char *addr, size_t addr_len);
+
 /* Graceful leave: this member becomes LEFT at its incarnation, the record
  * is sent directly (in PINGs) to up to leave_fanout members and gossiped;
  * probing stops and received messages are ignored but for the ACKs of those
@@ -237,6 +247,7 @@ typedef struct {
     uint64_t probes;           /* direct PINGs sent as prober */
     uint64_t probe_acks;       /* probes answered (directly or relayed) */
     uint64_t probe_failures;   /* probes with no ACK by the period's end */
+    uint64_t probes_hinted;    /* probes started out of turn by sl_swim_probe_soon */
     uint64_t ping_reqs_sent;   /* indirect probe requests sent */
     uint64_t ping_reqs_served; /* PING_REQs relayed for others */
     uint64_t nacks_sent;       /* NACKs sent as relay */
