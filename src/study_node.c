@@ -991,72 +991,78 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
     for (size_t k = 0; k < ms.count; k++)
         if (!strcmp(ms.names[k], self_name(sn)))
             self_at = (int)k;
-    /* Pass 1: the fresh trials (never claimed) that rank this peer first
-       among the members with slots, whatever their load, and the trials
-       claimed before (a takeover, a promotion, a retry), by the
-       load-aware assignment. Pass 2: fresh trials waiting STEAL_MS in
-       this view, by the load-aware assignment, with the slots left. A
-       fresh trial used to go to the load-aware assignee at once: with
-       trials ending every few milliseconds, another member's load as this
-       peer sees it is a turn or two old, and it took trials the member
-       it saw as busy took too (two runs of each no-op trial in three) */
-    for (int pass = 1; pass <= 2 && self_at >= 0 && ms.m[self_at].free_slots > 0; pass++) {
-        size_t nc = 0, np = 0;
-        for (size_t o = 0; o < nopen; o++) {
-            trial_row_t *r = &lv->rows[lv->open[o]];
-            const sl_trial_t *t = &lv->trials[r->tix - 1];
-            int target = sl_sched_rung_epochs(spec, t->bracket, t->rung);
-            if (r->has_result || r->stop || t->epochs_done >= target ||
-                sl_study_node_job(sn, c->id, r->id)) {
-                r->claimable_ms = 0;
-                continue;
-            }
-            sl_claim_cand_t *cd = &cands[nc];
-            memset(cd, 0, sizeof *cd);
-            cd->trial_id = r->id;
-            cd->ordinal = t->ordinal;
-            cd->rung = t->rung;
-            if (r->has_claim)
-                cd->claim = r->claim;
-            cd->owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner);
-            if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)))
-                cd->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
-            cd->needs_work = true;
-            bool may = sl_claim_may_take(
-                sl_claim_status_of(&cd->claim, self_name(sn), now, cd->owner_alive));
-            if (!may) {
-                r->claimable_ms = 0;
-                continue;
-            }
-            if (!r->claimable_ms)
-                r->claimable_ms = now;
-            bool fresh = !r->has_claim;
-            bool first = fresh && top_member(&ms, r->id) == self_at;
-            bool overdue = now >= r->claimable_ms + STEAL_MS;
-            if (pass == 1 ? (fresh && !first) : (!fresh || first || !overdue))
-                continue;
-            rows[nc++] = lv->open[o];
-        }
-        if (!nc || sl_claim_pick(cands, nc, ms.m, ms.count, self_name(sn), now, spec->lease_ms,
-                                 pick, next, &np) != SL_OK)
-            continue;
-        for (size_t k = 0; k < np; k++) {
-            /* (rows stay put; a claim or a job adds no trial) */
-            trial_row_t *r = &lv->rows[rows[pick[k]]];
-            if (!r->tix)
-                continue;
-            /* (said before the write: the live view takes it at once) */
-            sl_log(SL_LOG_INFO, "STUDY-CLAIM", "study %s trial %s: claim epoch %" PRIu64
-                   " (%s, rung %d, claimable for %" PRIu64 " ms)", c->id, r->id, next[k].epoch,
-                   !r->has_claim ? (pass == 1 ? "fresh, ranked first" : "fresh, overdue")
-                                 : "claimed before", lv->trials[r->tix - 1].rung,
-                   now - r->claimable_ms);
-            write_claim(sn, c->id, r->id, &next[k]);
+    /* The trials claimed before (a takeover, a promotion, a retry), the
+       fresh trials (never claimed) that rank this peer first among the
+       members with slots, whatever their load, and the fresh trials
+       waiting STEAL_MS in this view, together, oldest first (rung, then
+       ordinal), by the load-aware assignment. A fresh trial used to go to
+       the load-aware assignee at once: with trials ending every few
+       milliseconds, another member's load as this peer sees it is a turn
+       or two old, and it took trials the member it saw as busy took too
+       (two runs of each no-op trial in three). The overdue ones used to
+       come second, with the slots left: a peer always had a fresh trial
+       of its own to take first, so a trial that ranked first a peer busy
+       with a long promoted run waited for it or for the study's end (a
+       fresh trial started 2.9 s late in an 8-peer run, its promotions
+       after it, and the study waited for them) */
+    if (self_at < 0 || ms.m[self_at].free_slots <= 0)
+        goto claims_out;
+    size_t nc = 0, np = 0;
+    for (size_t o = 0; o < nopen; o++) {
+        trial_row_t *r = &lv->rows[lv->open[o]];
+        const sl_trial_t *t = &lv->trials[r->tix - 1];
+        int target = sl_sched_rung_epochs(spec, t->bracket, t->rung);
+        if (r->has_result || r->stop || t->epochs_done >= target ||
+            sl_study_node_job(sn, c->id, r->id)) {
             r->claimable_ms = 0;
-            sl_trial_t t = lv->trials[r->tix - 1];
-            start_job(sn, c, &t, &next[k]);
-            ms.m[self_at].free_slots--;
+            continue;
         }
+        sl_claim_cand_t *cd = &cands[nc];
+        memset(cd, 0, sizeof *cd);
+        cd->trial_id = r->id;
+        cd->ordinal = t->ordinal;
+        cd->rung = t->rung;
+        if (r->has_claim)
+            cd->claim = r->claim;
+        cd->owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner);
+        if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)))
+            cd->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
+        cd->needs_work = true;
+        bool may = sl_claim_may_take(
+            sl_claim_status_of(&cd->claim, self_name(sn), now, cd->owner_alive));
+        if (!may) {
+            r->claimable_ms = 0;
+            continue;
+        }
+        if (!r->claimable_ms)
+            r->claimable_ms = now;
+        bool fresh = !r->has_claim;
+        bool first = fresh && top_member(&ms, r->id) == self_at;
+        bool overdue = now >= r->claimable_ms + STEAL_MS;
+        if (fresh && !first && !overdue)
+            continue;
+        rows[nc++] = lv->open[o];
+    }
+    if (!nc || sl_claim_pick(cands, nc, ms.m, ms.count, self_name(sn), now, spec->lease_ms,
+                             pick, next, &np) != SL_OK)
+        goto claims_out;
+    for (size_t k = 0; k < np; k++) {
+        /* (rows stay put; a claim or a job adds no trial) */
+        trial_row_t *r = &lv->rows[rows[pick[k]]];
+        if (!r->tix)
+            continue;
+        /* (said before the write: the live view takes it at once) */
+        sl_log(SL_LOG_INFO, "STUDY-CLAIM", "study %s trial %s: claim epoch %" PRIu64
+               " (%s, rung %d, claimable for %" PRIu64 " ms)", c->id, r->id, next[k].epoch,
+               !r->has_claim ? (top_member(&ms, r->id) == self_at ? "fresh, ranked first"
+                                                                  : "fresh, overdue")
+                             : "claimed before", lv->trials[r->tix - 1].rung,
+               now - r->claimable_ms);
+        write_claim(sn, c->id, r->id, &next[k]);
+        r->claimable_ms = 0;
+        sl_trial_t t = lv->trials[r->tix - 1];
+        start_job(sn, c, &t, &next[k]);
+        ms.m[self_at].free_slots--;
     }
 claims_out:
     sl_free(cands);

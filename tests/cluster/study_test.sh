@@ -98,29 +98,18 @@ t = next(t for t in s["trials"] if t["trial"] == sys.argv[1])
 sys.exit(0 if t["owner"] not in ("", sys.argv[2]) else 1)' "$KILLED_TRIAL" "$VICTIM"
 }
 wait_until 30 "another peer takes $KILLED_TRIAL over" taken_over
-wait_until 30 "$OTHER runs a trial" some_running_on "$OBS" "$OTHER"
-t0=$(date +%s.%N)
-stop_peer "$OTHER"
-t1=$(date +%s.%N)
-log "$OTHER left on SIGTERM (exit $STOP_RC) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s"
-[ "$STOP_RC" = 0 ] || fail "$OTHER exited $STOP_RC on SIGTERM"
-python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" || fail "$OTHER took over 2.5 s to leave"
-start_peer "$VICTIM" --join "$(addr_of "$OBS")"
-start_peer "$OTHER" --join "$(addr_of "$OBS")"
-wait_until 30 "the peers rejoin" converged p0 p1 p2
-
-# kill -9 a peer mid-trial and restart it at once, before membership can
-# declare it dead: others see it alive under its old name, so only its
-# own release (STUDY-RELEASE, at its first turn) frees the trial before
-# its lease lapses
+# (while $VICTIM is down) kill -9 another peer mid-trial and restart it
+# at once, before membership can declare it dead: others see it alive
+# under its old name, so only its own release (STUDY-RELEASE, at its
+# first turn) frees the trial before its lease lapses
 midway_any() {
     ctl "$OBS" status "$SID" --json 2>/dev/null | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 for t in s["trials"]:
-    if t["state"] == "running" and t["target"] > t["epoch"] + 1:
+    if t["state"] == "running" and t["owner"] in sys.argv[1:] and t["target"] > t["epoch"] + 1:
         print(t["owner"], t["trial"]); sys.exit(0)
-sys.exit(1)' >"$CLUSTER_DIR/midway2"
+sys.exit(1)' "$OBS" "$OTHER" >"$CLUSTER_DIR/midway2"
 }
 wait_until 60 "a peer runs a trial far from its rung's end" midway_any
 read -r BOUNCED BOUNCED_TRIAL <"$CLUSTER_DIR/midway2"
@@ -133,6 +122,17 @@ released() {
         grep -q "STUDY-RELEASE .*trial $BOUNCED_TRIAL: claim epoch"
 }
 wait_until 20 "$BOUNCED releases the claim on $BOUNCED_TRIAL it held before the kill" released
+
+wait_until 30 "$OTHER runs a trial" some_running_on "$OBS" "$OTHER"
+t0=$(date +%s.%N)
+stop_peer "$OTHER"
+t1=$(date +%s.%N)
+log "$OTHER left on SIGTERM (exit $STOP_RC) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s"
+[ "$STOP_RC" = 0 ] || fail "$OTHER exited $STOP_RC on SIGTERM"
+python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" || fail "$OTHER took over 2.5 s to leave"
+start_peer "$VICTIM" --join "$(addr_of "$OBS")"
+start_peer "$OTHER" --join "$(addr_of "$OBS")"
+wait_until 30 "the peers rejoin" converged p0 p1 p2
 
 finished() {
     ctl "$OBS" status "$SID" --json 2>/dev/null | python3 -c '
