@@ -173,7 +173,7 @@ static sl_swim_member_t member(sl_swim_t *s, int i) {
 static void test_config(void) {
     sl_swim_config_t cfg;
     sl_swim_config_defaults(&cfg);
-    CHECK_INT(cfg.timing.probe_interval_ms, 1000);
+    CHECK_INT(cfg.timing.probe_interval_ms, 1250);
     CHECK(cfg.timing.probe_timeout_ms < cfg.timing.probe_interval_ms);
     sl_swim_t *s = NULL;
     CHECK_ERR(sl_swim_new(&cfg, &s), SL_EINVAL); /* no name */
