@@ -257,6 +257,17 @@ static void enter(sl_swim_t *s, int64_t now) {
         swim_ev_release(s, &s->last_ev);
         s->have_last_ev = false;
     }
+    if (!s->clock_started) {
+        /* The first timers were drawn at a random phase from 0: count them
+         * from the first time we are given (a monotonic clock is far from
+         * 0), or every peer started together would probe and push-pull in
+         * step, all at its first tick. */
+        s->clock_started = true;
+        s->next_probe_ms += now;
+        s->next_gossip_ms += now;
+        s->sync_base_ms += now;
+        s->next_reap_ms += now;
+    }
     if (now > s->now_ms)
         s->now_ms = now;
     /* an idle gossip timer keeps its phase but never fires late */
@@ -995,6 +1006,8 @@ static void on_ping_req(sl_swim_t *s, const sl_msg_t *msg) {
     s->stats.ping_reqs_served++;
 }
 
+static int64_t sync_interval(const sl_swim_t *s);
+
 sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
     enter(s, now);
     if (!msg)
@@ -1036,10 +1049,21 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
         s->stats.syncs_received++;
         if (sy->member_count > SL_SYNC_MAX_MEMBERS || (sy->member_count && !sy->members))
             return SL_EPROTO;
+        bool was_alone = s->alive_count <= 1;
         for (size_t i = 0; i < sy->member_count; i++) {
             sl_err e = apply(s, &sy->members[i], true);
             if (e && !err)
                 err = e;
+        }
+        /* Our join is answered. Members that joined at the same time as
+         * we did are missing from that table, and their join gossip may
+         * have run out before anyone knew us: one more push-pull a few
+         * probe periods from now catches them, instead of the next one a
+         * whole interval (30-60 s) away. */
+        if (sy->reply && was_alone && s->alive_count > 1) {
+            s->sync_base_ms = s->now_ms;
+            s->sync_frac = (double)s->t.probe_interval_ms * (2.0 + 2.0 * sl_rng_double(&s->rng)) /
+                           (double)sync_interval(s);
         }
         if (!sy->reply) {
             sl_istr_t *addr = intern_get(s->pool, msg->from_addr.ptr, msg->from_addr.len);

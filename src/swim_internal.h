@@ -177,6 +177,7 @@ struct sl_swim {
     uint32_t leave_seq;       /* seq of the leave PINGs */
     bool leave_acked;         /* a member answered a leave PING */
     int64_t now_ms;           /* latest time seen */
+    bool clock_started;       /* the first call's time has shifted the first timers */
     sl_swim_bug bug;          /* test-only planted bug */
     bool quiet;               /* no events (sl_swim_add_member) */
 
