@@ -70,7 +70,8 @@ struct sl_net {
     conn_t *conns;             /* max_conns slots */
     shared_t *shared;          /* max_conns * 2 slots: inbound connections we may send on */
     char self[SL_ADDR_MAX + 16]; /* our advertised address, normalised ("" = not set) */
-    char lost[SL_NET_LOST_MAX][SL_ADDR_MAX + 16]; /* ring: peers whose connection to us closed */
+    /* Ring of the peers whose connection to us closed (sl_net_next_lost). */
+    char lost[SL_NET_LOST_MAX][SL_ADDR_MAX + 16];
     size_t lost_head;          /* oldest entry of lost */
     size_t lost_count;         /* entries in lost */
     uint64_t swept_ns;         /* last look for duplicate connections */
@@ -558,9 +559,9 @@ static void close_idle(sl_net_t *net, uint64_t now) {
             conn_close(net, c);
             continue;
         }
-        if (net->self[0] && c->sock && c->pending_count == 0 && now - c->opened_ns > SHARED_IDLE_NS &&
-            now - c->sent_ns > SHARED_IDLE_NS && prefer_theirs(net, c->addr) &&
-            shared_find(net, c->addr)) {
+        if (net->self[0] && c->sock && c->pending_count == 0 &&
+            now - c->opened_ns > SHARED_IDLE_NS && now - c->sent_ns > SHARED_IDLE_NS &&
+            prefer_theirs(net, c->addr) && shared_find(net, c->addr)) {
             sl_log(SL_LOG_DEBUG, "NET-SHARE", "closing our connection to %s: it sends on its own",
                    c->addr);
             conn_close(net, c);
