@@ -185,7 +185,7 @@ sl_err sl_plot_pareto(const sl_study_spec_t *spec, const sl_trial_result_t *rs, 
     axis_t x, y;
     axis_fit(&x, xl, xh, true);
     axis_fit(&y, yl, yh, true);
-    char title[200];
+    char title[400]; /* a study name and two metric names at their limits fit */
     snprintf(title, sizeof title, "%s: Pareto front, %s (%s) vs %s (%s), %zu of %zu on it",
              spec->name, spec->objectives[obj_y].metric, maximize[1] ? "max" : "min",
              spec->objectives[obj_x].metric, maximize[0] ? "max" : "min", fn, n);

@@ -101,7 +101,8 @@ static void push_simple(sl_study_worker_t *w, sl_wev_kind kind, bool failed, con
         return;
     ev->kind = kind;
     ev->failed = failed;
-    snprintf(ev->text, sizeof ev->text, "%s", text);
+    /* Long texts (a command's last output lines) are cut to the event's size. */
+    snprintf(ev->text, sizeof ev->text, "%.*s", (int)sizeof ev->text - 1, text);
     push(w, ev);
 }
 

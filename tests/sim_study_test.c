@@ -305,6 +305,14 @@ static int leader_of(const world_t *w, int p, uint64_t round) {
 
 /* ---- the leader's part ---- */
 
+/* A peer's id into a record of the same world (snprintf's restrict rules
+ * cannot tell that the two are different parts of it). */
+static void copy_id(char *dst, size_t cap, const char *id) {
+    size_t n = strnlen(id, cap - 1);
+    memcpy(dst, id, n);
+    dst[n] = 0;
+}
+
 static void lead(world_t *w, int p, const view_t *v) {
     sl_sched_view_t sv = {.study_id = w->study_id,
                           .trials = v->trials,
@@ -389,7 +397,7 @@ static void lead(world_t *w, int p, const view_t *v) {
                 memcpy(r->trial_id, d->trial_id, sizeof r->trial_id);
                 r->state = SL_TRIAL_DONE;
                 r->epochs = recorded(&rep->t[t]);
-                snprintf(r->writer, sizeof r->writer, "%s", w->peers[p].id);
+                copy_id(r->writer, sizeof r->writer, w->peers[p].id);
                 snprintf(r->reason, sizeof r->reason, "%s", d->reason);
                 rep->t[t].has_result = true;
             }
@@ -518,7 +526,7 @@ static void work(world_t *w, int p) {
             res->state = out == SL_EPOCH_DONE ? SL_TRIAL_DONE : SL_TRIAL_FAILED;
             res->epochs = out == SL_EPOCH_DONE ? e : e - 1;
             res->claim_epoch = j->epoch;
-            snprintf(res->writer, sizeof res->writer, "%s", me->id);
+            copy_id(res->writer, sizeof res->writer, me->id);
             snprintf(res->reason, sizeof res->reason, "%s",
                      out == SL_EPOCH_DONE ? "completed" : "diverged at epoch 1");
             r->has_result = true;
