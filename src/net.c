@@ -38,6 +38,8 @@ typedef struct {
     uint64_t sent_ns;            /* when a message last went out on it */
     uint64_t big_ns;             /* when a message too large to share last went out on it */
     uint64_t retired_ns;         /* when sl_net_disconnect retired it; 0 = in use */
+    int fd;                      /* its ZMQ_FD (edge-triggered), polled as a plain descriptor */
+    bool may_read;               /* may hold input: its fd fired, or a send ran, since it read empty */
     pending_t pending[PENDING_MAX]; /* ring of waiting messages */
     size_t pending_head;         /* index of the oldest waiting message */
     size_t pending_count;        /* waiting messages */
@@ -84,6 +86,8 @@ struct sl_net {
     size_t handshaking_count;  /* entries in handshaking */
     sl_net_stats_t stats;      /* counters */
     zmq_pollitem_t *items;     /* poll set: ROUTER, monitor, ZAP if any, open DEALERs */
+    size_t *item_conn;         /* conns index of each DEALER item */
+    bool router_may_read;      /* the last poll saw input on the ROUTER, not yet read to empty */
     size_t next_conn;          /* where the next DEALER read scan starts (fairness) */
 };
 
@@ -276,8 +280,9 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
     net->items = sl_calloc(net->max_conns + 3, sizeof *net->items);
+    net->item_conn = sl_calloc(net->max_conns, sizeof *net->item_conn);
     net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
-    if (!net->conns || !net->items || !net->shared)
+    if (!net->conns || !net->items || !net->item_conn || !net->shared)
         goto fail;
     zmq_msg_init(&net->in_route);
     zmq_msg_init(&net->in_header);
@@ -360,6 +365,7 @@ void sl_net_destroy(sl_net_t **pnet) {
         sl_free(net->conns);
     }
     sl_free(net->items);
+    sl_free(net->item_conn);
     sl_free(net->shared);
     zmq_msg_close(&net->in_route);
     zmq_msg_close(&net->in_header);
@@ -429,6 +435,10 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     memset(slot, 0, sizeof *slot);
     snprintf(slot->addr, sizeof slot->addr, "%s", addr);
     slot->sock = s;
+    size_t fd_len = sizeof slot->fd;
+    if (zmq_getsockopt(s, ZMQ_FD, &slot->fd, &fd_len) != 0)
+        slot->fd = -1;
+    slot->may_read = true;
     slot->opened_ns = sl_plat_now_ns();
     net->stats.conns_opened++;
     net->stats.conns_open++;
@@ -436,13 +446,17 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
 }
 
 /* Tries to hand one message to ZeroMQ without blocking. The frames are
- * consumed on success and left intact on EAGAIN. */
-static bool try_send(void *sock, zmq_msg_t *header, zmq_msg_t *body) {
-    if (zmq_msg_send(header, sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+ * consumed on success and left intact on EAGAIN. A send may take in the
+ * socket's pending commands, a reader's wake-up among them, without its
+ * ZMQ_FD firing again (the descriptor is edge-triggered): the DEALER is
+ * marked to be read. */
+static bool try_send(conn_t *c, zmq_msg_t *header, zmq_msg_t *body) {
+    c->may_read = true;
+    if (zmq_msg_send(header, c->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return false;
     /* Multipart messages are atomic: once the first frame is in, the rest
      * goes in too. */
-    if (zmq_msg_send(body, sock, ZMQ_DONTWAIT) < 0)
+    if (zmq_msg_send(body, c->sock, ZMQ_DONTWAIT) < 0)
         return false;
     return true;
 }
@@ -452,7 +466,7 @@ static void conn_flush(sl_net_t *net, conn_t *c, uint64_t now) {
     while (c->pending_count > 0) {
         pending_t *p = &c->pending[c->pending_head];
         size_t len = zmq_msg_size(&p->header) + zmq_msg_size(&p->body);
-        if (!try_send(c->sock, &p->header, &p->body))
+        if (!try_send(c, &p->header, &p->body))
             break;
         net->stats.msgs_out++;
         net->stats.bytes_out += len;
@@ -607,7 +621,7 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
     if (body_len)
         memcpy(zmq_msg_data(&b), body, body_len);
     c->sent_ns = now;
-    if (c->pending_count == 0 && try_send(c->sock, &h, &b)) {
+    if (c->pending_count == 0 && try_send(c, &h, &b)) {
         net->stats.msgs_out++;
         net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
         return SL_OK;
@@ -867,8 +881,8 @@ static void release_in(sl_net_t *net) {
 
 /* Reads one message from the ROUTER (with its routing id) or, when `c` is
  * not NULL, from that outbound DEALER (header and body only: a reply to
- * something we sent). SL_OK: a good message; SL_EAGAIN: nothing (or a bad
- * one, counted and dropped). */
+ * something we sent). SL_OK: a good message; SL_EAGAIN: nothing;
+ * SL_EPROTO: a bad one, counted and dropped (more may follow). */
 static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
     void *sock = c ? c->sock : net->router;
     bool ok;
@@ -891,13 +905,13 @@ static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
         drain(sock);
         net->stats.bad_frames++;
         release_in(net);
-        return SL_EAGAIN;
+        return SL_EPROTO;
     }
     size_t body_len = zmq_msg_size(&net->in_body);
     if (body_len > net->max_msg_len) {
         net->stats.oversized++;
         release_in(net);
-        return SL_EAGAIN;
+        return SL_EPROTO;
     }
     net->stats.msgs_in++;
     net->stats.bytes_in += SL_WIRE_HEADER_LEN + body_len;
@@ -917,18 +931,36 @@ static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
     return SL_OK;
 }
 
+/* read_one past bad messages. */
+static sl_err read_good(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
+    sl_err err;
+    while ((err = read_one(net, c, in)) == SL_EPROTO) {
+    }
+    return err;
+}
+
 /* Reads one message from the ROUTER or, failing that, from the outbound
- * DEALERs, starting after the one read last so none starves. */
+ * DEALERs, starting after the one read last so none starves. Only the
+ * sockets that may hold input are tried, until each reads empty: a
+ * receive on an empty ZeroMQ socket costs two system calls (it looks for
+ * commands), and trying every DEALER for every message made a peer with
+ * 30 connections spend a third of its time in poll(2) and getpid(2). */
 static sl_err read_any(sl_net_t *net, sl_net_in_t *in) {
-    if (read_one(net, NULL, in) == SL_OK)
-        return SL_OK;
+    if (net->router_may_read) {
+        if (read_good(net, NULL, in) == SL_OK)
+            return SL_OK;
+        net->router_may_read = false;
+    }
     for (size_t k = 0; k < net->max_conns; k++) {
         size_t i = (net->next_conn + k) % net->max_conns;
         conn_t *c = &net->conns[i];
-        if (c->sock && read_one(net, c, in) == SL_OK) {
+        if (!c->sock || !c->may_read)
+            continue;
+        if (read_good(net, c, in) == SL_OK) {
             net->next_conn = (i + 1) % net->max_conns;
             return SL_OK;
         }
+        c->may_read = false;
     }
     return SL_EAGAIN;
 }
@@ -970,8 +1002,15 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
             items[n++] = (zmq_pollitem_t){net->zap, 0, ZMQ_POLLIN, 0};
         size_t first_conn = n;
         for (size_t i = 0; i < net->max_conns; i++)
-            if (net->conns[i].sock)
-                items[n++] = (zmq_pollitem_t){net->conns[i].sock, 0, ZMQ_POLLIN, 0};
+            if (net->conns[i].sock) {
+                /* DEALERs by their descriptors: zmq_poll asks a socket
+                   item for its ZMQ_EVENTS, two system calls each, every
+                   poll; a descriptor costs nothing until it fires */
+                const conn_t *c = &net->conns[i];
+                net->item_conn[n - first_conn] = i;
+                items[n++] = c->fd >= 0 ? (zmq_pollitem_t){NULL, c->fd, ZMQ_POLLIN, 0}
+                                        : (zmq_pollitem_t){c->sock, 0, ZMQ_POLLIN, 0};
+            }
         int rc = zmq_poll(items, (int)n, wait_ms);
         if (rc < 0) {
             if (errno == EINTR)
@@ -982,9 +1021,10 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
             serve_zap(net);
         if (items[1].revents & ZMQ_POLLIN)
             serve_monitor(net);
-        bool readable = items[0].revents & ZMQ_POLLIN;
-        for (size_t j = first_conn; j < n && !readable; j++)
-            readable = items[j].revents & ZMQ_POLLIN;
+        bool readable = net->router_may_read = items[0].revents & ZMQ_POLLIN;
+        for (size_t j = first_conn; j < n; j++)
+            if (items[j].revents & ZMQ_POLLIN)
+                readable = net->conns[net->item_conn[j - first_conn]].may_read = true;
         if (readable && read_any(net, in) == SL_OK)
             return SL_OK;
         if (timeout_ms == 0)
