@@ -89,6 +89,7 @@ struct sl_store {
     sl_store_stats_t st;        /* counters */
     sl_store_bug bug;           /* planted bug (tests only) */
     bool want_reset;            /* ask peers for a RESET snapshot */
+    uint64_t caught_up_ms;      /* when this replica last held all a peer's DIGEST or SUMMARY said it held */
     bool track_durable;         /* digests report `durable`, not `seq` */
     char addr[SL_STORE_MAX_ADDR + 1]; /* where peers answer our digests */
 };

@@ -693,7 +693,22 @@ static bool needs_reset(const sl_store_t *s, const peer_t *p) {
     return false;
 }
 
-static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_out_t *replies) {
+/* Does this replica hold every dot of the version vector `p` reported? */
+static bool covers(const sl_store_t *s, const peer_t *p) {
+    for (uint32_t i = 0; i < p->vv_count; i++) {
+        if (p->vv[i].rid == s->rid || p->vv[i].to == 0)
+            continue;
+        uint32_t rix = store_rix_find(s, p->vv[i].rid);
+        if (rix == NO_REC || (!s->reps[rix].retired && s->reps[rix].seq < p->vv[i].to))
+            return false;
+    }
+    return true;
+}
+
+uint64_t sl_store_caught_up_ms(const sl_store_t *s) { return s->caught_up_ms; }
+
+static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms,
+                            sl_store_out_t *replies) {
     if (m->sender == s->rid)
         return SL_EPROTO;
     peer_t *p = peer_get(s, m->sender, true);
@@ -723,8 +738,13 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_ou
         err = build_snapshot(s, SL_STORE_SNAP_RESET, s->cfg.max_msg_len, replies);
     else
         err = build_deltas(s, m->sender, m->ranges, m->range_count, replies);
-    if (err || m->reply)
+    if (err)
         return err;
+    if (m->reply) {
+        if (covers(s, p))
+            s->caught_up_ms = now_ms;
+        return SL_OK;
+    }
     /* pull: does the peer have something we lack? */
     bool lack = false;
     for (uint32_t i = 0; i < m->range_count; i++) {
@@ -739,22 +759,25 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_ou
             }
         }
     }
-    if (lack) {
-        sl_store_msg_t d;
-        if ((err = sl_store_digest(s, true, &d)))
-            return err;
-        err = store_out_push(replies, &d);
+    if (!lack) {
+        s->caught_up_ms = now_ms;
+        return SL_OK;
     }
-    return err;
+    sl_store_msg_t d;
+    if ((err = sl_store_digest(s, true, &d)))
+        return err;
+    return store_out_push(replies, &d);
 }
 
 /* A SUMMARY: the same fingerprint means the same vv as ours (what the
  * peer holds is recorded as our own lists, for garbage collection) and an
  * answer only if it was not one; another fingerprint gets our DIGEST,
  * which starts a push-pull exchange. */
-static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, sl_store_out_t *replies) {
+static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms,
+                             sl_store_out_t *replies) {
     if (m->fingerprint == sl_store_fingerprint(s)) {
         replies->agreed = true;
+        s->caught_up_ms = now_ms;
         peer_t *p = peer_get(s, m->sender, true);
         if (!p)
             return SL_ENOMEM;
@@ -815,17 +838,24 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
         memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
         replies->reply_to[m.reply_to_len] = 0;
         replies->peer_fp = fp_of(m.want_reset, m.ranges, m.range_count, m.retired, m.retired_count);
-        err = handle_digest(s, &m, replies);
+        err = handle_digest(s, &m, now_ms, replies);
     } else if (type == SL_STORE_MSG_SUMMARY) {
         memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
         replies->reply_to[m.reply_to_len] = 0;
         replies->peer_fp = m.fingerprint;
-        err = handle_summary(s, &m, replies);
+        err = handle_summary(s, &m, now_ms, replies);
     }
     else if (type == SL_STORE_MSG_DELTA)
         err = apply_delta(s, &m, false, &changed);
     else
         err = apply_snapshot(s, &m, &changed);
+    if (!err && changed) {
+        /* the answer to our pull: do we now hold what the sender's
+           last DIGEST said it held? */
+        const peer_t *p = peer_get(s, m.sender, false);
+        if (p && p->vv && covers(s, p))
+            s->caught_up_ms = now_ms;
+    }
     sl_store_dmsg_fini(&m);
     if (err) {
         s->st.rejected++;

@@ -843,11 +843,21 @@ static int top_member(const members_t *ms, const char *trial_id) {
     return best;
 }
 
+/* This peer has joined and its replica has caught up: it held all that
+ * another peer's DIGEST or SUMMARY, received since this process started,
+ * said that peer held (a replica restored after kill -9 then shows the
+ * claims others took over meanwhile), or CATCHUP_MS passed since the
+ * join, in case no such message came. */
+static bool caught_up(const sl_study_node_t *sn, uint64_t now) {
+    return sn->joined_ms &&
+           (sl_store_caught_up_ms(sl_store_node_store(sn->store)) >= sn->started_ms ||
+            now >= sn->joined_ms + CATCHUP_MS);
+}
+
 /* No claims before this peer has joined and caught up (or waited a lease
  * alone). */
 static bool may_claim(const sl_study_node_t *sn, const sl_study_spec_t *spec, uint64_t now) {
-    return (sn->joined_ms && now >= sn->joined_ms + CATCHUP_MS) ||
-           now >= sn->started_ms + (spec ? spec->lease_ms : 10000);
+    return caught_up(sn, now) || now >= sn->started_ms + (spec ? spec->lease_ms : 10000);
 }
 
 /* The trials' states are derived again after the turn's own writes and
@@ -1133,10 +1143,16 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
        again at once under its old name; while it caught up, others used
        to leave it the trials that ranked it first, and their load-aware
        assignment of promoted and released trials gave it its share, and
-       all of them waited out its catch-up (CATCHUP_MS). Written in the
+       all of them waited out its catch-up (caught_up). Written in the
        same turn as its old claims' release (release_orphans), so others
        see both in one DELTA. */
-    int offer = sn->joined_ms && now >= sn->joined_ms + CATCHUP_MS ? sn->cfg.slots : -1;
+    bool ready = caught_up(sn, now);
+    if (ready && !sn->ready_ms) {
+        sn->ready_ms = now;
+        sl_log(SL_LOG_INFO, "STUDY-READY", "caught up %" PRIu64 " ms after joining (%s)",
+               now - sn->joined_ms, now >= sn->joined_ms + CATCHUP_MS ? "waited the most" : "the store's exchange");
+    }
+    int offer = ready ? sn->cfg.slots : -1;
     if (!sn->slots_written || offer != sn->slots_offered) {
         char key[SL_NAME_MAX + 32], val[16];
         snprintf(key, sizeof key, "peer/%s/slots", self_name(sn));
@@ -1188,7 +1204,8 @@ static size_t study_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"keys_applied", applied},
                              {"rescans", rescans},
                              /* 1 once joined and caught up (see may_claim) */
-                             {"ready", may_claim(sn, NULL, sl_study_node_wall_ms())}};
+                             {"ready", may_claim(sn, NULL, sl_study_node_wall_ms())},
+                             {"ready_after_join_ms", sn->ready_ms ? sn->ready_ms - sn->joined_ms : 0}};
     size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
     memcpy(out, c, n * sizeof *c);
     return n;

@@ -12,8 +12,9 @@
 #define MAX_PENDING (2 * MAX_JOBS) /* checkpoints waiting for their copies */
 #define LOG_MAX 60000
 #define MAX_FILES 16
-/* After joining, a peer waits this long before it claims: five anti-entropy
- * periods of the store (200 ms by default) to receive what it missed. */
+/* After joining, a peer claims once its store says it caught up with a
+ * peer (sl_store_caught_up_ms), or at the latest after this long: ten
+ * anti-entropy rounds of the store (100 ms by default). */
 #define CATCHUP_MS 1000
 /* The loop takes a turn as soon as something changed (a study key, told by
  * the store's listener; a worker's queue, polled every POLL_MS;
@@ -191,6 +192,7 @@ struct sl_study_node {
     bool slots_written;              /* peer/NAME/slots is in the store */
     int slots_offered;               /* the value written there (-1: none yet, catching up) */
     uint64_t started_ms;             /* wall ms at attach */
+    uint64_t ready_ms;               /* wall ms it first caught up after joining (0: not yet) */
     uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
     int orphan_count;                /* entries in orphans */

@@ -192,6 +192,65 @@ static void test_summary(void) {
     sl_store_destroy(&b);
 }
 
+/* sl_store_caught_up_ms: set when the replica holds all that a peer's
+ * DIGEST or SUMMARY said it held (at once, or once the answer to its pull
+ * is applied), not before. */
+static void test_caught_up(void) {
+    sl_store_t *a = mk(11, 0), *b = mk(21, 0);
+    put(a, "k1", "1");
+    put(a, "k2", "2");
+    CHECK_INT(sl_store_caught_up_ms(b), 0);
+    /* a's digest: b lacks a's writes, so it is not caught up and pulls */
+    sl_store_msg_t m;
+    sl_store_out_t out, back;
+    CHECK_OK(sl_store_digest(a, false, &m));
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(b, m.type, m.body, m.len, 5000, &out, &(bool){0}));
+    sl_store_msg_fini(&m);
+    CHECK_INT(sl_store_caught_up_ms(b), 0);
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.msgs[0].type, SL_STORE_MSG_DIGEST);
+    /* a answers with its deltas; applied, b holds what a's digest said */
+    sl_store_out_init(&back);
+    deliver(a, &out, &back, NULL);
+    sl_store_out_fini(&out);
+    CHECK(back.count >= 1);
+    sl_store_out_init(&out);
+    deliver(b, &back, &out, NULL); /* (at 1000 ms) */
+    sl_store_out_fini(&back);
+    sl_store_out_fini(&out);
+    CHECK_INT(sl_store_caught_up_ms(b), 1000);
+    check_get(b, "k2", "2");
+
+    /* a summary that differs moves nothing; one that agrees does */
+    put(a, "k3", "3");
+    CHECK_OK(sl_store_summary(a, false, &m));
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(b, m.type, m.body, m.len, 7000, &out, &(bool){0}));
+    sl_store_msg_fini(&m);
+    sl_store_out_fini(&out);
+    CHECK_INT(sl_store_caught_up_ms(b), 1000);
+    sync_pair(a, b);
+    CHECK_OK(sl_store_summary(a, false, &m));
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(b, m.type, m.body, m.len, 9000, &out, &(bool){0}));
+    sl_store_msg_fini(&m);
+    CHECK(out.agreed);
+    sl_store_out_fini(&out);
+    CHECK_INT(sl_store_caught_up_ms(b), 9000);
+
+    /* a digest b already covers: caught up at once, no pull */
+    CHECK_OK(sl_store_digest(a, false, &m));
+    sl_store_out_init(&out);
+    CHECK_OK(sl_store_receive(b, m.type, m.body, m.len, 11000, &out, &(bool){0}));
+    sl_store_msg_fini(&m);
+    CHECK_INT(out.count, 0);
+    sl_store_out_fini(&out);
+    CHECK_INT(sl_store_caught_up_ms(b), 11000);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
 static void test_chunked_and_bounded(void) {
     sl_store_t *a = mk(10, 4096), *b = mk(20, 4096);
     char k[32], v[200];
@@ -508,6 +567,7 @@ int main(void) {
     sl_test_run("local_ops", test_local_ops);
     sl_test_run("sync_two", test_sync_two);
     sl_test_run("summary", test_summary);
+    sl_test_run("caught_up", test_caught_up);
     sl_test_run("chunked_and_bounded", test_chunked_and_bounded);
     sl_test_run("no_echo", test_no_echo);
     sl_test_run("gc_and_retire", test_gc_and_retire);

@@ -225,6 +225,12 @@ sl_err sl_store_digest(sl_store_t *s, bool reply, sl_store_msg_t *out);
  * what a replica holds is determined by its vv. */
 uint64_t sl_store_fingerprint(const sl_store_t *s);
 
+/* The receive time (sl_store_receive's now_ms) at which this replica was
+ * last seen to hold everything some peer held when it sent its DIGEST or
+ * SUMMARY; 0 = never. A replica restored from disk after a crash is
+ * caught up with the cluster once this passes the time it rejoined. */
+uint64_t sl_store_caught_up_ms(const sl_store_t *s);
+
 /* This replica's SUMMARY: its fingerprint and address (`reply` marks an
  * answer to a SUMMARY). */
 sl_err sl_store_summary(sl_store_t *s, bool reply, sl_store_msg_t *out);
