@@ -702,6 +702,20 @@ void sl_net_disconnect(sl_net_t *net, const char *addr) {
         memset(sh, 0, sizeof *sh);
 }
 
+void sl_net_redial(sl_net_t *net, const char *addr) {
+    char ep[SL_ADDR_MAX + 16];
+    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
+        return;
+    conn_t *c = conn_find(net, ep);
+    if (c) {
+        conn_close(net, c);
+        net->stats.conns_redialled++;
+    }
+    shared_t *sh = shared_find(net, ep);
+    if (sh)
+        memset(sh, 0, sizeof *sh);
+}
+
 void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats) {
     *stats = net->stats;
     stats->pending = 0;

@@ -308,6 +308,7 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "received_back", ns.received_back);
     add_u64(net, "sent_shared", ns.sent_shared);
     add_u64(net, "conns_shared_closed", ns.conns_shared_closed);
+    add_u64(net, "conns_redialled", ns.conns_redialled);
 
     cJSON *dec = cJSON_AddObjectToObject(root, "decode");
     add_u64(dec, "ok", node->decode_ok);
@@ -544,15 +545,20 @@ static void flush_swim(sl_node_t *node) {
         sl_log(level, "PEER-MEMBER", "%.*s %s %s (incarnation %" PRIu64 ", %.*s)",
                (int)ev.name.len, (const char *)ev.name.ptr, kind, state_name(ev.new_state),
                ev.incarnation, (int)ev.addr.len, (const char *)ev.addr.ptr);
-        /* No point keeping a connection to a member that is gone. */
+        char addr[SL_ADDR_MAX + 1];
+        size_t al = ev.addr.len < SL_ADDR_MAX ? ev.addr.len : SL_ADDR_MAX;
+        memcpy(addr, ev.addr.ptr, al);
+        addr[al] = 0;
+        /* No point keeping a connection to a member that is gone; one to
+           a member that restarted may sit in ZeroMQ's re-dial back-off
+           (a restart refutes with a higher incarnation, and so does a
+           member cleared of suspicion: that one costs a reconnect). */
         if (ev.kind == SL_SWIM_EV_STATE &&
-            (ev.new_state == SL_STATE_DEAD || ev.new_state == SL_STATE_LEFT)) {
-            char addr[SL_ADDR_MAX + 1];
-            size_t al = ev.addr.len < SL_ADDR_MAX ? ev.addr.len : SL_ADDR_MAX;
-            memcpy(addr, ev.addr.ptr, al);
-            addr[al] = 0;
+            (ev.new_state == SL_STATE_DEAD || ev.new_state == SL_STATE_LEFT))
             sl_net_disconnect(node->net, addr);
-        }
+        else if (ev.kind == SL_SWIM_EV_UPDATE && ev.new_state == SL_STATE_ALIVE &&
+                 ev.incarnation != ev.old_incarnation)
+            sl_net_redial(node->net, addr);
         for (size_t i = 0; i < node->listener_count; i++)
             node->listeners[i].fn(node->listeners[i].ctx, node, &ev);
     }

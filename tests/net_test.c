@@ -432,6 +432,35 @@ static void test_lost_connection(void) {
     sl_net_destroy(&a);
 }
 
+/* A member that came back (sl_net_redial): the outbound connection to its
+ * old process is closed, not left in ZeroMQ's re-dial back-off, and the
+ * next send dials the new process. */
+static void test_redial(void) {
+    sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 0);
+    char b_ep[SL_ADDR_MAX + 16];
+    snprintf(b_ep, sizeof b_ep, "%s", sl_net_endpoint(b));
+    uint8_t buf[16];
+    sl_net_in_t in;
+    CHECK_OK(sl_net_send(a, b_ep, HDR, (const uint8_t *)"one", 3));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    sl_net_destroy(&b);
+    sl_net_config_t cfg = {.listen = b_ep};
+    CHECK_OK(sl_net_new(&cfg, &b)); /* the member restarted at its address */
+    sl_net_redial(a, b_ep);
+    sl_net_stats_t st;
+    sl_net_stats(a, &st);
+    CHECK_INT(st.conns_redialled, 1);
+    CHECK_INT(st.conns_open, 0);
+    sl_net_redial(a, b_ep); /* nothing open: nothing to do */
+    sl_net_stats(a, &st);
+    CHECK_INT(st.conns_redialled, 1);
+    CHECK_OK(sl_net_send(a, b_ep, HDR, (const uint8_t *)"two", 3));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    CHECK(!memcmp(buf, "two", 3));
+    sl_net_destroy(&a);
+    sl_net_destroy(&b);
+}
+
 static void test_dead_destination(void) {
     sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = 100};
     sl_net_t *a = NULL;
@@ -796,6 +825,7 @@ int main(void) {
     sl_test_run("one_connection_a_pair", test_one_connection_a_pair);
     sl_test_run("retired_connection", test_retired_connection);
     sl_test_run("lost_connection", test_lost_connection);
+    sl_test_run("redial", test_redial);
     sl_test_run("dead_destination", test_dead_destination);
     sl_test_run("slow_destination", test_slow_destination);
     sl_test_run("lru_cap", test_lru_cap);

@@ -131,6 +131,7 @@ typedef struct {
     uint64_t sent_shared;      /* of msgs_out: sent on the destination's connection to us */
     uint64_t conns_shared_closed; /* outbound connections closed as duplicates of the
                                      destination's connection to us */
+    uint64_t conns_redialled;  /* outbound connections closed for a member that came back */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
@@ -177,6 +178,14 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in);
  * second in which what the peer sent on it is still read. Sending to
  * `addr` again before then takes it back into use. */
 void sl_net_disconnect(sl_net_t *net, const char *addr);
+
+/* The member at `addr` came back (a restart): closes the outbound
+ * connection to it, if open, and forgets its old connection to us. After
+ * its old process died, ZeroMQ re-dials that connection with a growing
+ * back-off (up to 2 s), and a message too large to go on the member's own
+ * connection to us waited for it; the next send dials at once. What waits
+ * to go out on it is dropped (it was meant for the old process). */
+void sl_net_redial(sl_net_t *net, const char *addr);
 
 /* Sets our own advertised address. Once set, the transport shares one
  * TCP connection per pair of peers (docs/transport.md, "One connection a
