@@ -20,8 +20,11 @@ static double round_digits(double v, int digits) {
     return strtod(buf, NULL);
 }
 
-/* Shortest %g text that reads back to v. */
-static void real_text(double v, char *out, size_t cap) {
+void sl_number_text(double v, char *out, size_t cap) {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(out, cap, "%.0f", v);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, cap, "%.*g", prec, v);
         if (strtod(out, NULL) == v)
@@ -199,7 +202,7 @@ sl_err sl_space_value_text(const sl_study_spec_t *spec, int param, const sl_valu
     switch (p->kind) {
     case SL_PARAM_REAL: {
         char buf[40];
-        real_text(v->real, buf, sizeof buf);
+        sl_number_text(v->real, buf, sizeof buf);
         w = snprintf(out, out_cap, "%s", buf);
         break;
     }
@@ -317,7 +320,7 @@ sl_err sl_space_decode(const sl_study_spec_t *spec, const char *json, size_t len
             if (cJSON_IsString(v))
                 s = v->valuestring;
             else if (cJSON_IsNumber(v))
-                real_text(v->valuedouble, txt, sizeof txt), s = txt;
+                sl_number_text(v->valuedouble, txt, sizeof txt), s = txt;
             else if (cJSON_IsBool(v))
                 s = cJSON_IsTrue(v) ? "true" : "false";
             x->choice = -1;

@@ -305,13 +305,7 @@ static sl_err parse_param(const cJSON *o, const char *name, sl_param_t *p, char 
                                       path, i);
                 snprintf(txt, SL_STUDY_CHOICE_MAX + 1, "%s", it->valuestring);
             } else if (cJSON_IsNumber(it) && isfinite(it->valuedouble)) {
-                snprintf(txt, SL_STUDY_CHOICE_MAX + 1, "%.17g", it->valuedouble);
-                /* shortest form that round-trips */
-                for (int prec = 1; prec <= 17; prec++) {
-                    snprintf(txt, SL_STUDY_CHOICE_MAX + 1, "%.*g", prec, it->valuedouble);
-                    if (strtod(txt, NULL) == it->valuedouble)
-                        break;
-                }
+                sl_number_text(it->valuedouble, txt, SL_STUDY_CHOICE_MAX + 1);
                 p->choice_is_number[i] = true;
             } else if (cJSON_IsBool(it)) {
                 snprintf(txt, SL_STUDY_CHOICE_MAX + 1, "%s", cJSON_IsTrue(it) ? "true" : "false");

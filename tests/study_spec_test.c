@@ -57,6 +57,47 @@ static void test_base(void) {
     CHECK(strcmp(a, b) != 0);
 }
 
+/* Numbers in a categorical's values become the text a command template
+ * gets: whole numbers as integers (3000, never 3e+03), others in their
+ * shortest exact form. */
+static void test_number_choices(void) {
+    const char *buf =
+        "{\"name\": \"n\", \"seed\": 1,"
+        " \"trainer\": {\"type\": \"command\", \"command\": \"t --n {n}\"},"
+        " \"search_space\": {\"n\": {\"type\": \"categorical\","
+        "  \"values\": [0, 3000, -12, 0.5, 1e-05, 123456789012]}},"
+        " \"searcher\": {\"type\": \"random\"}, \"scheduler\": {\"type\": \"fifo\", \"max_epochs\": 1},"
+        " \"objectives\": [{\"metric\": \"a\", \"goal\": \"max\"}],"
+        " \"budget\": {\"trials\": 2}}";
+    sl_study_spec_t s;
+    parse_ok(buf, &s);
+    const sl_param_t *p = NULL;
+    for (int i = 0; i < s.param_count; i++)
+        if (!strcmp(s.params[i].name, "n"))
+            p = &s.params[i];
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    CHECK_STR(p->choices[0], "0");
+    CHECK_STR(p->choices[1], "3000");
+    CHECK_STR(p->choices[2], "-12");
+    CHECK_STR(p->choices[3], "0.5");
+    CHECK_STR(p->choices[4], "1e-05");
+    CHECK_STR(p->choices[5], "123456789012");
+    /* a config naming each value decodes back to it (a proposal is read
+       by every peer: the spec's text and the config's must agree) */
+    for (int c = 0; c < p->choice_count; c++) {
+        sl_config_t cfg, back;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.values[0].choice = c;
+        char json[256], why[128] = "";
+        size_t len;
+        CHECK_OK(sl_space_encode(&s, &cfg, json, sizeof json, &len));
+        sl_err err = sl_space_decode(&s, json, len, &back, why, sizeof why);
+        CHECK_MSG(err == SL_OK && back.values[0].choice == c, "%s: %s", json, why);
+    }
+}
+
 static void test_ladders(void) {
     sl_study_spec_t s;
     char buf[4096];
@@ -331,6 +372,7 @@ static void test_mutations(void) {
 
 int main(void) {
     sl_test_run("base", test_base);
+    sl_test_run("number_choices", test_number_choices);
     sl_test_run("ladders", test_ladders);
     sl_test_run("examples", test_examples);
     sl_test_run("invalid", test_invalid);
