@@ -8,7 +8,13 @@
  * alive member, when fewer are alive). So a new checkpoint is written
  * first, the manifest follows once it is replicated, and the previous
  * blob is deleted last: whoever takes the trial over always finds a
- * manifest whose blob survives the loss of the writer. */
+ * manifest whose blob survives the loss of the writer.
+ *
+ * A checkpoint of at most INLINE_MAX bytes (a command trial's few bytes of
+ * state) rides in the manifest itself, {"epoch":E,"inline":HEX,"files":..}:
+ * the store gives every peer a copy at once, where a blob would cost a
+ * put, R copies recorded, the old one's copies removed and its deletion,
+ * each a store write pushed to every peer, for every epoch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +27,7 @@
 
 #define MAX_FILE_LEN (256u << 20)
 #define RESTORE_TRIES 3
+#define INLINE_MAX 1024
 
 /* ---- writing ---- */
 
@@ -83,6 +90,51 @@ static sl_err pack(const char *dir, const char *head, uint8_t **out, size_t *out
     return SL_OK;
 }
 
+static bool manifest_blob(const uint8_t *v, size_t len, uint8_t hash[SL_BLAKE2B_LEN]);
+
+/* The pending blob checkpoint of a trial, if any. */
+static ck_pending_t *pending_of(sl_study_node_t *sn, const char *study, const char *trial) {
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (!strcmp(sn->pending[i].study, study) && !strcmp(sn->pending[i].trial, trial))
+            return &sn->pending[i];
+    return NULL;
+}
+
+/* A small checkpoint: its manifest carries the files (takes `man`). */
+static void write_inline(sl_study_node_t *sn, const char *study, const char *trial, cJSON *man,
+                         int epoch, const uint8_t *data, size_t len) {
+    char *hex = sl_malloc(2 * len + 1), *txt = NULL;
+    if (hex) {
+        sl_hex(data, len, hex);
+        cJSON_AddNumberToObject(man, "epoch", epoch);
+        cJSON_AddStringToObject(man, "inline", hex);
+        txt = cJSON_PrintUnformatted(man);
+    }
+    sl_free(hex);
+    cJSON_Delete(man);
+    char key[128];
+    manifest_key(study, trial, key, sizeof key);
+    const uint8_t *old;
+    size_t ol;
+    uint8_t prev[SL_BLAKE2B_LEN];
+    bool had = sl_study_node_get_str(sn, key, &old, &ol) == SL_OK && manifest_blob(old, ol, prev);
+    if (!txt || sl_study_node_put_str(sn, key, txt, strlen(txt)) != SL_OK) {
+        sl_log(SL_LOG_WARNING, "STUDY-CKPT", "trial %s: cannot store the checkpoint of epoch %d; "
+               "the previous one stays", trial, epoch);
+        free(txt);
+        return;
+    }
+    free(txt);
+    /* what it replaces: a blob checkpoint, and one still waiting for copies */
+    if (had)
+        sl_blob_node_delete(sn->cfg.blobs, prev);
+    ck_pending_t *p = pending_of(sn, study, trial);
+    if (p) {
+        sl_blob_node_delete(sn->cfg.blobs, p->hash);
+        pending_free(p);
+    }
+}
+
 void sl_study_ckpt_write(sl_study_node_t *sn, const char *study, const char *trial,
                          const char *dir, int epoch) {
     cJSON *man = cJSON_CreateObject();
@@ -96,6 +148,11 @@ void sl_study_ckpt_write(sl_study_node_t *sn, const char *study, const char *tri
     char head[128];
     snprintf(head, sizeof head, "starling checkpoint 1 %s %s %d\n", study, trial, epoch);
     sl_err err = pack(dir, head, &buf, &len, files);
+    if (!err && len - strlen(head) <= INLINE_MAX) {
+        write_inline(sn, study, trial, man, epoch, buf + strlen(head), len - strlen(head));
+        sl_free(buf);
+        return;
+    }
     if (!err)
         err = sl_blob_node_put(sn->cfg.blobs, buf, len, hash);
     sl_free(buf);
@@ -116,10 +173,7 @@ void sl_study_ckpt_write(sl_study_node_t *sn, const char *study, const char *tri
         return;
     }
     /* one pending checkpoint per trial: a newer one replaces it */
-    ck_pending_t *slot = NULL;
-    for (int i = 0; i < MAX_PENDING && !slot; i++)
-        if (!strcmp(sn->pending[i].study, study) && !strcmp(sn->pending[i].trial, trial))
-            slot = &sn->pending[i];
+    ck_pending_t *slot = pending_of(sn, study, trial);
     if (slot && memcmp(slot->hash, hash, SL_BLAKE2B_LEN) != 0)
         sl_blob_node_delete(sn->cfg.blobs, slot->hash);
     for (int i = 0; i < MAX_PENDING && !slot; i++)
@@ -223,35 +277,31 @@ static void restore_end(ck_restore_t *rs, int epoch, const char *why) {
     sl_free(rs);
 }
 
-/* Writes the fetched blob's files into the directory; the epoch, or 0. */
-static int unpack(ck_restore_t *rs, const uint8_t hash[SL_BLAKE2B_LEN], char *why, size_t cap) {
-    uint8_t *data;
-    size_t len;
-    sl_err err = sl_blob_node_read(rs->sn->cfg.blobs, hash, &data, &len);
-    if (err) {
-        snprintf(why, cap, "cannot read the checkpoint blob: %s", sl_strerror(err));
-        return 0;
-    }
+/* Writes a checkpoint's files into the directory from `data` (a blob: its
+ * head line, then the files; inline: the files), as the manifest lists
+ * them; the epoch, or 0. */
+static int unpack(ck_restore_t *rs, const uint8_t *data, size_t len, char *why, size_t cap) {
     cJSON *man = cJSON_Parse(rs->manifest);
     const cJSON *ep = cJSON_GetObjectItem(man, "epoch"), *hd = cJSON_GetObjectItem(man, "head"), *f;
     int epoch = cJSON_IsNumber(ep) && ep->valuedouble >= 1 ? (int)ep->valuedouble : 0;
-    if (!cJSON_IsNumber(hd) || hd->valuedouble < 0 || hd->valuedouble > (double)len)
+    if (hd && (!cJSON_IsNumber(hd) || hd->valuedouble < 0 || hd->valuedouble > (double)len))
         epoch = 0;
-    size_t at = epoch ? (size_t)hd->valuedouble : 0;
+    size_t at = epoch && hd ? (size_t)hd->valuedouble : 0;
     sl_study_dir_clear(rs->dir);
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(man, "files")) {
         const cJSON *nm = cJSON_GetArrayItem(f, 0), *ln = cJSON_GetArrayItem(f, 1);
         if (!epoch || !cJSON_IsString(nm) || !cJSON_IsNumber(ln) || ln->valuedouble < 0 ||
             ln->valuedouble > (double)(len - at) || strchr(nm->valuestring, '/') ||
             !nm->valuestring[0] || nm->valuestring[0] == '.') {
-            snprintf(why, cap, "the checkpoint manifest does not match its blob");
+            snprintf(why, cap, "the checkpoint manifest does not match its data");
             epoch = 0;
             break;
         }
         char p[1300];
         snprintf(p, sizeof p, "%.1100s/%.127s", rs->dir, nm->valuestring);
         size_t n = (size_t)ln->valuedouble;
-        if ((err = sl_plat_write_file(p, data + at, n, 0600)) != SL_OK) {
+        sl_err err = sl_plat_write_file(p, data + at, n, 0600);
+        if (err != SL_OK) {
             snprintf(why, cap, "cannot write %.127s: %s", nm->valuestring, sl_strerror(err));
             epoch = 0;
             break;
@@ -259,12 +309,45 @@ static int unpack(ck_restore_t *rs, const uint8_t hash[SL_BLAKE2B_LEN], char *wh
         at += n;
     }
     if (epoch && at != len) {
-        snprintf(why, cap, "the checkpoint manifest does not match its blob");
+        snprintf(why, cap, "the checkpoint manifest does not match its data");
         epoch = 0;
     }
     cJSON_Delete(man);
-    sl_free(data);
     return epoch;
+}
+
+/* Lower-case hex of at most 2 * INLINE_MAX digits into bytes (false:
+ * malformed). */
+static bool unhex(const char *hex, uint8_t *out, size_t *len) {
+    size_t n = strlen(hex);
+    if (n % 2 || n > 2 * INLINE_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = hex[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        out[i / 2] = (uint8_t)(i % 2 ? out[i / 2] << 4 | d : d);
+    }
+    *len = n / 2;
+    return true;
+}
+
+/* An inline checkpoint: unpacked at once (true), or not inline (false). */
+static bool restore_inline(ck_restore_t *rs) {
+    cJSON *man = cJSON_Parse(rs->manifest);
+    const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(man, "inline"));
+    if (!cJSON_GetObjectItem(man, "inline")) {
+        cJSON_Delete(man);
+        return false;
+    }
+    uint8_t data[INLINE_MAX];
+    size_t len = 0;
+    char why[256] = "the inline checkpoint is malformed";
+    int epoch = hex && unhex(hex, data, &len) ? unpack(rs, data, len, why, sizeof why) : 0;
+    cJSON_Delete(man);
+    restore_end(rs, epoch, epoch ? NULL : why);
+    return true;
 }
 
 static void try_fetch(ck_restore_t *rs);
@@ -272,8 +355,16 @@ static void try_fetch(ck_restore_t *rs);
 static void on_fetched(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]) {
     ck_restore_t *rs = ctx;
     char why[256] = "";
+    uint8_t *data;
+    size_t len;
+    if (err == SL_OK && (err = sl_blob_node_read(rs->sn->cfg.blobs, hash, &data, &len)) != SL_OK) {
+        snprintf(why, sizeof why, "cannot read the checkpoint blob: %s", sl_strerror(err));
+        restore_end(rs, 0, why);
+        return;
+    }
     if (err == SL_OK) {
-        int epoch = unpack(rs, hash, why, sizeof why);
+        int epoch = unpack(rs, data, len, why, sizeof why);
+        sl_free(data);
         restore_end(rs, epoch, epoch ? NULL : why);
         return;
     }
@@ -297,10 +388,6 @@ static void try_fetch(ck_restore_t *rs) {
         restore_end(rs, 0, NULL); /* no checkpoint: start from the beginning */
         return;
     }
-    if (!manifest_blob(v, vl, hash)) {
-        restore_end(rs, 0, "the checkpoint manifest is malformed");
-        return;
-    }
     sl_free(rs->manifest);
     rs->manifest = sl_malloc(vl + 1);
     if (!rs->manifest) {
@@ -309,6 +396,12 @@ static void try_fetch(ck_restore_t *rs) {
     }
     memcpy(rs->manifest, v, vl);
     rs->manifest[vl] = 0;
+    if (restore_inline(rs))
+        return;
+    if (!manifest_blob(v, vl, hash)) {
+        restore_end(rs, 0, "the checkpoint manifest is malformed");
+        return;
+    }
     rs->tries++;
     sl_err err = sl_blob_node_fetch(rs->sn->cfg.blobs, hash, on_fetched, rs);
     if (err) { /* on_fetched was not called */

@@ -13,6 +13,8 @@ ap.add_argument("--layers", type=int, default=2)
 ap.add_argument("--activation", default="relu")
 ap.add_argument("--epochs", type=int, default=9)
 ap.add_argument("--seconds", type=float, default=0.2, help="simulated time per epoch")
+ap.add_argument("--state-bytes", type=int, default=0,
+                help="also checkpoint this many bytes of model state (zstate.bin)")
 a = ap.parse_args()
 
 ckdir = os.environ.get("STARLING_CHECKPOINT_DIR", "")
@@ -37,3 +39,8 @@ for epoch in range(start + 1, a.epochs + 1):
         with open(tmp, "w") as f:
             json.dump({"epoch": epoch}, f)
         os.replace(tmp, ckpt)
+        if a.state_bytes:
+            state = os.path.join(ckdir, "zstate.bin")
+            with open(state + ".tmp", "wb") as f:
+                f.write(bytes((epoch + i) % 256 for i in range(a.state_bytes)))
+            os.replace(state + ".tmp", state)

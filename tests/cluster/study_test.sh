@@ -14,11 +14,12 @@ cat >"$STUDY_FILE" <<'JSON'
 {
   "name": "cluster-toy",
   "seed": 7,
-  "trainer": {"type": "command", "command": "python3 peers/examples/toy_train.py --lr {lr} --layers {layers} --activation {activation} --epochs 9 --seconds 0.6", "timeout_s": 60},
+  "trainer": {"type": "command", "command": "python3 peers/examples/toy_train.py --lr {lr} --layers {layers} --activation {activation} --epochs 9 --seconds 0.6 --state-bytes {state}", "timeout_s": 60},
   "search_space": {
     "lr": {"type": "real", "low": 0.0001, "high": 0.1, "log": true},
     "layers": {"type": "int", "low": 1, "high": 4},
-    "activation": {"type": "categorical", "values": ["relu", "tanh", "gelu"]}
+    "activation": {"type": "categorical", "values": ["relu", "tanh", "gelu"]},
+    "state": {"type": "categorical", "values": [0, 3000]}
   },
   "searcher": {"type": "random"},
   "scheduler": {"type": "asha", "min_epochs": 1, "max_epochs": 9, "reduction": 3},
@@ -209,6 +210,12 @@ after = [m for m in claims if m.group(1) != sys.argv[2] and int(m.group(2)) > cl
 assert after, "no later claim by another peer resuming past epoch 1"
 print("resumed:", after[0].group(0))
 PY
+# small checkpoints ride in their manifests, larger ones are blobs: both kinds were used
+for t in $(python3 -c "import json,sys; print(' '.join(t['trial'] for t in json.load(open(sys.argv[1]))['trials'] if t['epoch'] >= 1))" "$CLUSTER_DIR/status.json"); do
+    ctl "$OBS" get "study/$SID/t/$t/ck" >>"$CLUSTER_DIR/manifests.txt" 2>/dev/null && echo >>"$CLUSTER_DIR/manifests.txt"
+done
+grep -q '"inline"' "$CLUSTER_DIR/manifests.txt" || fail "no checkpoint was kept inline"
+grep -q '"blob"' "$CLUSTER_DIR/manifests.txt" || fail "no checkpoint was kept as a blob"
 # one result per trial in the store (a second one would mean a trial finished twice)
 ctl "$OBS" keys "study/$SID/t/" >"$CLUSTER_DIR/keys.txt"
 python3 - "$CLUSTER_DIR/keys.txt" <<'PY' || fail "a trial has no result or more than one"
