@@ -983,6 +983,7 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
     release_in(net);
     memset(in, 0, sizeof *in);
     uint64_t start = sl_plat_now_ns();
+    bool polled = false;
     for (;;) {
         /* Flush what waits for fresh connections. */
         uint64_t now = sl_plat_now_ns();
@@ -1001,10 +1002,12 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         if (timeout_ms < 0) {
             wait_ms = -1;
         } else {
+            /* (polled at least once, even with no time to wait: only a
+               poll marks the DEALERs that received something) */
             uint64_t elapsed_ms = (now - start) / 1000000ull;
-            if (elapsed_ms >= (uint64_t)timeout_ms && now != start)
+            if (elapsed_ms >= (uint64_t)timeout_ms && polled)
                 return SL_EAGAIN;
-            wait_ms = timeout_ms - (int)elapsed_ms;
+            wait_ms = elapsed_ms >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int)elapsed_ms;
         }
         if (waiting && (wait_ms < 0 || wait_ms > PENDING_POLL_MS))
             wait_ms = PENDING_POLL_MS;
@@ -1026,6 +1029,7 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
                                         : (zmq_pollitem_t){c->sock, 0, ZMQ_POLLIN, 0};
             }
         int rc = zmq_poll(items, (int)n, wait_ms);
+        polled = true;
         if (rc < 0) {
             if (errno == EINTR)
                 return SL_EAGAIN;
