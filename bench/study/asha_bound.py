@@ -8,6 +8,7 @@ the most any runtime can reach on this workload: the last promotions
 (3 and 9 epochs) run while most workers have nothing left to do.
 
     asha_bound.py [--peers 1,2,4,8,16,32] [--seeds 5] [--overhead-s 0]
+                  [--rungs 1,3,9] [--eta 3]
 One JSON line per N: median makespan over seeds (each seed draws the
 trials' scores), speed-up and efficiency against the same model's T(1)."""
 import argparse, heapq, json, random, statistics
@@ -65,14 +66,18 @@ def main():
     ap.add_argument("--peers", default="1,2,4,8,16,32")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--overhead-s", type=float, default=0.0)
+    ap.add_argument("--rungs", default="1,3,9", help="epochs at each rung (another ladder)")
+    ap.add_argument("--eta", type=int, default=3, help="reduction factor")
     a = ap.parse_args()
     ns = [int(x) for x in a.peers.split(",")]
-    t1 = statistics.median(makespan(1, overhead_s=a.overhead_s, seed=s) for s in range(a.seeds))
+    rungs = tuple(int(x) for x in a.rungs.split(","))
+    run = lambda n, s: makespan(n, rungs=rungs, eta=a.eta, overhead_s=a.overhead_s, seed=s)
+    t1 = statistics.median(run(1, s) for s in range(a.seeds))
     for n in ns:
-        tn = statistics.median(makespan(n, overhead_s=a.overhead_s, seed=s)
-                               for s in range(a.seeds))
-        print(json.dumps({"peers": n, "seconds": round(tn, 2), "speedup": round(t1 / tn, 2),
-                          "efficiency": round(t1 / tn / n, 3), "overhead_s": a.overhead_s}))
+        tn = statistics.median(run(n, s) for s in range(a.seeds))
+        print(json.dumps({"peers": n, "rungs": a.rungs, "eta": a.eta, "seconds": round(tn, 2),
+                          "speedup": round(t1 / tn, 2), "efficiency": round(t1 / tn / n, 3),
+                          "overhead_s": a.overhead_s}))
 
 
 if __name__ == "__main__":
