@@ -40,6 +40,7 @@ typedef struct {
     uint64_t retired_ns;         /* when sl_net_disconnect retired it; 0 = in use */
     int fd;                      /* its ZMQ_FD (edge-triggered), polled as a plain descriptor */
     bool may_read;               /* may hold input: its fd fired, or a send ran, since it read empty */
+    bool delivering;             /* its last send went into ZeroMQ's queue */
     pending_t pending[PENDING_MAX]; /* ring of waiting messages */
     size_t pending_head;         /* index of the oldest waiting message */
     size_t pending_count;        /* waiting messages */
@@ -445,6 +446,16 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     return slot;
 }
 
+/* Keeps `addr` for sl_net_next_lost (the oldest goes when full). */
+static void lost_add(sl_net_t *net, const char *addr) {
+    if (net->lost_count == SL_NET_LOST_MAX) {
+        net->lost_head = (net->lost_head + 1) % SL_NET_LOST_MAX;
+        net->lost_count--;
+    }
+    snprintf(net->lost[(net->lost_head + net->lost_count++) % SL_NET_LOST_MAX],
+             sizeof net->lost[0], "%s", addr);
+}
+
 /* Tries to hand one message to ZeroMQ without blocking. The frames are
  * consumed on success and left intact on EAGAIN. A send may take in the
  * socket's pending commands, a reader's wake-up among them, without its
@@ -622,9 +633,21 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
         memcpy(zmq_msg_data(&b), body, body_len);
     c->sent_ns = now;
     if (c->pending_count == 0 && try_send(c, &h, &b)) {
+        c->delivering = true;
         net->stats.msgs_out++;
         net->stats.bytes_out += SL_WIRE_HEADER_LEN + body_len;
         return SL_OK;
+    }
+    /* A DEALER that took messages and now refuses one has lost its
+     * connection (ZMQ_IMMEDIATE queues nothing without one), or its peer
+     * stopped reading: either way a hint for membership, as a closed
+     * inbound connection is (sl_net_next_lost). A killed peer is found
+     * this way when the pair's one connection was ours, which no monitor
+     * reports. */
+    if (c->delivering && c->pending_count == 0) {
+        c->delivering = false;
+        lost_add(net, c->addr);
+        net->stats.sends_refused++;
     }
     /* Not connected (yet) or the queue is full. A young connection gets a
      * short grace in a small queue; anything else is dropped. */
@@ -797,12 +820,7 @@ static void note_lost(sl_net_t *net, int fd) {
         shared_t *sh = &net->shared[i];
         if (!sh->addr[0] || sh->fd != fd)
             continue;
-        if (net->lost_count == SL_NET_LOST_MAX) {
-            net->lost_head = (net->lost_head + 1) % SL_NET_LOST_MAX;
-            net->lost_count--;
-        }
-        snprintf(net->lost[(net->lost_head + net->lost_count++) % SL_NET_LOST_MAX],
-                 sizeof net->lost[0], "%s", sh->addr);
+        lost_add(net, sh->addr);
         memset(sh, 0, sizeof *sh);
     }
 }

@@ -309,6 +309,7 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "sent_shared", ns.sent_shared);
     add_u64(net, "conns_shared_closed", ns.conns_shared_closed);
     add_u64(net, "conns_redialled", ns.conns_redialled);
+    add_u64(net, "sends_refused", ns.sends_refused);
 
     cJSON *dec = cJSON_AddObjectToObject(root, "decode");
     add_u64(dec, "ok", node->decode_ok);

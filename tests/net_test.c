@@ -461,6 +461,36 @@ static void test_redial(void) {
     sl_net_destroy(&b);
 }
 
+/* Our DEALER to a peer took messages, then refuses one (the peer died and
+ * the connection closed; ZMQ_IMMEDIATE queues nothing without one): the
+ * peer is reported once, as a closed inbound connection is. */
+static void test_refused_send(void) {
+    sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 0);
+    char b_ep[SL_ADDR_MAX + 16], lost[SL_ADDR_MAX + 16];
+    snprintf(b_ep, sizeof b_ep, "%s", sl_net_endpoint(b));
+    uint8_t buf[16];
+    sl_net_in_t in;
+    CHECK_OK(sl_net_send(a, b_ep, HDR, (const uint8_t *)"hi", 2));
+    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 2);
+    CHECK(!sl_net_next_lost(a, lost, sizeof lost));
+    sl_net_destroy(&b);
+    bool got = false;
+    uint64_t t0 = sl_plat_now_ns();
+    while (!got && ms_since(t0) < DEADLINE_MS) {
+        sl_net_send(a, b_ep, HDR, (const uint8_t *)"x", 1);
+        sl_net_poll(a, 5, &in);
+        got = sl_net_next_lost(a, lost, sizeof lost);
+    }
+    CHECK(got);
+    CHECK_STR(lost, b_ep);
+    sl_net_send(a, b_ep, HDR, (const uint8_t *)"x", 1); /* refused again: not reported again */
+    CHECK(!sl_net_next_lost(a, lost, sizeof lost));
+    sl_net_stats_t st;
+    sl_net_stats(a, &st);
+    CHECK_INT(st.sends_refused, 1);
+    sl_net_destroy(&a);
+}
+
 static void test_dead_destination(void) {
     sl_net_config_t cfg = {.listen = "tcp://127.0.0.1:0", .connect_grace_ms = 100};
     sl_net_t *a = NULL;
@@ -826,6 +856,7 @@ int main(void) {
     sl_test_run("retired_connection", test_retired_connection);
     sl_test_run("lost_connection", test_lost_connection);
     sl_test_run("redial", test_redial);
+    sl_test_run("refused_send", test_refused_send);
     sl_test_run("dead_destination", test_dead_destination);
     sl_test_run("slow_destination", test_slow_destination);
     sl_test_run("lru_cap", test_lru_cap);

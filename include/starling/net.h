@@ -132,6 +132,7 @@ typedef struct {
     uint64_t conns_shared_closed; /* outbound connections closed as duplicates of the
                                      destination's connection to us */
     uint64_t conns_redialled;  /* outbound connections closed for a member that came back */
+    uint64_t sends_refused;    /* outbound connections that took messages, then refused one */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
@@ -199,7 +200,8 @@ void sl_net_set_self(sl_net_t *net, const char *addr);
 void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *route);
 
 /* Pops the address of a peer whose connection to us (one noted with
- * sl_net_note_inbound) has closed: a hint that it may have died, for
+ * sl_net_note_inbound) has closed, or whose outbound connection took
+ * messages and then refused one: a hint that it may have died, for
  * membership to check at once (sl_swim_probe_soon). False when none. The
  * last SL_NET_LOST_MAX are kept. */
 #define SL_NET_LOST_MAX 16
