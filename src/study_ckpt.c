@@ -287,8 +287,12 @@ static int unpack(ck_restore_t *rs, const uint8_t *data, size_t len, char *why, 
     if (hd && (!cJSON_IsNumber(hd) || hd->valuedouble < 0 || hd->valuedouble > (double)len))
         epoch = 0;
     size_t at = epoch && hd ? (size_t)hd->valuedouble : 0;
+    /* (a writer packs at most MAX_FILES) */
+    const cJSON *files = cJSON_GetObjectItem(man, "files");
+    if (cJSON_GetArraySize(files) > MAX_FILES)
+        epoch = 0;
     sl_study_dir_clear(rs->dir);
-    cJSON_ArrayForEach(f, cJSON_GetObjectItem(man, "files")) {
+    cJSON_ArrayForEach(f, files) {
         const cJSON *nm = cJSON_GetArrayItem(f, 0), *ln = cJSON_GetArrayItem(f, 1);
         if (!epoch || !cJSON_IsString(nm) || !cJSON_IsNumber(ln) || ln->valuedouble < 0 ||
             ln->valuedouble > (double)(len - at) || strchr(nm->valuestring, '/') ||
