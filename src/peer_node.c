@@ -551,14 +551,19 @@ static void flush_swim(sl_node_t *node) {
         memcpy(addr, ev.addr.ptr, al);
         addr[al] = 0;
         /* No point keeping a connection to a member that is gone; one to
-           a member that restarted may sit in ZeroMQ's re-dial back-off
-           (a restart refutes with a higher incarnation, and so does a
-           member cleared of suspicion: that one costs a reconnect). */
+           a member that came back (restarted: a higher incarnation, or
+           alive again after dead or left) was made to its old process and
+           may sit in ZeroMQ's re-dial back-off. (A member cleared of
+           suspicion also refutes with a higher incarnation: that costs a
+           reconnect.) */
+        bool back = ev.new_state == SL_STATE_ALIVE &&
+                    ((ev.kind == SL_SWIM_EV_UPDATE && ev.incarnation != ev.old_incarnation) ||
+                     (ev.kind == SL_SWIM_EV_STATE &&
+                      (ev.old_state == SL_STATE_DEAD || ev.old_state == SL_STATE_LEFT)));
         if (ev.kind == SL_SWIM_EV_STATE &&
             (ev.new_state == SL_STATE_DEAD || ev.new_state == SL_STATE_LEFT))
             sl_net_disconnect(node->net, addr);
-        else if (ev.kind == SL_SWIM_EV_UPDATE && ev.new_state == SL_STATE_ALIVE &&
-                 ev.incarnation != ev.old_incarnation)
+        else if (back)
             sl_net_redial(node->net, addr);
         for (size_t i = 0; i < node->listener_count; i++)
             node->listeners[i].fn(node->listeners[i].ctx, node, &ev);
