@@ -18,20 +18,7 @@
 #include "blob_node_internal.h"
 
 bool sl_blob_node_unhex(const uint8_t *s, size_t len, uint8_t out[SL_BLAKE2B_LEN]) {
-    if (len != HEX_LEN)
-        return false;
-    for (size_t i = 0; i < SL_BLAKE2B_LEN; i++) {
-        int v = 0;
-        for (int k = 0; k < 2; k++) {
-            uint8_t c = s[2 * i + k];
-            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-            if (d < 0)
-                return false;
-            v = v << 4 | d;
-        }
-        out[i] = (uint8_t)v;
-    }
-    return true;
+    return len == HEX_LEN && sl_unhex((const char *)s, len, out);
 }
 
 static void manifest_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out) {

@@ -37,6 +37,19 @@ void sl_hex(const uint8_t *data, size_t len, char *out) {
     out[2 * len] = '\0';
 }
 
+bool sl_unhex(const char *hex, size_t hex_len, uint8_t *out) {
+    if (hex_len % 2)
+        return false;
+    for (size_t i = 0; i < hex_len; i++) {
+        char c = hex[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        out[i / 2] = (uint8_t)(i % 2 ? out[i / 2] << 4 | d : d);
+    }
+    return true;
+}
+
 uint32_t sl_crc32(uint32_t crc, const void *data, size_t len) {
     const unsigned char *p = data;
     while (len > 0) {

@@ -90,7 +90,14 @@ static sl_err pack(const char *dir, const char *head, uint8_t **out, size_t *out
     return SL_OK;
 }
 
-static bool manifest_blob(const uint8_t *v, size_t len, uint8_t hash[SL_BLAKE2B_LEN]);
+/* The blob a manifest names (false: none or malformed). */
+static bool manifest_blob(const uint8_t *v, size_t len, uint8_t hash[SL_BLAKE2B_LEN]) {
+    cJSON *man = cJSON_ParseWithLength((const char *)v, len);
+    const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(man, "blob"));
+    bool ok = hex && strlen(hex) == 2 * SL_BLAKE2B_LEN && sl_unhex(hex, strlen(hex), hash);
+    cJSON_Delete(man);
+    return ok;
+}
 
 /* The pending blob checkpoint of a trial, if any. */
 static ck_pending_t *pending_of(sl_study_node_t *sn, const char *study, const char *trial) {
@@ -201,22 +208,6 @@ void sl_study_ckpt_write(sl_study_node_t *sn, const char *study, const char *tri
     sl_study_ckpt_settle(sn);
 }
 
-/* The blob a manifest names (false: none or malformed). */
-static bool manifest_blob(const uint8_t *v, size_t len, uint8_t hash[SL_BLAKE2B_LEN]) {
-    cJSON *man = cJSON_ParseWithLength((const char *)v, len);
-    const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(man, "blob"));
-    bool ok = hex && strlen(hex) == 2 * SL_BLAKE2B_LEN;
-    for (size_t i = 0; ok && i < 2 * SL_BLAKE2B_LEN; i++) { /* lower-case hex only */
-        char c = hex[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        ok = d >= 0;
-        if (ok)
-            hash[i / 2] = (uint8_t)(i % 2 ? hash[i / 2] << 4 | d : d);
-    }
-    cJSON_Delete(man);
-    return ok;
-}
-
 static size_t alive_count(sl_study_node_t *sn) {
     return sl_swim_alive_count(sl_node_swim(sn->node));
 }
@@ -320,23 +311,6 @@ static int unpack(ck_restore_t *rs, const uint8_t *data, size_t len, char *why, 
     return epoch;
 }
 
-/* Lower-case hex of at most 2 * INLINE_MAX digits into bytes (false:
- * malformed). */
-static bool unhex(const char *hex, uint8_t *out, size_t *len) {
-    size_t n = strlen(hex);
-    if (n % 2 || n > 2 * INLINE_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = hex[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0)
-            return false;
-        out[i / 2] = (uint8_t)(i % 2 ? out[i / 2] << 4 | d : d);
-    }
-    *len = n / 2;
-    return true;
-}
-
 /* An inline checkpoint: unpacked at once (true), or not inline (false). */
 static bool restore_inline(ck_restore_t *rs) {
     cJSON *man = cJSON_Parse(rs->manifest);
@@ -348,7 +322,11 @@ static bool restore_inline(ck_restore_t *rs) {
     uint8_t data[INLINE_MAX];
     size_t len = 0;
     char why[256] = "the inline checkpoint is malformed";
-    int epoch = hex && unhex(hex, data, &len) ? unpack(rs, data, len, why, sizeof why) : 0;
+    if (hex && strlen(hex) <= 2 * INLINE_MAX && sl_unhex(hex, strlen(hex), data))
+        len = strlen(hex) / 2;
+    else
+        hex = NULL;
+    int epoch = hex ? unpack(rs, data, len, why, sizeof why) : 0;
     cJSON_Delete(man);
     restore_end(rs, epoch, epoch ? NULL : why);
     return true;

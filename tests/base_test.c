@@ -51,6 +51,12 @@ static void test_hashes(void) {
     sl_hex(h, sizeof h, hex);
     /* BLAKE2b-256 of the empty string (RFC 7693 parameters). */
     CHECK_STR(hex, "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8");
+    uint8_t back[SL_BLAKE2B_LEN];
+    CHECK(sl_unhex(hex, strlen(hex), back));
+    CHECK(memcmp(back, h, sizeof h) == 0);
+    CHECK(!sl_unhex("0e5", 3, back));  /* odd length */
+    CHECK(!sl_unhex("0E57", 4, back)); /* upper case is not sl_hex's form */
+    CHECK(!sl_unhex("0g57", 4, back));
     CHECK_INT(sl_crc32(0, "123456789", 9), 0xcbf43926u);
 }
 

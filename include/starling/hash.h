@@ -4,6 +4,7 @@
 #define STARLING_HASH_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -24,6 +25,11 @@ void sl_blake2b(const void *data, size_t len, uint8_t out[SL_BLAKE2B_LEN]);
 
 /* Lower-case hex of `len` bytes into `out` (2*len+1 bytes). */
 void sl_hex(const uint8_t *data, size_t len, char *out);
+
+/* The bytes of `hex_len` lower-case hex digits (sl_hex's form) into `out`
+ * (hex_len / 2 bytes); false, and `out` undefined, for an odd length or
+ * any other character. */
+bool sl_unhex(const char *hex, size_t hex_len, uint8_t *out);
 
 /* CRC-32 (zlib's) of `data`, for records on disk; `crc` chains calls
  * (start with 0). */
