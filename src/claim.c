@@ -285,14 +285,27 @@ sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
         ids[k] = cands[order[k]].trial_id;
     if ((err = sl_round_assign(members, member_count, ids, n, owner)))
         goto fail;
-    for (size_t k = 0; k < n; k++) {
-        if (owner[k] < 0 || strcmp(members[owner[k]].id, self) != 0)
-            continue;
-        const sl_claim_cand_t *c = &cands[order[k]];
-        if (sl_claim_take(&c->claim, self, now_ms, c->owner_alive, lease_ms,
-                          &next[*pick_count]) != SL_OK)
-            continue;
-        pick[(*pick_count)++] = order[k];
+    int slots = 0;
+    for (size_t i = 0; i < member_count; i++)
+        if (members[i].alive && !strcmp(members[i].id, self))
+            slots = members[i].free_slots;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < n && slots > 0; k++) {
+            const sl_claim_cand_t *c = &cands[order[k]];
+            bool mine = owner[k] >= 0 && !strcmp(members[owner[k]].id, self);
+            /* first what the assignment gives self; then, with slots
+               left, what another let wait past self's turn */
+            if (pass == 0 ? !mine
+                          : mine || c->waited_ms < SL_CLAIM_HANDOFF_MS *
+                                                       (1 + sl_round_rank(members, member_count,
+                                                                          c->trial_id, self)))
+                continue;
+            if (sl_claim_take(&c->claim, self, now_ms, c->owner_alive, lease_ms,
+                              &next[*pick_count]) != SL_OK)
+                continue;
+            pick[(*pick_count)++] = order[k];
+            slots--;
+        }
     }
     err = SL_OK;
 fail:

@@ -86,3 +86,15 @@ sl_err sl_round_assign(const sl_round_member_t *members, size_t count,
     sl_free(left);
     return SL_OK;
 }
+
+size_t sl_round_rank(const sl_round_member_t *members, size_t count, const char *trial_id,
+                     const char *self) {
+    sl_round_member_t me = {self, true, 1};
+    uint64_t wm = sl_round_trial_weight(self, trial_id);
+    size_t above = 0;
+    for (size_t i = 0; i < count; i++)
+        if (members[i].alive && members[i].free_slots > 0 && strcmp(members[i].id, self) != 0 &&
+            outranks(&members[i], sl_round_trial_weight(members[i].id, trial_id), &me, wm))
+            above++;
+    return above;
+}

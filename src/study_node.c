@@ -1046,6 +1046,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
         }
         if (!r->claimable_ms)
             r->claimable_ms = now;
+        cd->waited_ms = now - r->claimable_ms;
         bool fresh = !r->has_claim;
         bool first = fresh && top_member(&ms, r->id) == self_at;
         bool overdue = now >= r->claimable_ms + STEAL_MS;

@@ -28,8 +28,10 @@
 #define TURN_GAP_MS 10
 #define TURN_COST_X 2
 /* A fresh trial that ranks another member first is left to it this long
- * before a peer with free slots takes it (docs/studies.md, "Claims"). */
-#define STEAL_MS 100
+ * before a peer with free slots takes it (docs/studies.md, "Claims"); the
+ * claim core's hand-off step, so that an overdue trial's first hand-off
+ * comes with it. */
+#define STEAL_MS SL_CLAIM_HANDOFF_MS
 /* Proposals kept waiting, in fleet slots, for searchers that do not learn. */
 #define LOOKAHEAD 3
 

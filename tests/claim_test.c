@@ -212,6 +212,50 @@ static void test_pick(void) {
     CHECK_INT(na, 0);
 }
 
+/* A trial the view assigns to a member that does not take it (dead but
+ * not yet known so, or seeing it later) goes on to the next member by
+ * weight after SL_CLAIM_HANDOFF_MS, to the one after that after twice
+ * that, and so on; never to a member with no free slot. */
+static void test_handoff(void) {
+    sl_round_member_t m[4] = {{"a", true, 1}, {"b", true, 1}, {"c", true, 1}, {"d", true, 0}};
+    sl_claim_cand_t c;
+    memset(&c, 0, sizeof c);
+    c.trial_id = "00000000000000aa";
+    c.needs_work = true;
+    const char *names[] = {"a", "b", "c"};
+    const char *by_rank[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        size_t r = sl_round_rank(m, 4, c.trial_id, names[i]);
+        CHECK(r < 3);
+        CHECK(by_rank[r] == NULL); /* ranks are distinct */
+        by_rank[r] = names[i];
+    }
+    size_t pick[1], np;
+    sl_claim_t next[1];
+    /* the top member takes it at once; the others wait their turn */
+    CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[0], 500, 1000, pick, next, &np));
+    CHECK_INT(np, 1);
+    for (size_t r = 1; r < 3; r++) {
+        c.waited_ms = SL_CLAIM_HANDOFF_MS * (r + 1) - 1;
+        CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[r], 500, 1000, pick, next, &np));
+        CHECK_INT(np, 0);
+        c.waited_ms = SL_CLAIM_HANDOFF_MS * (r + 1);
+        CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[r], 500, 1000, pick, next, &np));
+        CHECK_INT(np, 1);
+        CHECK_STR(next[0].owner, by_rank[r]);
+        CHECK_INT(next[0].epoch, 1);
+    }
+    /* no free slot: never */
+    c.waited_ms = 60000;
+    CHECK_OK(sl_claim_pick(&c, 1, m, 4, "d", 500, 1000, pick, next, &np));
+    CHECK_INT(np, 0);
+    /* a claim held by a live owner is never handed on */
+    c.claim = claim("a", 1, 10000, false);
+    c.owner_alive = true;
+    CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[2], 500, 1000, pick, next, &np));
+    CHECK_INT(np, 0);
+}
+
 static void test_after_epoch(void) {
     const char *j = "{\"name\": \"x\", \"trainer\": {\"type\": \"command\", \"command\": \"t\"},"
                     " \"search_space\": {\"lr\": {\"type\": \"real\", \"low\": 0, \"high\": 1}},"
@@ -237,6 +281,7 @@ static void test_after_epoch(void) {
 int main(void) {
     sl_test_run("codecs", test_codecs);
     sl_test_run("pick", test_pick);
+    sl_test_run("handoff", test_handoff);
     sl_test_run("after_epoch", test_after_epoch);
     sl_test_run("lifecycle", test_lifecycle);
     sl_test_run("split_brain", test_split_brain);

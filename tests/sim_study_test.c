@@ -102,6 +102,7 @@ typedef struct {
     int job_count;               /* used */
     int64_t heard[PEERS];        /* last time it heard from each peer */
     uint64_t last_epoch[MAX_T];  /* T3: claim epochs only grow in this replica */
+    int64_t claimable_since[MAX_T]; /* when it saw each trial claimable (0: not; volatile) */
 } peer_t;
 
 typedef struct {
@@ -432,6 +433,13 @@ static void take_claims(world_t *w, int p, const view_t *v) {
         st[i] = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now, c->owner_alive);
         if (w->bug == BUG_T5_NO_TAKEOVER && (st[i] == SL_CLAIM_OWNER_DEAD || st[i] == SL_CLAIM_LAPSED))
             c->needs_work = false;
+        /* how long it has waited in this view (the claim core hands a
+           trial its assignee leaves waiting on to the next member) */
+        if (!c->needs_work || !sl_claim_may_take(st[i]))
+            me->claimable_since[i] = 0;
+        else if (!me->claimable_since[i])
+            me->claimable_since[i] = w->now;
+        c->waited_ms = me->claimable_since[i] ? (uint64_t)(w->now - me->claimable_since[i]) : 0;
     }
     /* the members alive in this view, with the free slots this view shows */
     sl_round_member_t m[PEERS];
@@ -463,6 +471,7 @@ static void take_claims(world_t *w, int p, const view_t *v) {
         if (st[t] == SL_CLAIM_OWNER_DEAD || st[t] == SL_CLAIM_LAPSED)
             w->takeovers++;
         r->claim = next[k];
+        me->claimable_since[t] = 0;
         if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
             r->metrics = 0; /* the bug: a new claim starts a new metric map */
             r->metrics_claim = next[k].epoch;
@@ -549,6 +558,7 @@ static void crash(world_t *w, int p, int64_t down_ms) {
     peer_t *me = &w->peers[p];
     me->up = false;
     me->job_count = 0; /* volatile state gone; the replica is on disk */
+    memset(me->claimable_since, 0, sizeof me->claimable_since);
     me->down_until = w->now + down_ms;
     w->last_fault = w->now;
 }

@@ -55,6 +55,11 @@ uint64_t sl_round_trial_weight(const char *peer_id, const char *trial_id);
 sl_err sl_round_assign(const sl_round_member_t *members, size_t count,
                        const char *const *trial_ids, size_t trial_count, int *owner_out);
 
+/* How many alive members with free slots outrank `self` for a trial (0:
+ * self weighs highest among them). */
+size_t sl_round_rank(const sl_round_member_t *members, size_t count, const char *trial_id,
+                     const char *self);
+
 #ifdef __cplusplus
 }
 #endif

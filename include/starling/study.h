@@ -430,16 +430,25 @@ typedef struct {
     sl_claim_t claim;     /* its claim register */
     bool owner_alive;     /* the claim's owner is alive in this peer's view */
     bool needs_work;      /* no result, and fewer epochs recorded than its rung's */
+    uint64_t waited_ms;   /* claimable this long in this peer's view, unclaimed */
 } sl_claim_cand_t;
+
+/* A candidate assigned to another member is handed on when that member
+ * lets it wait: to the member ranked r below the top (sl_round_rank) once
+ * it has waited (r + 1) x this long. */
+#define SL_CLAIM_HANDOFF_MS 100
 
 /* Which trials `self` claims now, and the registers to write. Among the
  * candidates that need work and that `self` may take (sl_claim_status_of),
  * in priority order (higher rung, then ordinal, then id), each goes to the
  * alive member with free slots that weighs highest for it
  * (sl_round_assign; `members` must include `self` with its own free
- * slots); those that land on `self` are picked: pick[k] indexes cands,
- * next[k] is the register to write (epoch + 1, a fresh lease). `pick` and
- * `next` hold `count` entries. */
+ * slots); those that land on `self` are picked. With slots left, `self`
+ * then also takes, in the same order, a candidate assigned to another that
+ * has waited (rank + 1) x SL_CLAIM_HANDOFF_MS: the member the view assigns
+ * it to may have died unnoticed, or see the trial later. pick[k] indexes
+ * cands, next[k] is the register to write (epoch + 1, a fresh lease).
+ * `pick` and `next` hold `count` entries. */
 sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
                      const sl_round_member_t *members, size_t member_count, const char *self,
                      uint64_t now_ms, uint32_t lease_ms, size_t *pick, sl_claim_t *next,
