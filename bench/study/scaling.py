@@ -7,6 +7,10 @@ checkpoints its epoch after each (so a promoted or preempted trial
 resumes). While it runs, a quarter of the peers (N // 4) churn: each is
 killed with kill -9 every --churn-period seconds (staggered) and
 restarted --churn-down seconds later. Speed-up is T(1 peer) / T(N).
+Each line also gives ASHA's own bound on this very study (asha_bound.py
+with the trials' scores read back from the store): the makespan of ideal
+workers, without churn and with this churn, and its efficiency; the
+summary gives the share of that bound each N reached.
 
     scaling.py --build BUILD [--peers 1,2,4,8,16] [--trials 200]
                [--epoch-s 0.25] [--churn-period 8] [--churn-down 1]
@@ -15,6 +19,7 @@ import argparse, json, os, random, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, loadavg
+import asha_bound
 
 # sleeps an epoch, reports, then checkpoints (the peer replicates the
 # checkpoint directory one report behind, as for any command trial). The
@@ -90,9 +95,29 @@ def run_one(a, n):
         r = {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
              "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,
              "study_stats": totals, "loadavg_end": loadavg()}
+        r.update(bound(a, n, st["trials"]))
         if a.keep:
             r["dir"] = c.dir
         return r
+
+
+def bound(a, n, trials):
+    """What ASHA itself allows on this very study (its trials' scores, in
+    proposal order) with n ideal workers, with and without this run's
+    churn (an oracle that resumes a killed trial at once): asha_bound.py's
+    model. The efficiency of the bound is against the model's own 1-worker
+    time, which the shell's per-epoch cost does not inflate."""
+    scores = [t["config"]["q"] for t in sorted(trials, key=lambda t: t["ordinal"])]
+    if len(scores) != a.trials:
+        return {}
+    ms = lambda k, churn=None: asha_bound.makespan(k, scores=scores, epoch_s=a.epoch_s,
+                                                   churn=churn)
+    t1 = ms(1)
+    out = {"bound_s": ms(n), "bound_efficiency": round(t1 / ms(n) / n, 3)}
+    if n >= 4:
+        tc = ms(n, (a.churn_period, a.churn_down, 0.0))
+        out.update({"bound_churn_s": tc, "bound_churn_efficiency": round(t1 / tc / n, 3)})
+    return out
 
 
 def main():
@@ -122,8 +147,13 @@ def main():
     for r in rows:
         if base and "seconds" in r:
             su = base / r["seconds"]
-            summary.append({"peers": r["peers"], "speedup": round(su, 2),
-                            "efficiency": round(su / r["peers"], 2)})
+            row = {"peers": r["peers"], "speedup": round(su, 2),
+                   "efficiency": round(su / r["peers"], 2)}
+            b = r.get("bound_churn_efficiency", r.get("bound_efficiency"))
+            if b:
+                row["bound_efficiency"] = b
+                row["share_of_bound"] = round(su / r["peers"] / b, 2)
+            summary.append(row)
     print(json.dumps({"summary": summary}), flush=True)
 
 
