@@ -786,9 +786,14 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
     int64_t now = (int64_t)(now_ns / 1000000ull);
     int64_t deadline = sl_swim_next_deadline_ms(node->swim);
     int64_t wait = deadline == INT64_MAX ? max_wait_ms : deadline - now;
+    /* (a tick's wait is rounded up: rounded down, a deadline less than a
+       millisecond away gave a wait of 0 and the tick, not yet due when
+       the poll returned, was not run; the loop spun on poll(2) until it
+       was, a peer at rest's most frequent system call) */
     for (size_t i = 0; i < node->tick_count; i++)
         if (node->ticks[i].due_ns) {
-            int64_t w = (int64_t)(node->ticks[i].due_ns / 1000000ull) - now;
+            uint64_t due = node->ticks[i].due_ns;
+            int64_t w = due <= now_ns ? 0 : (int64_t)((due - now_ns + 999999ull) / 1000000ull);
             wait = w < wait ? w : wait;
         }
     if (wait < 0)
