@@ -21,6 +21,16 @@ bool sl_blob_node_unhex(const uint8_t *s, size_t len, uint8_t out[SL_BLAKE2B_LEN
     return len == HEX_LEN && sl_unhex((const char *)s, len, out);
 }
 
+static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns);
+
+/* Work for the tick (a job, a writer, a placement check) was started
+ * between two ticks: run it at the end of this loop turn rather than at
+ * its next deadline (an idle blob node otherwise woke every 20 ms to look
+ * for such work, a peer's most frequent wake-up at rest). */
+static void tick_soon(sl_blob_node_t *bn) {
+    sl_node_tick_soon(bn->node, on_tick, bn);
+}
+
 static void manifest_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out) {
     memcpy(out, PREFIX, PREFIX_LEN);
     sl_hex(hash, SL_BLAKE2B_LEN, out + PREFIX_LEN);
@@ -161,6 +171,7 @@ void sl_blob_node_lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_L
     if (sl_blob_node_holds(bn, blob, sl_node_name(bn->node))) {
         set_holder(bn, blob, false);
         bn->next_reconcile_ms = 0;
+        tick_soon(bn);
     }
 }
 
@@ -352,6 +363,7 @@ static void start_writer(sl_blob_node_t *bn, const sl_blob_manifest_t *m, const 
     w->ctx = ctx;
     bn->writers[bn->writer_count++] = w;
     pump_writer(bn, w); /* a small blob is written at once */
+    tick_soon(bn);
 }
 
 static sl_err commit(sl_blob_node_t *bn, const sl_blob_manifest_t *m);
@@ -622,6 +634,7 @@ sl_err sl_blob_node_start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_
     bn->st.jobs = bn->job_count;
     sl_blob_node_forget(bn, hash);
     pump(bn, job, now_ms()); /* may finish it at once */
+    tick_soon(bn);
     return SL_OK;
 }
 
@@ -889,8 +902,10 @@ sl_err sl_blob_node_delete(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN
     sl_blob_manifest_fini(&m);
     char key[PREFIX_LEN + HEX_LEN + 8];
     size_t n = dead_key(hash, key);
-    if ((err = sl_store_node_put(bn->store, key, n, "1", 1)) == SL_OK)
+    if ((err = sl_store_node_put(bn->store, key, n, "1", 1)) == SL_OK) {
         bn->next_reconcile_ms = 0; /* this peer drops its copy at the next turn */
+        tick_soon(bn);
+    }
     return err;
 }
 
@@ -1019,11 +1034,8 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
             pump_writer(bn, bn->writers[i]);
     if (bn->writer_count)
         return now_ns; /* copying out: the next slice at the next turn */
-    /* A job started by a message or a command between two ticks must not
-     * wait for the next reconcile: look in at least every IDLE_TICK_MS. */
-    uint64_t due = now + IDLE_TICK_MS;
-    if (bn->next_reconcile_ms < due)
-        due = bn->next_reconcile_ms;
+    /* (work started between two ticks asks for a tick: tick_soon) */
+    uint64_t due = bn->next_reconcile_ms;
     for (size_t i = 0; i < bn->job_count; i++) {
         if (bn->jobs[i]->phase != PHASE_FETCH)
             return now_ns; /* reading chunk files: the next slice at the next turn */
@@ -1039,8 +1051,10 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
 static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     (void)node;
     sl_blob_node_t *bn = ctx;
-    if (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE)
+    if (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE) {
         bn->next_reconcile_ms = 0; /* a holder may have died: check placement now */
+        tick_soon(bn);
+    }
 }
 
 static size_t on_stats(void *ctx, sl_node_counter_t *c, size_t cap) {

@@ -14,7 +14,6 @@
 #define MAX_WAITERS 8
 #define RECENT 64                      /* finished fetches remembered for blob-fetch */
 #define SLICE_BYTES (4u << 20)         /* chunk bytes read per job per loop turn (~20 ms) */
-#define IDLE_TICK_MS 20                /* longest a new job waits for its next slice */
 /* chunks in a manifest that fits one store value: 34 bytes each, ~60 of header */
 #define MAX_MANIFEST_CHUNKS ((SL_STORE_MAX_VALUE_LEN - 64) / (SL_BLAKE2B_LEN + 2))
 #define DEFAULT_CACHE_BYTES (2ull << 30) /* fetched copies kept when not a holder */
