@@ -2,6 +2,7 @@
  * CurveZMQ + ZAP when a cluster key is set, and a DEALER for clients.
  * See include/starling/net.h and docs/transport.md. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,9 +87,14 @@ struct sl_net {
     int handshaking[HANDSHAKING_MAX]; /* fds of accepted connections still in handshake, oldest first */
     size_t handshaking_count;  /* entries in handshaking */
     sl_net_stats_t stats;      /* counters */
-    zmq_pollitem_t *items;     /* poll set: ROUTER, monitor, ZAP if any, open DEALERs */
-    size_t *item_conn;         /* conns index of each DEALER item */
-    bool router_may_read;      /* the last poll saw input on the ROUTER, not yet read to empty */
+    struct pollfd *fds;        /* poll set: ROUTER, monitor, ZAP if any, open DEALERs */
+    size_t *item_conn;         /* conns index of each DEALER entry */
+    int router_fd;             /* the sockets' ZMQ_FDs (edge-triggered, see sl_net_poll) */
+    int monitor_fd;
+    int zap_fd;                /* -1 without a key */
+    bool router_may_read;      /* may hold input: its fd fired, or a reply went, since it read empty */
+    bool monitor_may_read;
+    bool zap_may_read;
     size_t next_conn;          /* where the next DEALER read scan starts (fairness) */
 };
 
@@ -280,10 +286,10 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->max_msg_len = cfg->max_msg_len ? cfg->max_msg_len : SL_MSG_MAX_LEN;
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
-    net->items = sl_calloc(net->max_conns + 3, sizeof *net->items);
+    net->fds = sl_calloc(net->max_conns + 3, sizeof *net->fds);
     net->item_conn = sl_calloc(net->max_conns, sizeof *net->item_conn);
     net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
-    if (!net->conns || !net->items || !net->item_conn || !net->shared)
+    if (!net->conns || !net->fds || !net->item_conn || !net->shared)
         goto fail;
     zmq_msg_init(&net->in_route);
     zmq_msg_init(&net->in_header);
@@ -349,6 +355,13 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     size_t ep_len = sizeof net->endpoint;
     if (zmq_getsockopt(net->router, ZMQ_LAST_ENDPOINT, net->endpoint, &ep_len) != 0)
         goto fail;
+    size_t fd_len = sizeof(int);
+    net->zap_fd = -1;
+    if (zmq_getsockopt(net->router, ZMQ_FD, &net->router_fd, &fd_len) != 0 ||
+        zmq_getsockopt(net->monitor, ZMQ_FD, &net->monitor_fd, &fd_len) != 0 ||
+        (net->zap && zmq_getsockopt(net->zap, ZMQ_FD, &net->zap_fd, &fd_len) != 0))
+        goto fail;
+    net->router_may_read = net->monitor_may_read = net->zap_may_read = true;
     *out = net;
     return SL_OK;
 fail:
@@ -365,7 +378,7 @@ void sl_net_destroy(sl_net_t **pnet) {
             conn_close(net, &net->conns[i]);
         sl_free(net->conns);
     }
-    sl_free(net->items);
+    sl_free(net->fds);
     sl_free(net->item_conn);
     sl_free(net->shared);
     zmq_msg_close(&net->in_route);
@@ -437,8 +450,11 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     snprintf(slot->addr, sizeof slot->addr, "%s", addr);
     slot->sock = s;
     size_t fd_len = sizeof slot->fd;
-    if (zmq_getsockopt(s, ZMQ_FD, &slot->fd, &fd_len) != 0)
-        slot->fd = -1;
+    if (zmq_getsockopt(s, ZMQ_FD, &slot->fd, &fd_len) != 0) {
+        zmq_close(s);
+        slot->sock = NULL;
+        return NULL;
+    }
     slot->may_read = true;
     slot->opened_ns = sl_plat_now_ns();
     net->stats.conns_opened++;
@@ -673,6 +689,7 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
 static bool router_send(sl_net_t *net, const sl_net_route_t *route,
                         const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
                         size_t body_len) {
+    net->router_may_read = true; /* (a send may take in the reader's wake-up: try_send) */
     if (route->len == 0 || route->len > SL_NET_ROUTE_MAX ||
         zmq_send(net->router, route->id, route->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return false;
@@ -769,14 +786,17 @@ static bool has_more(void *sock) {
     return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more;
 }
 
-/* One ZAP request (RFC 27): accept only the cluster's public key. */
-static void serve_zap(sl_net_t *net) {
+/* One ZAP request (RFC 27): accept only the cluster's public key. False
+ * when none was waiting. */
+static bool serve_zap(sl_net_t *net) {
     zmq_msg_t f[7];
     int n = 0;
     for (; n < 7; n++) {
         zmq_msg_init(&f[n]);
         if (zmq_msg_recv(&f[n], net->zap, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&f[n]);
+            if (n == 0)
+                return false;
             break;
         }
         if (!zmq_msg_more(&f[n])) {
@@ -789,7 +809,7 @@ static void serve_zap(sl_net_t *net) {
         for (int i = 0; i < n; i++)
             zmq_msg_close(&f[i]);
         /* A malformed request from our own libzmq: nothing sensible to send. */
-        return;
+        return true;
     }
     /* frames: version, request id, domain, address, routing id, mechanism, credentials */
     bool ok = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
@@ -809,6 +829,7 @@ static void serve_zap(sl_net_t *net) {
     }
     for (int i = 0; i < 7; i++)
         zmq_msg_close(&f[i]);
+    return true;
 }
 
 /* A connection of our ROUTER closed: if a peer shared it with us, forget
@@ -834,12 +855,13 @@ bool sl_net_next_lost(sl_net_t *net, char *addr, size_t cap) {
     return true;
 }
 
-static void serve_monitor(sl_net_t *net) {
+/* One event of the ROUTER's monitor; false when none was waiting. */
+static bool serve_monitor(sl_net_t *net) {
     zmq_msg_t ev;
     zmq_msg_init(&ev);
     if (zmq_msg_recv(&ev, net->monitor, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&ev);
-        return;
+        return false;
     }
     uint16_t event = 0;
     uint32_t value = 0;
@@ -897,6 +919,15 @@ static void serve_monitor(sl_net_t *net) {
     default:
         break;
     }
+    return true;
+}
+
+/* Serves the monitor's events and ZAP's requests until none is left. */
+static void serve_side_sockets(sl_net_t *net) {
+    while (net->monitor_may_read)
+        net->monitor_may_read = serve_monitor(net);
+    while (net->zap && net->zap_may_read)
+        net->zap_may_read = serve_zap(net);
 }
 
 static void release_in(sl_net_t *net) {
@@ -1014,6 +1045,7 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
                 waiting |= c->pending_count > 0;
             }
         }
+        serve_side_sockets(net);
         if (read_any(net, in) == SL_OK)
             return SL_OK;
         int wait_ms;
@@ -1029,37 +1061,40 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         }
         if (waiting && (wait_ms < 0 || wait_ms > PENDING_POLL_MS))
             wait_ms = PENDING_POLL_MS;
-        zmq_pollitem_t *items = net->items;
-        items[0] = (zmq_pollitem_t){net->router, 0, ZMQ_POLLIN, 0};
-        items[1] = (zmq_pollitem_t){net->monitor, 0, ZMQ_POLLIN, 0};
+        /* Every socket by its ZMQ_FD, in one poll(2). The descriptors are
+           edge-triggered: one fires when its socket has new commands
+           (input arrived, a connection changed), and any call on the
+           socket may take them in first, so a socket is marked to be read
+           when its descriptor fires or after a send on it, and read until
+           empty. zmq_poll asked each socket item for ZMQ_EVENTS twice a
+           call (a poll(2) and a getpid(2) each, inside ZeroMQ) and polled
+           twice: eight system calls a wake-up for three sockets */
+        struct pollfd *fds = net->fds;
+        fds[0] = (struct pollfd){.fd = net->router_fd, .events = POLLIN};
+        fds[1] = (struct pollfd){.fd = net->monitor_fd, .events = POLLIN};
         size_t n = 2;
         if (net->zap)
-            items[n++] = (zmq_pollitem_t){net->zap, 0, ZMQ_POLLIN, 0};
+            fds[n++] = (struct pollfd){.fd = net->zap_fd, .events = POLLIN};
         size_t first_conn = n;
         for (size_t i = 0; i < net->max_conns; i++)
             if (net->conns[i].sock) {
-                /* DEALERs by their descriptors: zmq_poll asks a socket
-                   item for its ZMQ_EVENTS, two system calls each, every
-                   poll; a descriptor costs nothing until it fires */
-                const conn_t *c = &net->conns[i];
                 net->item_conn[n - first_conn] = i;
-                items[n++] = c->fd >= 0 ? (zmq_pollitem_t){NULL, c->fd, ZMQ_POLLIN, 0}
-                                        : (zmq_pollitem_t){c->sock, 0, ZMQ_POLLIN, 0};
+                fds[n++] = (struct pollfd){.fd = net->conns[i].fd, .events = POLLIN};
             }
-        int rc = zmq_poll(items, (int)n, wait_ms);
+        int rc = poll(fds, (nfds_t)n, wait_ms);
         polled = true;
         if (rc < 0) {
             if (errno == EINTR)
                 return SL_EAGAIN;
             return SL_EIO;
         }
-        if (net->zap && (items[2].revents & ZMQ_POLLIN))
-            serve_zap(net);
-        if (items[1].revents & ZMQ_POLLIN)
-            serve_monitor(net);
-        bool readable = net->router_may_read = items[0].revents & ZMQ_POLLIN;
+        net->monitor_may_read |= (fds[1].revents & POLLIN) != 0;
+        if (net->zap)
+            net->zap_may_read |= (fds[2].revents & POLLIN) != 0;
+        serve_side_sockets(net);
+        bool readable = net->router_may_read |= (fds[0].revents & POLLIN) != 0;
         for (size_t j = first_conn; j < n; j++)
-            if (items[j].revents & ZMQ_POLLIN)
+            if (fds[j].revents & POLLIN)
                 readable = net->conns[net->item_conn[j - first_conn]].may_read = true;
         if (readable && read_any(net, in) == SL_OK)
             return SL_OK;
