@@ -1018,6 +1018,9 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     case SL_BLOB_MSG_CHUNK: on_chunk(bn, &m, now_ns / 1000000ull); break;
     case SL_BLOB_MSG_OFFER: on_offer(bn, &m); break;
     }
+    /* a chunk may have moved a fetch on to its checks, which run as tick
+       slices: the tick's deadline was the fetch's timeout */
+    tick_soon(bn);
 }
 
 static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
