@@ -95,6 +95,11 @@ struct sl_net {
     bool router_may_read;      /* may hold input: its fd fired, or a reply went, since it read empty */
     bool monitor_may_read;
     bool zap_may_read;
+    struct {
+        int fd;                /* a plain descriptor polled beside the sockets */
+        bool ready;            /* the last poll saw it readable */
+    } watches[SL_NET_MAX_WATCHES];
+    size_t watch_count;
     size_t next_conn;          /* where the next DEALER read scan starts (fairness) */
 };
 
@@ -286,7 +291,7 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->max_msg_len = cfg->max_msg_len ? cfg->max_msg_len : SL_MSG_MAX_LEN;
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
-    net->fds = sl_calloc(net->max_conns + 3, sizeof *net->fds);
+    net->fds = sl_calloc(net->max_conns + 3 + SL_NET_MAX_WATCHES, sizeof *net->fds);
     net->item_conn = sl_calloc(net->max_conns, sizeof *net->item_conn);
     net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
     if (!net->conns || !net->fds || !net->item_conn || !net->shared)
@@ -1075,6 +1080,9 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         size_t n = 2;
         if (net->zap)
             fds[n++] = (struct pollfd){.fd = net->zap_fd, .events = POLLIN};
+        size_t first_watch = n;
+        for (size_t w = 0; w < net->watch_count; w++)
+            fds[n++] = (struct pollfd){.fd = net->watches[w].fd, .events = POLLIN};
         size_t first_conn = n;
         for (size_t i = 0; i < net->max_conns; i++)
             if (net->conns[i].sock) {
@@ -1096,13 +1104,34 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         for (size_t j = first_conn; j < n; j++)
             if (fds[j].revents & POLLIN)
                 readable = net->conns[net->item_conn[j - first_conn]].may_read = true;
+        bool woken = false;
+        for (size_t w = 0; w < net->watch_count; w++)
+            if (fds[first_watch + w].revents & (POLLIN | POLLHUP | POLLERR))
+                woken = net->watches[w].ready = true;
         if (readable && read_any(net, in) == SL_OK)
             return SL_OK;
-        if (timeout_ms == 0)
+        if (woken || timeout_ms == 0)
             return SL_EAGAIN;
         if (rc == 0 && !waiting)
             return SL_EAGAIN;
     }
+}
+
+sl_err sl_net_watch_fd(sl_net_t *net, int fd) {
+    if (net->watch_count == SL_NET_MAX_WATCHES)
+        return SL_EBUSY;
+    net->watches[net->watch_count].fd = fd;
+    net->watches[net->watch_count++].ready = false;
+    return SL_OK;
+}
+
+bool sl_net_fd_ready(sl_net_t *net, int fd) {
+    for (size_t w = 0; w < net->watch_count; w++)
+        if (net->watches[w].fd == fd && net->watches[w].ready) {
+            net->watches[w].ready = false;
+            return true;
+        }
+    return false;
 }
 
 /* ---- Client ---- */

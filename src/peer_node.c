@@ -90,6 +90,12 @@ struct sl_node {
     tick_t ticks[SL_NODE_MAX_TICKS];   /* timer callbacks */
     size_t tick_count;                 /* entries in ticks */
     listener_t listeners[SL_NODE_MAX_LISTENERS]; /* membership-event listeners */
+    struct {
+        int fd;                        /* watched descriptor */
+        sl_node_fd_fn fn;              /* called when it is readable */
+        void *ctx;                     /* its context */
+    } watches[SL_NET_MAX_WATCHES];     /* sl_node_watch_fd */
+    size_t watch_count;                /* entries in watches */
     size_t listener_count;             /* entries in listeners */
     stop_hook_t stop_hooks[SL_NODE_MAX_LISTENERS]; /* run on SIGTERM before the leave */
     size_t stop_hook_count;            /* entries in stop_hooks */
@@ -426,6 +432,18 @@ sl_err sl_node_member_listen(sl_node_t *node, sl_node_member_fn fn, void *ctx) {
         return SL_EBUSY;
     node->listeners[node->listener_count++] = (listener_t){fn, ctx};
     return SL_OK;
+}
+
+sl_err sl_node_watch_fd(sl_node_t *node, int fd, sl_node_fd_fn fn, void *ctx) {
+    if (!fn || fd < 0)
+        return SL_EINVAL;
+    sl_err err = sl_net_watch_fd(node->net, fd);
+    if (err == SL_OK) {
+        node->watches[node->watch_count].fd = fd;
+        node->watches[node->watch_count].fn = fn;
+        node->watches[node->watch_count++].ctx = ctx;
+    }
+    return err;
 }
 
 sl_err sl_node_tick_register(sl_node_t *node, sl_node_tick_fn fn, void *ctx) {
@@ -811,6 +829,9 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
     }
     if (err != SL_OK && err != SL_EAGAIN)
         return err;
+    for (size_t i = 0; i < node->watch_count; i++)
+        if (sl_net_fd_ready(node->net, node->watches[i].fd))
+            node->watches[i].fn(node->watches[i].ctx, node);
     now_ns = sl_plat_now_ns();
     now = (int64_t)(now_ns / 1000000ull);
     /* A member's connection to us closed: probe it now rather than when

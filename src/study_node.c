@@ -22,6 +22,7 @@
  *                              naming a blob with its copies (src/study_ckpt.c) */
 #include "starling/study_node.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -458,6 +459,7 @@ static void job_launch(sl_study_node_t *sn, job_t *j, int from) {
              self_name(sn), j->epoch, j->rung, from + 1, job->target_epochs);
     job_log(j, line);
     sl_log(SL_LOG_INFO, "STUDY-RUN", "study %s trial %s: %s", j->study, j->trial, line);
+    job->wake_fd = sn->wake[1];
     sl_err err = sl_study_worker_start(job, &j->w);
     sl_free(job);
     if (err != SL_OK) {
@@ -1082,24 +1084,30 @@ claims_out:
     sl_free(next);
 }
 
-/* Whether a turn is due now: something changed (the replica, a worker's
- * queue, membership) and the gap since the last turn has passed, or a
- * tick period went by with no change. */
-static bool turn_due(sl_study_node_t *sn, uint64_t now_ns) {
-    uint64_t period = (uint64_t)sn->cfg.tick_ms * 1000000ull;
-    if (now_ns >= sn->full_ns + period)
-        return true;
+/* The least time between two turns. */
+static uint64_t turn_gap_ns(const sl_study_node_t *sn) {
     uint64_t gap = (uint64_t)TURN_GAP_MS * 1000000ull;
-    if (gap < TURN_COST_X * sn->turn_cost_ns)
-        gap = TURN_COST_X * sn->turn_cost_ns;
-    if (now_ns < sn->turn_ns + gap)
-        return false;
+    return gap < TURN_COST_X * sn->turn_cost_ns ? TURN_COST_X * sn->turn_cost_ns : gap;
+}
+
+/* Something changed since the last turn: the replica, a worker's queue,
+ * membership. */
+static bool changed(sl_study_node_t *sn) {
     if (sn->poked || sl_store_fingerprint(sl_store_node_store(sn->store)) != sn->turn_fp)
         return true;
     for (int i = 0; i < MAX_JOBS; i++)
         if (sn->jobs[i].study[0] && sn->jobs[i].w && sl_study_worker_pending(sn->jobs[i].w))
             return true;
     return false;
+}
+
+/* Whether a turn is due now: something changed and the gap since the last
+ * turn has passed, or a tick period went by with no change. */
+static bool turn_due(sl_study_node_t *sn, uint64_t now_ns) {
+    uint64_t period = (uint64_t)sn->cfg.tick_ms * 1000000ull;
+    if (now_ns >= sn->full_ns + period)
+        return true;
+    return now_ns >= sn->turn_ns + turn_gap_ns(sn) && changed(sn);
 }
 
 /* Any study not finished here, or a job: then changes are polled. */
@@ -1124,9 +1132,13 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     /* the loop used to turn only every tick_ms, so each trial waited a
        tick or more at each step (proposed, claimed, reported, released)
        and a slot ran at most one trial per tick; now it turns as soon as
-       something changed, polled every POLL_MS while a study is active */
+       something changed (told at once: the store's listener, the wake
+       pipe, membership), at most once a gap, and every POLL_MS while a
+       study is active */
     if (!turn_due(sn, now_ns)) {
         uint64_t next = now_ns + (sn->active ? (uint64_t)POLL_MS * 1000000ull : period);
+        if (sn->turn_ns + turn_gap_ns(sn) < next && changed(sn))
+            next = sn->turn_ns + turn_gap_ns(sn); /* what changed within the gap */
         return next < sn->full_ns + period ? next : sn->full_ns + period;
     }
     if (now_ns >= sn->full_ns + period)
@@ -1214,9 +1226,39 @@ static size_t study_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
 
 /* A member joined, died or left: claims and leaders may move at once. */
 static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
-    (void)node;
     (void)ev;
     ((sl_study_node_t *)ctx)->poked = true;
+    sl_node_tick_soon(node, tick, ctx);
+}
+
+/* A worker wrote to the wake pipe: it has an event, or it ended. */
+static void on_wake(void *ctx, sl_node_t *node) {
+    sl_study_node_t *sn = ctx;
+    char buf[256];
+    while (read(sn->wake[0], buf, sizeof buf) > 0) {
+    }
+    sl_node_tick_soon(node, tick, sn);
+}
+
+/* The wake pipe, both ends above 0 (a job's wake_fd of 0 means none),
+ * neither blocking (a full pipe already holds a wake-up). */
+static sl_err wake_pipe_open(int fds[2]) {
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+        return SL_EIO;
+    for (int i = 0; i < 2; i++)
+        if (fds[i] == 0) {
+            int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+            close(fds[i]);
+            fds[i] = moved;
+        }
+    if (fds[0] < 0 || fds[1] < 0) {
+        if (fds[0] >= 0)
+            close(fds[0]);
+        if (fds[1] >= 0)
+            close(fds[1]);
+        return SL_EIO;
+    }
+    return SL_OK;
 }
 
 /* How long a leaving peer waits for its last checkpoints' copies. */
@@ -1307,6 +1349,10 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
         goto fail;
     if ((err = sl_study_data_new(&sn->data)) != SL_OK)
         goto fail;
+    if ((err = wake_pipe_open(sn->wake)) != SL_OK)
+        goto fail;
+    if ((err = sl_node_watch_fd(node, sn->wake[0], on_wake, sn)) != SL_OK)
+        goto fail;
     if ((err = sl_study_ctl_register(sn)) != SL_OK)
         goto fail;
     if ((err = sl_node_tick_register(node, tick, sn)) != SL_OK)
@@ -1324,6 +1370,10 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
     return SL_OK;
 fail:
     sl_study_data_destroy(&sn->data);
+    if (sn->wake[0] > 0) {
+        close(sn->wake[0]);
+        close(sn->wake[1]);
+    }
     sl_free(sn);
     return err;
 }
@@ -1358,8 +1408,11 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
         sl_free(sn->specs[i].free_dirs);
     }
     sl_study_ckpt_fini(sn);
-    if (sn->orphan_count == 0) /* abandoned threads may still read the data sets */
-        sl_study_data_destroy(&sn->data);
+    if (sn->orphan_count == 0) { /* abandoned threads may still read the data sets */
+        sl_study_data_destroy(&sn->data); /* and write to the wake pipe */
+        close(sn->wake[0]);
+        close(sn->wake[1]);
+    }
     sl_free(sn);
     *snp = NULL;
 }

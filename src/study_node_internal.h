@@ -17,15 +17,20 @@
  * anti-entropy rounds of the store (100 ms by default). */
 #define CATCHUP_MS 1000
 /* The loop takes a turn as soon as something changed (a study key, told by
- * the store's listener; a worker's queue, polled every POLL_MS;
+ * the store's listener; a worker's event, told by a byte on the wake pipe;
  * membership), but leaves at least TURN_GAP_MS between turns, and at
  * least TURN_COST_X times the last turn's (wall) cost, so a busy loop
  * leaves the core to the rest of the peer; with no change it still turns
- * every tick_ms (leases, the time budget, waits). A turn costs what
- * changed and what is open, not the study's size (src/study_view.c); the
- * factor was 4 when it rebuilt the whole view. */
+ * every POLL_MS while a study is active (its waits: a fresh trial's
+ * STEAL_MS and the hand-offs, most of the claims in a busy study, and
+ * leases; at 50 ms an 8-peer scaling run took a second longer) and every
+ * tick_ms otherwise. A turn costs what changed and what is open, not the
+ * study's size (src/study_view.c); the factor was 4 when it rebuilt the
+ * whole view. Workers' events used to be polled every POLL_MS, with turns
+ * at least 10 ms apart: a slot waited 5-10 ms at each trial's end (no-op
+ * trials on 4 peers: 840 a second; 1,100-1,500 with a 2 ms gap). */
 #define POLL_MS 10
-#define TURN_GAP_MS 10
+#define TURN_GAP_MS 2
 #define TURN_COST_X 2
 /* A fresh trial that ranks another member first is left to it this long
  * before a peer with free slots takes it (docs/studies.md, "Claims"); the
@@ -197,6 +202,7 @@ struct sl_study_node {
     uint64_t ready_ms;               /* wall ms it first caught up after joining (0: not yet) */
     uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
+    int wake[2];                     /* pipe: workers write a byte per event (read, write) */
     int orphan_count;                /* entries in orphans */
     bool check_view;                 /* compare the live views with the store every turn */
     bool plant_lost_change;          /* test-only: drop a change in 50 from the live views */

@@ -84,6 +84,15 @@ static sl_err data_get(sl_study_data_t *d, const char *name, sl_nn_data_t **tr,
     return err;
 }
 
+/* Wakes the peer's loop, which would otherwise see the event only at its
+ * next look (a full pipe already holds a wake-up: EAGAIN is fine). */
+static void wake(const sl_study_worker_t *w) {
+    if (w->job.wake_fd > 0) {
+        ssize_t n = write(w->job.wake_fd, "", 1);
+        (void)n;
+    }
+}
+
 static void push(sl_study_worker_t *w, sl_wev_t *ev) {
     ev->next = NULL;
     pthread_mutex_lock(&w->mu);
@@ -93,6 +102,7 @@ static void push(sl_study_worker_t *w, sl_wev_t *ev) {
         w->head = ev;
     w->tail = ev;
     pthread_mutex_unlock(&w->mu);
+    wake(w);
 }
 
 static void push_simple(sl_study_worker_t *w, sl_wev_kind kind, bool failed, const char *text) {
@@ -373,6 +383,7 @@ static void *thread_main(void *arg) {
     else
         run_builtin(w);
     atomic_store(&w->ended, true);
+    wake(w);
     return NULL;
 }
 

@@ -45,6 +45,7 @@ typedef struct {
     char dir[1100];                  /* checkpoint directory (exists) */
     int threads;                     /* BLAS threads (0: the spec's) */
     sl_study_data_t *data;           /* shared data sets (builtin) */
+    int wake_fd;                     /* a byte is written here for each event (0: none) */
 } sl_study_job_t;
 
 /* Starts the thread. */

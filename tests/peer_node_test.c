@@ -2,6 +2,7 @@
  * turn find each other; control commands are a table other modules add
  * to; message types 16..63 are routed by range; the incarnation is kept
  * under the data directory and raised on every start. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -338,6 +339,44 @@ static void test_backlog_loses_nothing(void) {
     sl_node_destroy(&n);
 }
 
+/* A watched descriptor wakes the loop and gets its callback, once per
+ * time it became readable (the callback reads it empty). */
+typedef struct {
+    int fd;
+    int calls;
+} watch_t;
+
+static void on_readable(void *ctx, sl_node_t *node) {
+    (void)node;
+    watch_t *w = ctx;
+    char b[16];
+    while (read(w->fd, b, sizeof b) > 0) {
+    }
+    w->calls++;
+}
+
+static void test_watch_fd(void) {
+    sl_node_t *n = start("w0", NULL);
+    int fds[2];
+    CHECK(pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+    watch_t w = {fds[0], 0};
+    CHECK_OK(sl_node_watch_fd(n, fds[0], on_readable, &w));
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(sl_node_step(n, 10));
+    CHECK_INT(w.calls, 0); /* nothing written: never called */
+    CHECK(write(fds[1], "x", 1) == 1);
+    uint64_t end = sl_plat_now_ns() + 5000000000ull;
+    while (w.calls == 0 && sl_plat_now_ns() < end)
+        CHECK_OK(sl_node_step(n, 1000));
+    CHECK_INT(w.calls, 1);
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(sl_node_step(n, 10));
+    CHECK_INT(w.calls, 1); /* read empty: not called again */
+    close(fds[0]);
+    close(fds[1]);
+    sl_node_destroy(&n);
+}
+
 static void test_incarnation_persisted(void) {
     sl_node_t *n = start("solo", NULL);
     uint64_t first = sl_swim_incarnation(sl_node_swim(n));
@@ -382,6 +421,7 @@ int main(void) {
     sl_test_run("one_connection_a_pair", test_one_connection_a_pair);
     sl_test_run("backlog_loses_nothing", test_backlog_loses_nothing);
     sl_test_run("incarnation_persisted", test_incarnation_persisted);
+    sl_test_run("watch_fd", test_watch_fd);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -207,6 +207,15 @@ void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *
 #define SL_NET_LOST_MAX 16
 bool sl_net_next_lost(sl_net_t *net, char *addr, size_t cap);
 
+/* Polls a plain descriptor (readable) with the sockets, for input that
+ * does not come over the network: a pipe that threads write to. When it
+ * is readable, sl_net_poll returns at once (a message, or SL_EAGAIN) and
+ * sl_net_fd_ready says so. SL_EBUSY past SL_NET_MAX_WATCHES. */
+#define SL_NET_MAX_WATCHES 4
+sl_err sl_net_watch_fd(sl_net_t *net, int fd);
+/* Whether the last poll saw `fd` (a watched one) readable; clears it. */
+bool sl_net_fd_ready(sl_net_t *net, int fd);
+
 /* A copy of the counters. */
 void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats);
 

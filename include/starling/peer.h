@@ -149,6 +149,15 @@ typedef void (*sl_node_member_fn)(void *ctx, sl_node_t *node, const sl_swim_even
 
 sl_err sl_node_member_listen(sl_node_t *node, sl_node_member_fn fn, void *ctx);
 
+/* Called when a watched descriptor is readable; it reads what made it so. */
+typedef void (*sl_node_fd_fn)(void *ctx, sl_node_t *node);
+
+/* Wakes the loop when `fd` is readable and then calls fn: for a module
+ * whose threads hand it work (they write a byte to a pipe), so that the
+ * loop needs no polling to notice (sl_net_watch_fd). SL_EBUSY past
+ * SL_NET_MAX_WATCHES. */
+sl_err sl_node_watch_fd(sl_node_t *node, int fd, sl_node_fd_fn fn, void *ctx);
+
 /* One named counter a module adds to `stats`. */
 typedef struct {
     const char *name; /* counter name (a static string) */
