@@ -246,6 +246,14 @@ sl_err sl_result_decode(const char *json, size_t len, sl_result_t *out) {
 
 /* ---- picking trials, and what a worker does after an epoch ---- */
 
+/* Whether a candidate assigned to another member has waited past self's
+ * turn in the hand-off (sl_claim_pick). */
+static bool handed_on(const sl_claim_cand_t *c, const sl_round_member_t *members,
+                      size_t member_count, const char *self) {
+    size_t rank = sl_round_rank(members, member_count, c->trial_id, self);
+    return c->waited_ms >= SL_CLAIM_HANDOFF_MS * (rank + 1);
+}
+
 /* a before b in claim priority. */
 static bool cand_before(const sl_claim_cand_t *a, const sl_claim_cand_t *b) {
     if (a->rung != b->rung)
@@ -289,16 +297,14 @@ sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
     for (size_t i = 0; i < member_count; i++)
         if (members[i].alive && !strcmp(members[i].id, self))
             slots = members[i].free_slots;
+    /* first what the assignment gives self; then, with slots left, what
+       another member let wait past self's turn */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t k = 0; k < n && slots > 0; k++) {
             const sl_claim_cand_t *c = &cands[order[k]];
             bool mine = owner[k] >= 0 && !strcmp(members[owner[k]].id, self);
-            /* first what the assignment gives self; then, with slots
-               left, what another let wait past self's turn */
-            if (pass == 0 ? !mine
-                          : mine || c->waited_ms < SL_CLAIM_HANDOFF_MS *
-                                                       (1 + sl_round_rank(members, member_count,
-                                                                          c->trial_id, self)))
+            bool take = pass == 0 ? mine : !mine && handed_on(c, members, member_count, self);
+            if (!take)
                 continue;
             if (sl_claim_take(&c->claim, self, now_ms, c->owner_alive, lease_ms,
                               &next[*pick_count]) != SL_OK)

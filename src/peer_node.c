@@ -90,13 +90,13 @@ struct sl_node {
     tick_t ticks[SL_NODE_MAX_TICKS];   /* timer callbacks */
     size_t tick_count;                 /* entries in ticks */
     listener_t listeners[SL_NODE_MAX_LISTENERS]; /* membership-event listeners */
+    size_t listener_count;             /* entries in listeners */
     struct {
         int fd;                        /* watched descriptor */
         sl_node_fd_fn fn;              /* called when it is readable */
         void *ctx;                     /* its context */
     } watches[SL_NET_MAX_WATCHES];     /* sl_node_watch_fd */
     size_t watch_count;                /* entries in watches */
-    size_t listener_count;             /* entries in listeners */
     stop_hook_t stop_hooks[SL_NODE_MAX_LISTENERS]; /* run on SIGTERM before the leave */
     size_t stop_hook_count;            /* entries in stop_hooks */
     stats_hook_t stats_hooks[SL_NODE_MAX_LISTENERS]; /* module counters for `stats` */
