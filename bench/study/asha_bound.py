@@ -74,9 +74,7 @@ def makespan(n, trials=200, rungs=(1, 3, 9), eta=3, epoch_s=0.25, overhead_s=0.0
             return i
         return None
 
-    cancelled = set()
-    alive_work = lambda: fresh < trials or resumable or running or any(
-        i in paused for i in range(trials))
+    cancelled = set()  # end events of jobs killed before they ended
     if churn:
         period, down, stall = churn
         churners = list(range(n - n // 4, n)) if n >= 4 else []
@@ -91,6 +89,8 @@ def makespan(n, trials=200, rungs=(1, 3, 9), eta=3, epoch_s=0.25, overhead_s=0.0
             k = rung[i]
             s = push(t + (rungs[k] - done[i]) * epoch_s + overhead_s, "end", w, i, t)
             running[w] = (i, t, s)
+        # nothing runs, waits to resume or is left to start: done (a paused
+        # trial can become promotable only through a new result)
         if not running and not resumable and fresh >= trials and not any(
                 e[2] == "stalled" for e in events):
             return t
