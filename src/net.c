@@ -728,16 +728,18 @@ sl_err sl_net_send_back(sl_net_t *net, const sl_net_route_t *route,
     return SL_OK;
 }
 
-void sl_net_disconnect(sl_net_t *net, const char *addr) {
+/* Forgets the member at `addr`'s connections: ours to it is retired
+ * (sl_net_disconnect) or closed at once (sl_net_redial), and its to us is
+ * no longer shared. */
+static void forget_member(sl_net_t *net, const char *addr, bool close_now) {
     char ep[SL_ADDR_MAX + 16];
     if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
         return;
-    /* Not closed at once: the peer may have sent us messages on it (it
-     * does when the pair shares it) that are still in its queue, and a
-     * member declared dead by mistake goes on sending until it learns.
-     * What waits to go out is dropped; the rest is read a while yet. */
     conn_t *c = conn_find(net, ep);
-    if (c && !c->retired_ns) {
+    if (c && close_now) {
+        conn_close(net, c);
+        net->stats.conns_redialled++;
+    } else if (c && !c->retired_ns) {
         net->stats.dropped_out += c->pending_count;
         conn_clear_pending(c);
         c->retired_ns = sl_plat_now_ns();
@@ -747,18 +749,16 @@ void sl_net_disconnect(sl_net_t *net, const char *addr) {
         memset(sh, 0, sizeof *sh);
 }
 
+void sl_net_disconnect(sl_net_t *net, const char *addr) {
+    /* Not closed at once: the peer may have sent us messages on it (it
+     * does when the pair shares it) that are still in its queue, and a
+     * member declared dead by mistake goes on sending until it learns.
+     * What waits to go out is dropped; the rest is read a while yet. */
+    forget_member(net, addr, false);
+}
+
 void sl_net_redial(sl_net_t *net, const char *addr) {
-    char ep[SL_ADDR_MAX + 16];
-    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
-        return;
-    conn_t *c = conn_find(net, ep);
-    if (c) {
-        conn_close(net, c);
-        net->stats.conns_redialled++;
-    }
-    shared_t *sh = shared_find(net, ep);
-    if (sh)
-        memset(sh, 0, sizeof *sh);
+    forget_member(net, addr, true);
 }
 
 void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats) {

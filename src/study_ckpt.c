@@ -314,11 +314,12 @@ static int unpack(ck_restore_t *rs, const uint8_t *data, size_t len, char *why, 
 /* An inline checkpoint: unpacked at once (true), or not inline (false). */
 static bool restore_inline(ck_restore_t *rs) {
     cJSON *man = cJSON_Parse(rs->manifest);
-    const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(man, "inline"));
-    if (!cJSON_GetObjectItem(man, "inline")) {
+    const cJSON *in = cJSON_GetObjectItem(man, "inline");
+    if (!in) {
         cJSON_Delete(man);
         return false;
     }
+    const char *hex = cJSON_GetStringValue(in);
     uint8_t data[INLINE_MAX];
     size_t len = 0;
     char why[256] = "the inline checkpoint is malformed";

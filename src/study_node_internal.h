@@ -202,8 +202,8 @@ struct sl_study_node {
     uint64_t ready_ms;               /* wall ms it first caught up after joining (0: not yet) */
     uint64_t joined_ms;              /* wall ms it first saw another member alive (0: not yet) */
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
-    int wake[2];                     /* pipe: workers write a byte per event (read, write) */
     int orphan_count;                /* entries in orphans */
+    int wake[2];                     /* pipe: workers write a byte per event (read, write) */
     bool check_view;                 /* compare the live views with the store every turn */
     bool plant_lost_change;          /* test-only: drop a change in 50 from the live views */
     uint64_t plant_count;            /* changes seen while planted */

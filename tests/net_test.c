@@ -52,6 +52,20 @@ static long pump_until_msg(sl_net_t *from, sl_net_t *to, int deadline_ms, uint8_
     return -1;
 }
 
+/* Sends `text` from `from` to `to_ep` and checks that `to` receives it
+ * whole; `in` (may be NULL) gets the message as received. */
+static void deliver(sl_net_t *from, sl_net_t *to, const char *to_ep, const char *text,
+                    sl_net_in_t *in) {
+    uint8_t buf[64];
+    sl_net_in_t got;
+    size_t n = strlen(text);
+    CHECK_OK(sl_net_send(from, to_ep, HDR, (const uint8_t *)text, n));
+    CHECK_INT(pump_until_msg(from, to, DEADLINE_MS, buf, sizeof buf, &got), (long)n);
+    CHECK(!memcmp(buf, text, n));
+    if (in)
+        *in = got;
+}
+
 static void test_keys(void) {
     sl_net_key_t k, k2;
     CHECK_OK(sl_net_key_generate(&k));
@@ -430,10 +444,8 @@ static void test_lost_connection(void) {
     sl_net_set_self(b, sl_net_endpoint(b));
     char b_ep[SL_ADDR_MAX + 16], lost[SL_ADDR_MAX + 16];
     snprintf(b_ep, sizeof b_ep, "%s", sl_net_endpoint(b));
-    uint8_t buf[16];
     sl_net_in_t in;
-    CHECK_OK(sl_net_send(b, sl_net_endpoint(a), HDR, (const uint8_t *)"hi", 2));
-    CHECK_INT(pump_until_msg(b, a, DEADLINE_MS, buf, sizeof buf, &in), 2);
+    deliver(b, a, sl_net_endpoint(a), "hi", &in);
     CHECK(in.route.fd >= 0);
     sl_net_note_inbound(a, b_ep, &in.route);
     CHECK(!sl_net_next_lost(a, lost, sizeof lost));
@@ -450,10 +462,7 @@ static void test_redial(void) {
     sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 0);
     char b_ep[SL_ADDR_MAX + 16];
     snprintf(b_ep, sizeof b_ep, "%s", sl_net_endpoint(b));
-    uint8_t buf[16];
-    sl_net_in_t in;
-    CHECK_OK(sl_net_send(a, b_ep, HDR, (const uint8_t *)"one", 3));
-    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 3);
+    deliver(a, b, b_ep, "one", NULL);
     sl_net_destroy(&b);
     sl_net_config_t cfg = {.listen = b_ep};
     CHECK_OK(sl_net_new(&cfg, &b)); /* the member restarted at its address */
@@ -465,9 +474,7 @@ static void test_redial(void) {
     sl_net_redial(a, b_ep); /* nothing open: nothing to do */
     sl_net_stats(a, &st);
     CHECK_INT(st.conns_redialled, 1);
-    CHECK_OK(sl_net_send(a, b_ep, HDR, (const uint8_t *)"two", 3));
-    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 3);
-    CHECK(!memcmp(buf, "two", 3));
+    deliver(a, b, b_ep, "two", NULL);
     sl_net_destroy(&a);
     sl_net_destroy(&b);
 }
@@ -479,10 +486,7 @@ static void test_refused_send(void) {
     sl_net_t *a = open_net(NULL, 0, 0), *b = open_net(NULL, 0, 0);
     char b_ep[SL_ADDR_MAX + 16], lost[SL_ADDR_MAX + 16];
     snprintf(b_ep, sizeof b_ep, "%s", sl_net_endpoint(b));
-    uint8_t buf[16];
-    sl_net_in_t in;
-    CHECK_OK(sl_net_send(a, b_ep, HDR, (const uint8_t *)"hi", 2));
-    CHECK_INT(pump_until_msg(a, b, DEADLINE_MS, buf, sizeof buf, &in), 2);
+    deliver(a, b, b_ep, "hi", NULL);
     CHECK(!sl_net_next_lost(a, lost, sizeof lost));
     sl_net_destroy(&b);
     check_lost(a, b_ep, b_ep);

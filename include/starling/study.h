@@ -189,13 +189,13 @@ typedef struct {
     sl_value_t values[SL_STUDY_MAX_PARAMS]; /* one per parameter */
 } sl_config_t;
 
-/* Draws a configuration. */
 /* The one text of a number in specs, configs and command templates: a
  * whole number (below 1e15) as an integer (3000, never 3e+03: a
  * command's integer option must read it), else the shortest %g that reads
  * back to it. */
 void sl_number_text(double v, char *out, size_t cap);
 
+/* Draws a configuration. */
 void sl_space_sample(const sl_study_spec_t *spec, sl_rng_t *rng, sl_config_t *out);
 /* Puts a value in canonical form (reals rounded to their digits and
  * clamped; arch dimensions that the family ignores set to 0). Sampling,
