@@ -445,24 +445,36 @@ static bool from_blocked(const sl_store_node_t *sn, uint8_t type, const uint8_t 
     return blocked;
 }
 
+static bool same_key(const sl_store_item_t *a, const sl_store_item_t *b) {
+    return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0;
+}
+
+/* Whether the LWW atom is the key's value now (not one that lost to a
+ * newer write, which changed nothing). */
+static bool won(const sl_store_entry_t *e, const sl_store_item_t *atom) {
+    return e->dot.rid == atom->it.dot.rid && e->dot.seq == atom->it.dot.seq;
+}
+
 /* Tells the change hook of every key an applied DELTA touched, with the
  * key's value now (NULL: deleted or empty). */
 static void notify_delta(sl_store_node_t *sn, const uint8_t *body, size_t len) {
     sl_store_dmsg_t m;
     if (sl_store_msg_decode(SL_STORE_MSG_DELTA, body, len, &m) != SL_OK)
         return;
-    for (uint32_t i = 0; i < m.item_count; i++) {
+    uint32_t end;
+    for (uint32_t i = 0; i < m.item_count; i = end) {
         const sl_store_item_t *it = &m.items[i];
-        if (i && it->key_len == m.items[i - 1].key_len &&
-            memcmp(it->key, m.items[i - 1].key, it->key_len) == 0)
-            continue; /* several atoms of one key: one call */
+        /* several atoms of one key in a row (a peer's writes of one turn,
+           joined): one call, if any of them changed the key */
+        for (end = i + 1; end < m.item_count && same_key(&m.items[end], it); end++)
+            ;
         sl_store_entry_t e;
         bool live = sl_store_lookup(sn->store, it->key, it->key_len, &e) == SL_OK;
-        /* an LWW atom that lost to a newer one changed nothing */
-        if (live && e.type == SL_CRDT_LWW && it->it.kind == SL_ITEM_LWW &&
-            (e.dot.rid != it->it.dot.rid || e.dot.seq != it->it.dot.seq))
-            continue;
-        tell(sn, it->key, it->key_len, live ? &e : NULL);
+        bool changed = !live || e.type != SL_CRDT_LWW;
+        for (uint32_t k = i; k < end && !changed; k++)
+            changed = m.items[k].it.kind != SL_ITEM_LWW || won(&e, &m.items[k]);
+        if (changed)
+            tell(sn, it->key, it->key_len, live ? &e : NULL);
     }
     sl_store_dmsg_fini(&m);
 }
