@@ -46,15 +46,7 @@ static sl_err pack(const char *dir, const char *head, uint8_t **out, size_t *out
     char names[MAX_FILES][128];
     int n = sl_study_dir_files(dir, names, MAX_FILES);
     if (n <= 0)
-        return SL_ENOTFOUND;
-    /* name order: the blob's layout */
-    for (int i = 1; i < n; i++)
-        for (int k = i; k > 0 && strcmp(names[k - 1], names[k]) > 0; k--) {
-            char t[128];
-            memcpy(t, names[k], sizeof t);
-            memcpy(names[k], names[k - 1], sizeof t);
-            memcpy(names[k - 1], t, sizeof t);
-        }
+        return SL_ENOTFOUND; /* (in name order: the blob's layout) */
     size_t len = strlen(head);
     uint8_t *buf = sl_malloc(len + 1);
     if (!buf)

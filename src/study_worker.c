@@ -471,6 +471,8 @@ void sl_study_worker_abandon(sl_study_worker_t **wp) {
     *wp = NULL; /* the thread still uses it; the process is about to exit */
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
+
 int sl_study_dir_files(const char *dir, char names[][128], int max) {
     DIR *d = opendir(dir);
     if (!d)
@@ -487,6 +489,9 @@ int sl_study_dir_files(const char *dir, char names[][128], int max) {
             snprintf(names[n++], 128, "%.127s", e->d_name);
     }
     closedir(d);
+    /* name order, not the directory's: a checkpoint's blob layout and
+       "the first file" a fetch returns must not depend on the file system */
+    qsort(names, (size_t)n, sizeof names[0], by_name);
     return n;
 }
 

@@ -67,7 +67,7 @@ void sl_study_worker_destroy(sl_study_worker_t **w);
 void sl_study_worker_abandon(sl_study_worker_t **w);
 
 /* Files of a checkpoint directory (regular files, names only, up to
- * `max`); for replicating them. */
+ * `max`, in name order); for replicating them. */
 int sl_study_dir_files(const char *dir, char names[][128], int max);
 /* Empties a directory's regular files. */
 void sl_study_dir_clear(const char *dir);

@@ -43,7 +43,7 @@ static const command_t commands[] = {
     {"results", sl_cmd_results, "leaderboard, models.json, pareto.json: results STUDY [--json] [--out DIR]",
      "results STUDY [--json] [--out DIR]\n\nThe leaderboard; writes models.json (the best models, their configs and\nmetrics) and pareto.json (the Pareto front over the study's objectives)\ninto DIR (default: the current directory)."},
     {"fetch", sl_cmd_fetch, "a trial's trained weights (.npz): fetch STUDY TRIAL DIR",
-     "fetch STUDY TRIAL DIR\n\nWrites the trial's trained weights to DIR/TRIAL.npz (numpy: np.load),\nfrom its latest replicated checkpoint (fetched from a peer that holds it).\nFor a command trial: its checkpoint file."},
+     "fetch STUDY TRIAL DIR\n\nWrites the trial's trained weights to DIR/TRIAL.npz (numpy: np.load),\nfrom its latest replicated checkpoint (fetched from a peer that holds it).\nFor a command trial: its checkpoint's first file in name order."},
     {"plot", sl_cmd_plot, "SVG training curves and Pareto front: plot STUDY --out DIR",
      "plot STUDY --out DIR\n\nWrites curves.svg (training curves of every trial) and pareto.svg (the\nPareto front) into DIR."},
     {"cancel", sl_cmd_cancel, "stop a study: cancel STUDY",
