@@ -90,7 +90,7 @@ def run_one(a, n):
         totals = {}
         for p in c.alive_names():
             ss = (c.ctl_json(p, "stats") or {}).get("study", {})
-            for k in ("claims", "claims_lost", "jobs_ended", "job_ms"):
+            for k in ("claims", "claims_lost", "jobs_ended", "job_ms", "turns", "turn_us"):
                 totals[k] = totals.get(k, 0) + ss.get(k, 0)
         r = {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
              "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,

@@ -239,6 +239,31 @@ s = json.load(sys.stdin)
 sys.exit(0 if s["cancelled"] and s["finished"] and all(t["state"] in ("done", "failed") for t in s["trials"]) else 1)'
 }
 wait_until 30 "the cancelled study finishes" cancelled_finished
+# a full-cluster restart: every peer leaves, all come back from their data
+# directories, and every command answers from any peer as before
+for p in p0 p1 p2; do stop_peer "$p"; done
+start_peer p0 --join "$(addr_of p1)"
+start_peer p1 --join "$(addr_of p0)"
+start_peer p2 --join "$(addr_of p0)"
+wait_until 30 "the cluster restarts" converged p0 p1 p2
+ctl p2 status "$SID" --json >"$CLUSTER_DIR/status-after.json" || fail "status after the restart failed"
+python3 - "$CLUSTER_DIR/status.json" "$CLUSTER_DIR/status-after.json" <<'PY' || fail "the study's status changed across the restart"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["finished"], "not finished after the restart"
+key = lambda s: sorted((t["trial"], t["state"], t["epoch"]) for t in s["trials"])
+assert key(a) == key(b), (key(a), key(b))
+PY
+ctl p0 results "$SID" --out "$CLUSTER_DIR/out2" >/dev/null || fail "results after the restart failed"
+cmp -s "$CLUSTER_DIR/out/models.json" "$CLUSTER_DIR/out2/models.json" || fail "models.json differs after the restart"
+ctl p1 --timeout 10000 fetch "$SID" "$FULL" "$CLUSTER_DIR/fetch-again" || fail "fetch after the restart failed"
+cmp -s "$CLUSTER_DIR/fetch-p0/$FULL.npz" "$CLUSTER_DIR/fetch-again/$FULL.npz" || fail "the fetched checkpoint differs after the restart"
+ctl p2 logs "$SID" "$T" | grep -q "claim epoch" || fail "no log for $T after the restart"
+ctl p0 plot "$SID" --out "$CLUSTER_DIR/out2" >/dev/null && grep -q "<svg" "$CLUSTER_DIR/out2/curves.svg" || fail "plot after the restart failed"
+timeout 30 "$PEERCTL_BIN" --peer "$(addr_of p1)" watch "$SID" >"$CLUSTER_DIR/watch.txt" || fail "watch of a finished study did not end"
+grep -q "$FULL" "$CLUSTER_DIR/watch.txt" || fail "watch shows no trials"
+log "ok: every command answers after a full-cluster restart"
+
 # the check can fail: two peers whose live views lose one change in 50
 # (SL_STUDY_PLANT=lost-change) run a quick study; one must abort with
 # STUDY-VIEW
