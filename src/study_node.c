@@ -184,7 +184,7 @@ static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
     if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(key + 6 + SL_TRIAL_ID_LEN, "/spec", 5) && e)
         ids_add(&sn->ids, key + 6);
     /* a turn soon (no sooner than the gap allows): an idle loop waits a
-       whole tick period otherwise, a busy one up to POLL_MS */
+       whole tick period otherwise */
     sl_node_tick_soon(sn->node, tick, sn);
     cached_t *c = cache_of_key(sn, key, key_len);
     if (!c)
@@ -901,6 +901,13 @@ static void release_orphans(sl_study_node_t *sn, cached_t *c) {
     }
 }
 
+/* A wait seen this turn ends at `ms` (wall): the loop turns then, even
+ * with no change. */
+static void due_at(sl_study_node_t *sn, uint64_t ms) {
+    if (ms < sn->due_ms)
+        sn->due_ms = ms;
+}
+
 static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
     live_t *lv = &c->live;
     const sl_study_spec_t *spec = &c->spec;
@@ -951,6 +958,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
                 write_claim(sn, j->study, j->trial, &next);
             j->renew_ms = now + spec->lease_ms / 3;
         }
+        due_at(sn, j->renew_ms);
     }
     if (lv->finished)
         return;
@@ -983,14 +991,22 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
     }
     if (lv->finished || lv->cancelled || sl_plat_stop_requested())
         return;
+    due_at(sn, lv->next_lapse_ms);
+    uint64_t budget_end = lv->start_ms + spec->budget_time_s * 1000;
+    if (spec->budget_time_s && lv->start_ms && now < budget_end)
+        due_at(sn, budget_end); /* (for whoever leads then) */
     release_orphans(sn, c);
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
        for its own, and a replica restored from disk after a kill -9 still
        shows this peer's old claims, which others may have taken over
        since (an equal claim epoch would then go to the smaller name) */
-    if (!may_claim(sn, spec, now))
+    if (!may_claim(sn, spec, now)) {
+        if (sn->joined_ms)
+            due_at(sn, sn->joined_ms + CATCHUP_MS);
+        due_at(sn, sn->started_ms + spec->lease_ms);
         return;
+    }
     /* claims: among the open trials (the others have a result) */
     size_t nopen = lv->open_count;
     sl_claim_cand_t *cands = sl_calloc(nopen + 1, sizeof *cands);
@@ -1052,13 +1068,25 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
         bool fresh = !r->has_claim;
         bool first = fresh && top_member(&ms, r->id) == self_at;
         bool overdue = now >= r->claimable_ms + STEAL_MS;
-        if (fresh && !first && !overdue)
+        if (fresh && !first && !overdue) {
+            due_at(sn, r->claimable_ms + STEAL_MS);
             continue;
+        }
         rows[nc++] = lv->open[o];
     }
     if (!nc || sl_claim_pick(cands, nc, ms.m, ms.count, self_name(sn), now, spec->lease_ms,
                              pick, next, &np) != SL_OK)
         goto claims_out;
+    /* one left to another member may be handed on to this peer later, at
+       its next hand-off step (sl_claim_pick), if a slot is still free */
+    for (size_t k = 0; k < nc && np < (size_t)ms.m[self_at].free_slots; k++) {
+        bool picked = false;
+        for (size_t p = 0; p < np && !picked; p++) /* (np: a few slots) */
+            picked = pick[p] == k;
+        uint64_t steps = cands[k].waited_ms / SL_CLAIM_HANDOFF_MS + 1;
+        if (!picked)
+            due_at(sn, now - cands[k].waited_ms + steps * SL_CLAIM_HANDOFF_MS);
+    }
     for (size_t k = 0; k < np; k++) {
         /* (rows stay put; a claim or a job adds no trial) */
         trial_row_t *r = &lv->rows[rows[pick[k]]];
@@ -1102,27 +1130,24 @@ static bool changed(sl_study_node_t *sn) {
 }
 
 /* Whether a turn is due now: something changed and the gap since the last
- * turn has passed, or a tick period went by with no change. */
+ * turn has passed, a wait the last turn saw ended, or a tick period went
+ * by. */
 static bool turn_due(sl_study_node_t *sn, uint64_t now_ns) {
     uint64_t period = (uint64_t)sn->cfg.tick_ms * 1000000ull;
-    if (now_ns >= sn->full_ns + period)
+    if (now_ns >= sn->full_ns + period || now_ns >= sn->due_ns)
         return true;
     return now_ns >= sn->turn_ns + turn_gap_ns(sn) && changed(sn);
 }
 
-/* Any study not finished here, or a job: then changes are polled. */
-static bool any_active(sl_study_node_t *sn, const idlist_t *l) {
-    if (running_jobs(sn) > 0)
-        return true;
-    for (int i = 0; i < l->count; i++) {
-        char key[96];
-        const uint8_t *val;
-        size_t len;
-        snprintf(key, sizeof key, "study/%s/finished", l->ids[i]);
-        if (sl_study_node_get_str(sn, key, &val, &len) != SL_OK)
-            return true;
-    }
-    return false;
+/* When the next turn is due, if nothing tells the loop sooner. */
+static uint64_t next_turn_ns(sl_study_node_t *sn) {
+    uint64_t next = sn->full_ns + (uint64_t)sn->cfg.tick_ms * 1000000ull;
+    if (sn->due_ns < next)
+        next = sn->due_ns;
+    uint64_t gap_end = sn->turn_ns + turn_gap_ns(sn);
+    if (gap_end < next && changed(sn))
+        next = gap_end; /* what changed within the gap */
+    return next;
 }
 
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
@@ -1133,18 +1158,14 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
        tick or more at each step (proposed, claimed, reported, released)
        and a slot ran at most one trial per tick; now it turns as soon as
        something changed (told at once: the store's listener, the wake
-       pipe, membership), at most once a gap, and every POLL_MS while a
-       study is active */
-    if (!turn_due(sn, now_ns)) {
-        uint64_t next = now_ns + (sn->active ? (uint64_t)POLL_MS * 1000000ull : period);
-        if (sn->turn_ns + turn_gap_ns(sn) < next && changed(sn))
-            next = sn->turn_ns + turn_gap_ns(sn); /* what changed within the gap */
-        return next < sn->full_ns + period ? next : sn->full_ns + period;
-    }
+       pipe, membership), at most once a gap, and when a wait ends */
+    if (!turn_due(sn, now_ns))
+        return next_turn_ns(sn);
     if (now_ns >= sn->full_ns + period)
         sn->full_ns = now_ns;
     sn->turn_ns = now_ns;
     sn->poked = false;
+    sn->due_ms = UINT64_MAX;
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t now = sl_study_node_wall_ms();
     /* (noted on every turn, studies or not: a peer that joined long before
@@ -1180,7 +1201,6 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
             if (c)
                 study_turn(sn, c, now);
         }
-    sn->active = any_active(sn, &l);
     reap_orphans(sn);
     sl_study_ckpt_settle(sn);
     if (now >= sn->log_flush_ms) {
@@ -1189,13 +1209,21 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
                 job_flush_log(sn, &sn->jobs[i]);
         sn->log_flush_ms = now + 1000;
     }
+    if (running_jobs(sn) > 0)
+        due_at(sn, sn->log_flush_ms);
     /* the fingerprint after the loop's own writes: they need no new turn */
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t end_ns = sl_plat_now_ns();
     sn->turn_cost_ns = end_ns > now_ns ? end_ns - now_ns : 0;
     sn->turns++;
     sn->turn_ns_total += sn->turn_cost_ns;
-    return now_ns + (sn->active ? (uint64_t)POLL_MS * 1000000ull : period);
+    /* (at least a gap ahead: a wait that ends now must not spin the loop) */
+    sn->due_ns = UINT64_MAX;
+    if (sn->due_ms != UINT64_MAX) {
+        uint64_t in_ns = sn->due_ms > now ? (sn->due_ms - now) * 1000000ull : 0;
+        sn->due_ns = now_ns + (in_ns > turn_gap_ns(sn) ? in_ns : turn_gap_ns(sn));
+    }
+    return next_turn_ns(sn);
 }
 
 /* stats.study: what the loop did, for benchmarks (per trial: divide by

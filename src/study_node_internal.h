@@ -20,16 +20,20 @@
  * the store's listener; a worker's event, told by a byte on the wake pipe;
  * membership), but leaves at least TURN_GAP_MS between turns, and at
  * least TURN_COST_X times the last turn's (wall) cost, so a busy loop
- * leaves the core to the rest of the peer; with no change it still turns
- * every POLL_MS while a study is active (its waits: a fresh trial's
- * STEAL_MS and the hand-offs, most of the claims in a busy study, and
- * leases; at 50 ms an 8-peer scaling run took a second longer) and every
- * tick_ms otherwise. A turn costs what changed and what is open, not the
- * study's size (src/study_view.c); the factor was 4 when it rebuilt the
- * whole view. Workers' events used to be polled every POLL_MS, with turns
- * at least 10 ms apart: a slot waited 5-10 ms at each trial's end (no-op
- * trials on 4 peers: 840 a second; 1,100-1,500 with a 2 ms gap). */
-#define POLL_MS 10
+ * leaves the core to the rest of the peer. With no change it turns when a
+ * wait the last turn saw ends (due_at: a fresh trial's STEAL_MS and the
+ * hand-offs, most of the claims in a busy study; a lease that lapses; a
+ * renewal; the catch-up; a time budget), and every tick_ms in any case.
+ * It used to wake every 10 ms while a study was active and turn if
+ * anything had changed, so a wait was seen at the next change: a peer
+ * whose trials trained for minutes woke 100 times a second for nothing
+ * (7.5 ms of CPU a second on 4 peers with 2 trials each; 3.5 now:
+ * bench/study/busy_cpu.py). A turn costs
+ * what changed and what is open, not the study's size (src/study_view.c);
+ * the factor was 4 when it rebuilt the whole view. Workers' events used to
+ * be polled every 10 ms, with turns at least 10 ms apart: a slot waited
+ * 5-10 ms at each trial's end (no-op trials on 4 peers: 840 a second;
+ * 1,100-1,500 with a 2 ms gap). */
 #define TURN_GAP_MS 2
 #define TURN_COST_X 2
 /* A fresh trial that ranks another member first is left to it this long
@@ -105,6 +109,8 @@ typedef struct {
     bool cancelled;               /* cancel key present */
     bool finished;                /* finished key present */
     uint64_t start_ms;            /* submit time */
+    uint64_t next_lapse_ms;       /* the earliest lease of an open trial still to lapse
+                                     (wall ms; UINT64_MAX: none), from the last refresh */
     bool stale;                   /* read the whole study again at the next refresh */
     uint64_t applied;             /* keys applied (stats) */
     uint64_t rescans;             /* whole reads (stats) */
@@ -220,8 +226,9 @@ struct sl_study_node {
     uint64_t turn_ns;                /* monotonic ns of the last turn's start */
     uint64_t turn_cost_ns;           /* how long the last turn took */
     uint64_t full_ns;                /* monotonic ns of the last periodic turn */
+    uint64_t due_ms;                 /* during a turn: the earliest wall ms a wait it saw ends */
+    uint64_t due_ns;                 /* that, monotonic: a turn is due then (UINT64_MAX: none) */
     bool poked;                      /* membership changed since the last turn */
-    bool active;                     /* a study is unfinished here or a job runs */
     ck_pending_t pending[MAX_PENDING]; /* checkpoints waiting for their copies */
     ck_restore_t *restores;          /* checkpoint fetches under way */
 };

@@ -507,9 +507,14 @@ void sl_study_live_refresh(sl_study_node_t *sn, cached_t *c, uint64_t now_ms) {
             t->state = r->result.state; /* final: not derived again */
     }
     lv->dirty_count = 0;
+    lv->next_lapse_ms = UINT64_MAX;
     for (size_t i = 0; i < lv->open_count; i++) {
         trial_row_t *r = &lv->rows[lv->open[i]];
         derive_state(sn, c->id, &c->spec, r, sl_study_live_trial(lv, r), now_ms);
+        /* its state and whether it may be claimed change then */
+        uint64_t lapse = r->claim.lease_expiry_ms;
+        if (r->has_claim && !r->claim.released && lapse > now_ms && lapse < lv->next_lapse_ms)
+            lv->next_lapse_ms = lapse;
     }
 }
 
