@@ -206,6 +206,25 @@ def main():
     else:
         md += ["Not run in this invocation.", ""]
 
+    # ---- busy-cpu ----
+    bc = jlines(os.path.join(d, "busy-cpu.jsonl"))
+    md += ["## The runtime's CPU beside training", ""]
+    runs = [r for r in bc if "median_cpu_ms_per_s" in r]
+    if runs:
+        each = ", ".join(f"{r['median_cpu_ms_per_s']}" for r in runs)
+        turns = ", ".join(f"{r['turns_per_s']}" for r in runs)
+        med = statistics.median(r["median_cpu_ms_per_s"] for r in runs)
+        md += ["`bench/study/busy_cpu.py`: 4 peers with 2 slots each run a FIFO study of 8 "
+               "one-epoch command trials that sleep 40 s; once all 8 run, each peer's own CPU "
+               "(utime + stime, not its children's) over 10 s. What the runtime takes from the "
+               "training beside it.", "",
+               "| figure | value |", "|---|---|",
+               f"| peer CPU, ms a second (median of the peers, each run) | {each} |",
+               f"| median | **{med}** |",
+               f"| study turns a second (median of the peers, each run) | {turns} |", ""]
+    else:
+        md += ["Not run in this invocation.", ""]
+
     # ---- scaling ----
     sc = jlines(os.path.join(d, "scaling.jsonl"))
     md += ["## Scaling", ""]
