@@ -3,6 +3,8 @@
 #ifndef STARLING_STUDY_NODE_INTERNAL_H
 #define STARLING_STUDY_NODE_INTERNAL_H
 
+#include <cjson/cJSON.h>
+
 #include "starling/study.h"
 #include "starling/study_node.h"
 #include "study_worker.h"
@@ -290,6 +292,9 @@ typedef void (*sl_study_ckpt_done_fn)(sl_study_node_t *sn, void *ctx, int epoch,
 void sl_study_ckpt_restore(sl_study_node_t *sn, const char *study, const char *trial,
                            const char *dir, sl_study_ckpt_done_fn done, void *ctx);
 void sl_study_ckpt_fini(sl_study_node_t *sn);
+/* A checkpoint manifest's epoch: a whole number in 1..SL_STUDY_MAX_EPOCHS,
+ * or 0 when the manifest (another peer's write) has none such. */
+int sl_study_ckpt_epoch(const cJSON *manifest);
 /* A trial's log: every owner's run in claim-epoch order (this peer's
  * running job from its buffer), appended to `out`. */
 sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *trial,

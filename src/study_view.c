@@ -367,11 +367,8 @@ void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, s
     } else if (SUB_IS("stop")) {
         r->stop = present;
     } else if (SUB_IS("ck")) {
-        r->ck_epoch = 0;
         cJSON *j = present ? cJSON_ParseWithLength(v, val_len) : NULL;
-        const cJSON *ep = cJSON_GetObjectItem(j, "epoch");
-        if (cJSON_IsNumber(ep))
-            r->ck_epoch = (int)ep->valuedouble;
+        r->ck_epoch = sl_study_ckpt_epoch(j);
         cJSON_Delete(j);
     }
 #undef SUB_IS
