@@ -20,6 +20,8 @@ PEERCTL_BIN=$BUILD/peerctl
 # Fast timers for tests (the defaults suit a LAN; see peer --help).
 FAST_TIMERS=${FAST_TIMERS:---probe-interval 200 --probe-timeout 100 --suspicion-mult 3 --sync-interval 2000 --leave-wait 300}
 declare -A PORT PID KEY_OF
+# peers a test expects to exit by themselves (peers_running lets them)
+declare -A MAY_EXIT
 CLUSTER_DIR=
 TEST_NAME=$(basename "$0" .sh)
 EXTRA_PIDS=()
@@ -161,13 +163,34 @@ print(" ".join(sorted(m["name"] for m in ms if m["state"] == "alive")) + " ")') 
     done
 }
 
-# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
+# peers_running: fails the test at once, with the peer's last lines, if a
+# peer this test started has exited without stop_peer or kill_peer (an
+# abort, a crash): the condition waited for may never come, and its
+# deadline would hide why (a study's view check once aborted two peers
+# and the test waited 240 s for a study they would never finish).
+peers_running() {
+    local n
+    for n in "${!PID[@]}"; do
+        [ -z "${MAY_EXIT[$n]:-}" ] || continue
+        kill -0 "${PID[$n]}" 2>/dev/null && continue
+        local rc=0
+        wait "${PID[$n]}" 2>/dev/null || rc=$?
+        unset "PID[$n]"
+        echo "---- $n.log (last 15 lines)" >&2
+        tail -n 15 "$CLUSTER_DIR/$n.log" >&2
+        fail "$n exited by itself (status $rc) while the test waited"
+    done
+}
+
+# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it
+# succeeds; fails if the deadline passes or a peer dies on its own.
 wait_until() {
     local secs=$1 desc=$2
     shift 2
     local deadline=$((SECONDS + secs))
     local t0=$(date +%s.%N)
     while ! "$@"; do
+        peers_running
         if [ $SECONDS -ge $deadline ]; then
             fail "timed out after ${secs}s waiting for: $desc"
         fi
