@@ -209,19 +209,38 @@ def main():
     # ---- busy-cpu ----
     bc = jlines(os.path.join(d, "busy-cpu.jsonl"))
     md += ["## The runtime's CPU beside training", ""]
-    runs = [r for r in bc if "median_cpu_ms_per_s" in r]
-    if runs:
-        each = ", ".join(f"{r['median_cpu_ms_per_s']}" for r in runs)
-        turns = ", ".join(f"{r['turns_per_s']}" for r in runs)
-        med = statistics.median(r["median_cpu_ms_per_s"] for r in runs)
-        md += ["`bench/study/busy_cpu.py`: 4 peers with 2 slots each run a FIFO study of 8 "
-               "one-epoch command trials that sleep 40 s; once all 8 run, each peer's own CPU "
-               "(utime + stime, not its children's) over 10 s. What the runtime takes from the "
-               "training beside it.", "",
-               "| figure | value |", "|---|---|",
-               f"| peer CPU, ms a second (median of the peers, each run) | {each} |",
-               f"| median | **{med}** |",
-               f"| study turns a second (median of the peers, each run) | {turns} |", ""]
+    sides = {}
+    for r in bc:
+        if "side" in r:
+            sides.setdefault(r["side"], []).append(r)
+    if sides:
+        md += ["`bench/study/busy_cpu.py`: 4 nodes with 2 slots each run 8 trials that sleep "
+               "40 s (Starling: 4 peers, a FIFO study of command trials; Ray Tune: a head and "
+               "3 worker nodes of 2 CPUs, function trials); once all 8 run, the CPU (utime + "
+               "stime) of the runtime's own processes over 10 s: the peers for Starling (not "
+               "their trials' shells), every process of the Ray cluster and Tune's driver for "
+               "Ray (its sleeping trials' workers included: their runtime's threads). What the "
+               "runtime takes from the training beside it, per node.", "",
+               "| side | ms of CPU a second a node (median) | each run | Ray / Starling |",
+               "|---|---|---|---|"]
+        med = {}
+        for side, rs in sides.items():
+            vals = [r["per_node_ms_per_s"] for r in rs if "per_node_ms_per_s" in r]
+            med[side] = statistics.median(vals) if vals else None
+        for side, rs in sides.items():
+            each = ", ".join(str(r.get("per_node_ms_per_s", "error")) for r in rs)
+            ratio = (f"{med[side] / med['starling']:.1f}x" if side != "starling" and med[side]
+                     and med.get("starling") else "")
+            md.append(f"| {side} | {med[side] if med[side] is not None else 'error'} | {each} | "
+                      f"{ratio} |")
+        turns = [r["turns_per_s"] for r in sides.get("starling", []) if "turns_per_s" in r]
+        if turns:
+            md += ["", f"Starling's study turns a second (median of the peers, each run): "
+                       f"{', '.join(str(t) for t in turns)}."]
+        errs = [r["error"] for rs in sides.values() for r in rs if "error" in r]
+        if errs:
+            md += ["", f"Errors: {errs[0]}"]
+        md.append("")
     else:
         md += ["Not run in this invocation.", ""]
 
