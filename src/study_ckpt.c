@@ -321,14 +321,11 @@ static bool restore_inline(ck_restore_t *rs) {
         return false;
     }
     const char *hex = cJSON_GetStringValue(in);
+    size_t hex_len = hex ? strlen(hex) : 0;
     uint8_t data[INLINE_MAX];
-    size_t len = 0;
     char why[256] = "the inline checkpoint is malformed";
-    if (hex && strlen(hex) <= 2 * INLINE_MAX && sl_unhex(hex, strlen(hex), data))
-        len = strlen(hex) / 2;
-    else
-        hex = NULL;
-    int epoch = hex ? unpack(rs, data, len, why, sizeof why) : 0;
+    bool ok = hex && hex_len <= 2 * INLINE_MAX && sl_unhex(hex, hex_len, data);
+    int epoch = ok ? unpack(rs, data, hex_len / 2, why, sizeof why) : 0;
     cJSON_Delete(man);
     restore_end(rs, epoch, epoch ? NULL : why);
     return true;

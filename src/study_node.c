@@ -902,13 +902,14 @@ static void release_orphans(sl_study_node_t *sn, cached_t *c) {
 }
 
 /* A wait seen this turn ends at `ms` (wall): the loop turns then, even
- * with no change. */
-static void due_at(sl_study_node_t *sn, uint64_t ms) {
-    if (ms < sn->due_ms)
-        sn->due_ms = ms;
+ * with no change. `due` is the earliest such end so far. */
+static void due_at(uint64_t *due, uint64_t ms) {
+    if (ms < *due)
+        *due = ms;
 }
 
-static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
+/* One turn of one study; `due` gathers when its waits end (due_at). */
+static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t *due) {
     live_t *lv = &c->live;
     const sl_study_spec_t *spec = &c->spec;
     sl_study_live_refresh(sn, c, now);
@@ -958,7 +959,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
                 write_claim(sn, j->study, j->trial, &next);
             j->renew_ms = now + spec->lease_ms / 3;
         }
-        due_at(sn, j->renew_ms);
+        due_at(due, j->renew_ms);
     }
     if (lv->finished)
         return;
@@ -991,10 +992,10 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
     }
     if (lv->finished || lv->cancelled || sl_plat_stop_requested())
         return;
-    due_at(sn, lv->next_lapse_ms);
+    due_at(due, lv->next_lapse_ms);
     uint64_t budget_end = lv->start_ms + spec->budget_time_s * 1000;
     if (spec->budget_time_s && lv->start_ms && now < budget_end)
-        due_at(sn, budget_end); /* (for whoever leads then) */
+        due_at(due, budget_end); /* (for whoever leads then) */
     release_orphans(sn, c);
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
@@ -1003,8 +1004,8 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
        since (an equal claim epoch would then go to the smaller name) */
     if (!may_claim(sn, spec, now)) {
         if (sn->joined_ms)
-            due_at(sn, sn->joined_ms + CATCHUP_MS);
-        due_at(sn, sn->started_ms + spec->lease_ms);
+            due_at(due, sn->joined_ms + CATCHUP_MS);
+        due_at(due, sn->started_ms + spec->lease_ms);
         return;
     }
     /* claims: among the open trials (the others have a result) */
@@ -1069,7 +1070,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
         bool first = fresh && top_member(&ms, r->id) == self_at;
         bool overdue = now >= r->claimable_ms + STEAL_MS;
         if (fresh && !first && !overdue) {
-            due_at(sn, r->claimable_ms + STEAL_MS);
+            due_at(due, r->claimable_ms + STEAL_MS);
             continue;
         }
         rows[nc++] = lv->open[o];
@@ -1085,7 +1086,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now) {
             picked = pick[p] == k;
         uint64_t steps = cands[k].waited_ms / SL_CLAIM_HANDOFF_MS + 1;
         if (!picked)
-            due_at(sn, now - cands[k].waited_ms + steps * SL_CLAIM_HANDOFF_MS);
+            due_at(due, now - cands[k].waited_ms + steps * SL_CLAIM_HANDOFF_MS);
     }
     for (size_t k = 0; k < np; k++) {
         /* (rows stay put; a claim or a job adds no trial) */
@@ -1165,7 +1166,7 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         sn->full_ns = now_ns;
     sn->turn_ns = now_ns;
     sn->poked = false;
-    sn->due_ms = UINT64_MAX;
+    uint64_t due = UINT64_MAX;
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t now = sl_study_node_wall_ms();
     /* (noted on every turn, studies or not: a peer that joined long before
@@ -1199,7 +1200,7 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         for (int i = 0; i < l.count; i++) {
             cached_t *c = sl_study_node_cache(sn, l.ids[i]);
             if (c)
-                study_turn(sn, c, now);
+                study_turn(sn, c, now, &due);
         }
     reap_orphans(sn);
     sl_study_ckpt_settle(sn);
@@ -1210,7 +1211,7 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         sn->log_flush_ms = now + 1000;
     }
     if (running_jobs(sn) > 0)
-        due_at(sn, sn->log_flush_ms);
+        due_at(&due, sn->log_flush_ms);
     /* the fingerprint after the loop's own writes: they need no new turn */
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t end_ns = sl_plat_now_ns();
@@ -1219,8 +1220,8 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     sn->turn_ns_total += sn->turn_cost_ns;
     /* (at least a gap ahead: a wait that ends now must not spin the loop) */
     sn->due_ns = UINT64_MAX;
-    if (sn->due_ms != UINT64_MAX) {
-        uint64_t in_ns = sn->due_ms > now ? (sn->due_ms - now) * 1000000ull : 0;
+    if (due != UINT64_MAX) {
+        uint64_t in_ns = due > now ? (due - now) * 1000000ull : 0;
         sn->due_ns = now_ns + (in_ns > turn_gap_ns(sn) ? in_ns : turn_gap_ns(sn));
     }
     return next_turn_ns(sn);
@@ -1284,6 +1285,7 @@ static sl_err wake_pipe_open(int fds[2]) {
             close(fds[0]);
         if (fds[1] >= 0)
             close(fds[1]);
+        fds[0] = fds[1] = 0; /* (none, for the caller's clean-up) */
         return SL_EIO;
     }
     return SL_OK;

@@ -228,8 +228,8 @@ struct sl_study_node {
     uint64_t turn_ns;                /* monotonic ns of the last turn's start */
     uint64_t turn_cost_ns;           /* how long the last turn took */
     uint64_t full_ns;                /* monotonic ns of the last periodic turn */
-    uint64_t due_ms;                 /* during a turn: the earliest wall ms a wait it saw ends */
-    uint64_t due_ns;                 /* that, monotonic: a turn is due then (UINT64_MAX: none) */
+    uint64_t due_ns;                 /* a wait the last turn saw ends then (monotonic;
+                                        UINT64_MAX: none): a turn is due */
     bool poked;                      /* membership changed since the last turn */
     ck_pending_t pending[MAX_PENDING]; /* checkpoints waiting for their copies */
     ck_restore_t *restores;          /* checkpoint fetches under way */
