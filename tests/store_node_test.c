@@ -121,14 +121,22 @@ static sl_err call(peer_t *ps, size_t np, peer_t *to, const char *cmd, const cha
         CHECK_MSG(cond, "timed out waiting for %s", #cond);                                        \
     } while (0)
 
-static void test_two_peers(void) {
-    peer_t ps[2] = {{0}};
+/* Peers a and b, b joined through a, each seeing both alive; false when
+ * a could not start. */
+static bool start_pair(peer_t ps[2]) {
     start(&ps[0], "a", NULL);
     if (!ps[0].node)
-        return;
+        return false;
     start(&ps[1], "b", sl_node_addr(ps[0].node));
     WAIT_FOR(sl_swim_alive_count(sl_node_swim(ps[0].node)) == 2 &&
              sl_swim_alive_count(sl_node_swim(ps[1].node)) == 2);
+    return true;
+}
+
+static void test_two_peers(void) {
+    peer_t ps[2] = {{0}};
+    if (!start_pair(ps))
+        return;
     CHECK_OK(sl_store_node_put(ps[0].store, "study/s1/state", 14, "running", 7));
     WAIT_FOR(has(&ps[1], "study/s1/state", "running"));
     char out[4096];
@@ -162,14 +170,12 @@ static void test_two_peers(void) {
 typedef struct {
     const char *key; /* the key watched */
     char val[32];    /* its value as told ("" when gone) */
-    int calls;       /* times told */
 } heard_t;
 
 static void on_change(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
     heard_t *h = ctx;
     if (!key || key_len != strlen(h->key) || memcmp(key, h->key, key_len))
         return;
-    h->calls++;
     snprintf(h->val, sizeof h->val, "%.*s", e ? (int)e->val_len : 0, e ? (const char *)e->val : "");
 }
 
@@ -180,19 +186,14 @@ static void on_change(void *ctx, const uint8_t *key, size_t key_len, const sl_st
  * missed a trial's last checkpoint manifest, cluster_study_test). */
 static void test_two_writes_one_turn(void) {
     peer_t ps[2] = {{0}};
-    start(&ps[0], "a", NULL);
-    if (!ps[0].node)
+    if (!start_pair(ps))
         return;
-    start(&ps[1], "b", sl_node_addr(ps[0].node));
     heard_t h = {.key = "t/ck"};
     CHECK_OK(sl_store_node_listen(ps[1].store, on_change, &h));
-    WAIT_FOR(sl_swim_alive_count(sl_node_swim(ps[0].node)) == 2 &&
-             sl_swim_alive_count(sl_node_swim(ps[1].node)) == 2);
     CHECK_OK(sl_store_node_put_later(ps[0].store, "t/ck", 4, "8", 1));
     CHECK_OK(sl_store_node_put_later(ps[0].store, "t/ck", 4, "9", 1));
     WAIT_FOR(has(&ps[1], "t/ck", "9"));
-    CHECK_STR(h.val, "9");
-    CHECK(h.calls >= 1);
+    CHECK_STR(h.val, "9"); /* told, with the newer value */
     stop(&ps[0]);
     stop(&ps[1]);
 }
