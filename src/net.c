@@ -500,6 +500,7 @@ static void conn_flush(sl_net_t *net, conn_t *c, uint64_t now) {
         size_t len = zmq_msg_size(&p->header) + zmq_msg_size(&p->body);
         if (!try_send(c, &p->header, &p->body))
             break;
+        c->delivering = true; /* so a refusal later is a hint, as after a direct send */
         net->stats.msgs_out++;
         net->stats.bytes_out += len;
         zmq_msg_close(&p->header);
