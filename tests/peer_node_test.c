@@ -28,10 +28,7 @@ static sl_node_t *start(const char *name, const char *seed) {
     sl_node_config_t cfg = {.name = name, .listen = "tcp://127.0.0.1:0", .data_dir = data,
                             .seeds = seeds, .seed_count = seed ? 1 : 0, .meta = META,
                             .meta_len = sizeof META, .leave_wait_ms = 200};
-    sl_swim_config_defaults(&cfg.swim);
-    cfg.swim.timing.probe_interval_ms = 100;
-    cfg.swim.timing.probe_timeout_ms = 50;
-    cfg.swim.timing.gossip_interval_ms = 20;
+    sl_test_swim_timing(&cfg.swim);
     sl_node_t *n = NULL;
     CHECK_OK(sl_node_new(&cfg, &n));
     return n;

@@ -31,10 +31,7 @@ static void start(peer_t *p, const char *name, const char *seed) {
     const char *seeds[1] = {seed};
     sl_node_config_t cfg = {.name = name, .listen = "tcp://127.0.0.1:0", .data_dir = data,
                             .seeds = seeds, .seed_count = seed ? 1 : 0, .leave_wait_ms = 100};
-    sl_swim_config_defaults(&cfg.swim);
-    cfg.swim.timing.probe_interval_ms = 100;
-    cfg.swim.timing.probe_timeout_ms = 50;
-    cfg.swim.timing.gossip_interval_ms = 20;
+    sl_test_swim_timing(&cfg.swim);
     CHECK_OK(sl_node_new(&cfg, &p->node));
     sl_store_node_config_t scfg = {.dir = sdir, .sync_ms = 50};
     if (p->node)

@@ -103,3 +103,11 @@ int sl_test_seed_count(int fallback) {
     int n = s ? atoi(s) : 0;
     return n > 0 ? n : fallback;
 }
+
+void sl_test_swim_timing(sl_swim_config_t *cfg) {
+    sl_swim_config_defaults(cfg);
+    cfg->timing.probe_interval_ms = 200;
+    cfg->timing.probe_timeout_ms = 150;
+    cfg->timing.suspicion_mult = 5; /* dead after 1-3 s of suspicion unrefuted */
+    cfg->timing.gossip_interval_ms = 20;
+}

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "starling/common.h"
+#include "starling/swim.h"
 
 #define SL_TEST_SKIP 77
 
@@ -77,6 +78,14 @@ const char *sl_test_source_path(const char *rel, char *buf, size_t buf_len);
 
 /* Decodes hex (whitespace ignored); returns bytes written or -1. */
 long sl_test_unhex(const char *hex, uint8_t *out, size_t out_cap);
+
+/* Membership timings for peers that one test process steps together:
+ * quicker than the defaults, but a peer that misses its turns for a second
+ * (every peer is stepped by one thread; a sanitizer build on a loaded
+ * machine moves a 64 MiB blob in slow slices) is not declared dead, so a
+ * test's placement does not change under it. Tests that need a death
+ * detected stop the peer (it leaves) or shorten these themselves. */
+void sl_test_swim_timing(sl_swim_config_t *cfg);
 
 /* Number of seeds a simulation test runs: $SL_SEEDS, else `fallback`. */
 int sl_test_seed_count(int fallback);
