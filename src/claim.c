@@ -246,12 +246,12 @@ sl_err sl_result_decode(const char *json, size_t len, sl_result_t *out) {
 
 /* ---- picking trials, and what a worker does after an epoch ---- */
 
-/* Whether a candidate assigned to another member has waited past self's
- * turn in the hand-off (sl_claim_pick). */
-static bool handed_on(const sl_claim_cand_t *c, const sl_round_member_t *members,
-                      size_t member_count, const char *self) {
+/* When self's turn comes in the hand-off of a candidate assigned to
+ * another member (sl_claim_pick): after (rank + 1) steps of waiting. */
+static uint64_t handoff_at(const sl_claim_cand_t *c, const sl_round_member_t *members,
+                           size_t member_count, const char *self, uint64_t now_ms) {
     size_t rank = sl_round_rank(members, member_count, c->trial_id, self);
-    return c->waited_ms >= SL_CLAIM_HANDOFF_MS * (rank + 1);
+    return now_ms - c->waited_ms + SL_CLAIM_HANDOFF_MS * (rank + 1);
 }
 
 /* a before b in claim priority. */
@@ -266,8 +266,10 @@ static bool cand_before(const sl_claim_cand_t *a, const sl_claim_cand_t *b) {
 sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
                      const sl_round_member_t *members, size_t member_count, const char *self,
                      uint64_t now_ms, uint32_t lease_ms, size_t *pick, sl_claim_t *next,
-                     size_t *pick_count) {
+                     size_t *pick_count, uint64_t *handoff_ms) {
     *pick_count = 0;
+    if (handoff_ms)
+        *handoff_ms = UINT64_MAX;
     if (count == 0)
         return SL_OK;
     size_t *order = sl_malloc(count * sizeof *order);
@@ -303,9 +305,16 @@ sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
         for (size_t k = 0; k < n && slots > 0; k++) {
             const sl_claim_cand_t *c = &cands[order[k]];
             bool mine = owner[k] >= 0 && !strcmp(members[owner[k]].id, self);
-            bool take = pass == 0 ? mine : !mine && handed_on(c, members, member_count, self);
-            if (!take)
+            if (pass == 0 ? !mine : mine)
                 continue;
+            if (pass == 1) {
+                uint64_t turn = handoff_at(c, members, member_count, self, now_ms);
+                if (turn > now_ms) {
+                    if (handoff_ms && turn < *handoff_ms)
+                        *handoff_ms = turn;
+                    continue;
+                }
+            }
             if (sl_claim_take(&c->claim, self, now_ms, c->owner_alive, lease_ms,
                               &next[*pick_count]) != SL_OK)
                 continue;

@@ -1075,19 +1075,13 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         }
         rows[nc++] = lv->open[o];
     }
+    uint64_t handoff = UINT64_MAX;
     if (!nc || sl_claim_pick(cands, nc, ms.m, ms.count, self_name(sn), now, spec->lease_ms,
-                             pick, next, &np) != SL_OK)
+                             pick, next, &np, &handoff) != SL_OK)
         goto claims_out;
-    /* one left to another member may be handed on to this peer later, at
-       its next hand-off step (sl_claim_pick), if a slot is still free */
-    for (size_t k = 0; k < nc && np < (size_t)ms.m[self_at].free_slots; k++) {
-        bool picked = false;
-        for (size_t p = 0; p < np && !picked; p++) /* (np: a few slots) */
-            picked = pick[p] == k;
-        uint64_t steps = cands[k].waited_ms / SL_CLAIM_HANDOFF_MS + 1;
-        if (!picked)
-            due_at(due, now - cands[k].waited_ms + steps * SL_CLAIM_HANDOFF_MS);
-    }
+    /* one left to another member is handed on to this peer at its turn,
+       if a slot is still free then */
+    due_at(due, handoff);
     for (size_t k = 0; k < np; k++) {
         /* (rows stay put; a claim or a job adds no trial) */
         trial_row_t *r = &lv->rows[rows[pick[k]]];

@@ -188,8 +188,8 @@ static void test_pick(void) {
     c[4].needs_work = false;                 /* paused or done */
     size_t pa[6], pb[6], na, nb;
     sl_claim_t xa[6], xb[6];
-    CHECK_OK(sl_claim_pick(c, 6, m, 3, "a", 500, 1000, pa, xa, &na));
-    CHECK_OK(sl_claim_pick(c, 6, m, 3, "b", 500, 1000, pb, xb, &nb));
+    CHECK_OK(sl_claim_pick(c, 6, m, 3, "a", 500, 1000, pa, xa, &na, NULL));
+    CHECK_OK(sl_claim_pick(c, 6, m, 3, "b", 500, 1000, pb, xb, &nb, NULL));
     /* a has 1 slot, b 2, c is dead: 3 of the 4 claimable trials go */
     CHECK_INT(na, 1);
     CHECK_INT(nb, 2);
@@ -208,7 +208,7 @@ static void test_pick(void) {
     CHECK(!taken[3] && !taken[4]); /* held, not needing work */
     /* no free slot: nothing */
     m[0].free_slots = 0;
-    CHECK_OK(sl_claim_pick(c, 6, m, 3, "a", 500, 1000, pa, xa, &na));
+    CHECK_OK(sl_claim_pick(c, 6, m, 3, "a", 500, 1000, pa, xa, &na, NULL));
     CHECK_INT(na, 0);
 }
 
@@ -232,27 +232,32 @@ static void test_handoff(void) {
     }
     size_t pick[1], np;
     sl_claim_t next[1];
-    /* the top member takes it at once; the others wait their turn */
-    CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[0], 500, 1000, pick, next, &np));
+    uint64_t turn;
+    /* the top member takes it at once; the others wait their turn, and are
+       told when it comes */
+    CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[0], 500, 1000, pick, next, &np, &turn));
     CHECK_INT(np, 1);
+    CHECK(turn == UINT64_MAX);
     for (size_t r = 1; r < 3; r++) {
         c.waited_ms = SL_CLAIM_HANDOFF_MS * (r + 1) - 1;
-        CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[r], 500, 1000, pick, next, &np));
+        CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[r], 500, 1000, pick, next, &np, &turn));
         CHECK_INT(np, 0);
+        CHECK_INT(turn, 501);
         c.waited_ms = SL_CLAIM_HANDOFF_MS * (r + 1);
-        CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[r], 500, 1000, pick, next, &np));
+        CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[r], 500, 1000, pick, next, &np, &turn));
         CHECK_INT(np, 1);
+        CHECK(turn == UINT64_MAX);
         CHECK_STR(next[0].owner, by_rank[r]);
         CHECK_INT(next[0].epoch, 1);
     }
     /* no free slot: never */
     c.waited_ms = 60000;
-    CHECK_OK(sl_claim_pick(&c, 1, m, 4, "d", 500, 1000, pick, next, &np));
+    CHECK_OK(sl_claim_pick(&c, 1, m, 4, "d", 500, 1000, pick, next, &np, NULL));
     CHECK_INT(np, 0);
     /* a claim held by a live owner is never handed on */
     c.claim = claim("a", 1, 10000, false);
     c.owner_alive = true;
-    CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[2], 500, 1000, pick, next, &np));
+    CHECK_OK(sl_claim_pick(&c, 1, m, 4, by_rank[2], 500, 1000, pick, next, &np, NULL));
     CHECK_INT(np, 0);
 }
 

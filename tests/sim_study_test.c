@@ -461,7 +461,7 @@ static void take_claims(world_t *w, int p, const view_t *v) {
     size_t pick[MAX_T], n = 0;
     sl_claim_t next[MAX_T];
     if (sl_claim_pick(cand, (size_t)w->prop_count, m, PEERS, me->id, (uint64_t)w->now, LEASE_MS,
-                      pick, next, &n) != SL_OK) {
+                      pick, next, &n, NULL) != SL_OK) {
         violate(w, "claim_pick failed");
         return;
     }

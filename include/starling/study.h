@@ -448,11 +448,14 @@ typedef struct {
  * has waited (rank + 1) x SL_CLAIM_HANDOFF_MS: the member the view assigns
  * it to may have died unnoticed, or see the trial later. pick[k] indexes
  * cands, next[k] is the register to write (epoch + 1, a fresh lease).
- * `pick` and `next` hold `count` entries. */
+ * `pick` and `next` hold `count` entries. `handoff_ms` (may be NULL): when
+ * self's turn comes for the first candidate it let pass, were its slots
+ * still free then (wall ms; UINT64_MAX: none), for the caller to look
+ * again. */
 sl_err sl_claim_pick(const sl_claim_cand_t *cands, size_t count,
                      const sl_round_member_t *members, size_t member_count, const char *self,
                      uint64_t now_ms, uint32_t lease_ms, size_t *pick, sl_claim_t *next,
-                     size_t *pick_count);
+                     size_t *pick_count, uint64_t *handoff_ms);
 
 /* What a worker does after training epoch `epoch` of a trial at `rung`. */
 typedef enum {
