@@ -11,7 +11,8 @@
 #
 # A condition is a command that succeeds when it holds; wait_until polls
 # it (every 0.1 s) and fails the test with the peers' logs if the
-# deadline passes, or at once if a peer it started exits on its own. Fault durations (a SIGSTOP of 1 s) are the only sleeps.
+# deadline passes, or at once if a peer it started exits on its own.
+# Fault durations (a SIGSTOP of 1 s) are the only sleeps.
 
 set -u
 BUILD=${SL_BUILD_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
