@@ -58,6 +58,11 @@ typedef struct {
     void *ctx;               /* its context */
 } stats_hook_t;
 
+typedef struct {
+    const char *module; /* who refused (static string) */
+    uint64_t count;     /* pieces of input it refused */
+} bad_input_t;
+
 /* A registered pre-leave hook (sl_node_stop_listen). */
 typedef struct {
     sl_node_stop_fn fn; /* callback */
@@ -106,6 +111,8 @@ struct sl_node {
     uint64_t decode_err[SL_ERR_COUNT]; /* rejections by error */
     uint64_t swim_rejected;            /* messages the core refused (SL_EPROTO, ...) */
     uint64_t unrouted;                 /* well-formed messages of a type nobody handles */
+    bad_input_t bad_input[SL_NODE_MAX_LISTENERS]; /* refusals counted by modules */
+    size_t bad_input_count;            /* entries in bad_input */
     uint64_t ctl_requests;             /* control requests answered */
     uint64_t ctl_unknown;              /* control requests for unknown commands */
     uint64_t send_errors;              /* outputs that could not be encoded */
@@ -328,8 +335,14 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
             add_u64(errs, sl_errname((sl_err)e), node->decode_err[e]);
 
     /* Everything counted as bad input, in one figure. */
+    uint64_t by_modules = 0;
+    cJSON *bim = cJSON_AddObjectToObject(root, "bad_input_by_module");
+    for (size_t i = 0; i < node->bad_input_count; i++) {
+        add_u64(bim, node->bad_input[i].module, node->bad_input[i].count);
+        by_modules += node->bad_input[i].count;
+    }
     add_u64(root, "bad_input", ns.bad_frames + ns.oversized + ns.handshake_failed +
-                                   node->decode_bad + node->swim_rejected);
+                                   node->decode_bad + node->swim_rejected + by_modules);
 
     sl_swim_stats_t ss;
     sl_swim_stats(node->swim, &ss);
@@ -372,6 +385,17 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
 }
 
 /* ---- Registration ---- */
+
+void sl_node_bad_input(sl_node_t *node, const char *module) {
+    for (size_t i = 0; i < node->bad_input_count; i++)
+        if (!strcmp(node->bad_input[i].module, module)) {
+            node->bad_input[i].count++;
+            return;
+        }
+    if (node->bad_input_count == SL_NODE_MAX_LISTENERS)
+        return; /* assert-worthy misuse, but never abort on input */
+    node->bad_input[node->bad_input_count++] = (bad_input_t){module, 1};
+}
 
 sl_err sl_node_ctl_register(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *ctx) {
     size_t len = strlen(cmd);

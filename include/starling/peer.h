@@ -187,6 +187,13 @@ sl_err sl_node_stop_listen(sl_node_t *node, sl_node_stop_fn fn, void *ctx);
 sl_err sl_node_send(sl_node_t *node, const char *addr, uint8_t type, const uint8_t *body,
                     size_t body_len);
 
+/* Counts one refused piece of input that a module (store, blob, study)
+ * checked and dropped after the codec accepted it: a forged claim, a
+ * request for another address. It is part of `bad_input` in `stats`,
+ * and `bad_input_by_module.<module>` says where. `module` is a
+ * static string. */
+void sl_node_bad_input(sl_node_t *node, const char *module);
+
 #ifdef __cplusplus
 }
 #endif
