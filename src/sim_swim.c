@@ -224,6 +224,9 @@ static sl_err op_start(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t restarts,
     cfg.seed = sl_mix64(c->cfg.seed * 0x9E3779B97F4A7C15ull + id * 1000003ull + restarts);
     cfg.intern = c->pool;
     cfg.timing = c->cfg.timing;
+    cfg.any_addr = true; /* "sim://n3": no resolver in the simulator */
+    if (c->cfg.nodes >= cfg.timing.max_members && c->cfg.nodes >= 4096)
+        cfg.timing.max_members = c->cfg.nodes + 1; /* the 10,000-node runs */
     sl_err err = sl_swim_new(&cfg, &nd->core);
     if (err)
         return err;

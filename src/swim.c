@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "starling/addr.h"
 #include "starling/swim.h"
 #include "swim_internal.h"
 
 #define REAP_SCAN_MS 10000 /* how often dead/left records are looked at */
+#define REFUSE_LOG_MS 10000 /* at most one log line about refused records per this */
 
 const char *swim_state_name(uint8_t s) {
     static const char *names[] = {"alive", "suspect", "dead", "left"};
@@ -45,6 +47,9 @@ void sl_swim_config_defaults(sl_swim_config_t *cfg) {
     t->leave_fanout = 16;
     t->reap_ms = 3600000;
     t->max_outputs = 4096;
+    t->max_members = 4096;
+    t->max_new_per_msg = 64;
+    t->max_new_per_period = 256;
 }
 
 static void fill_timing(sl_swim_timing_t *t, const sl_swim_timing_t *in) {
@@ -56,7 +61,8 @@ static void fill_timing(sl_swim_timing_t *t, const sl_swim_timing_t *in) {
     DEF(suspicion_max_mult); DEF(awareness_max); DEF(gossip_interval_ms); DEF(gossip_fanout);
     DEF(retransmit_mult); DEF(gossip_max_bytes); DEF(push_pull_interval_ms);
     DEF(dead_sync_every); DEF(join_retry_ms); DEF(seed_redial_ms); DEF(leave_fanout);
-    DEF(reap_ms); DEF(max_outputs);
+    DEF(reap_ms); DEF(max_outputs); DEF(max_members); DEF(max_new_per_msg);
+    DEF(max_new_per_period);
 #undef DEF
     if (t->probe_timeout_ms > t->probe_interval_ms)
         t->probe_timeout_ms = t->probe_interval_ms;
@@ -486,7 +492,10 @@ static void refute(sl_swim_t *s, uint64_t seen, bool accused) {
     if (s->bug == SL_SWIM_BUG_NO_REFUTE)
         return;
     uint64_t old_inc = me->incarnation;
-    me->incarnation = (seen > me->incarnation ? seen : me->incarnation) + 1;
+    uint64_t top = seen > me->incarnation ? seen : me->incarnation;
+    if (top >= UINT64_MAX - 1)
+        return; /* cannot happen: records above SL_SWIM_INC_MAX are refused */
+    me->incarnation = top + 1;
     gossip(s, s->self);
     s->stats.refutations++;
     if (accused)
@@ -541,13 +550,76 @@ static bool bytes_eq_istr(sl_bytes_t b, const sl_istr_t *s) {
     return istr_eq(s, b.ptr, b.len);
 }
 
+static int64_t sync_interval(const sl_swim_t *s);
+
+enum { REFUSE_INC, REFUSE_ADDR, REFUSE_NAME, REFUSE_NEW };
+
+/* Counts a refused record and logs it, at most one line per REFUSE_LOG_MS
+ * (with how many went unlogged): a flood of forgeries costs no disk.
+ * Returns what sl_swim_receive reports for it. */
+static sl_err refuse(sl_swim_t *s, int why, const sl_member_msg_t *r, const char *what) {
+    static const char *const ids[] = {"SWIM-REFUSE-INC", "SWIM-REFUSE-ADDR", "SWIM-REFUSE-NAME",
+                                      "SWIM-REFUSE-NEW"};
+    s->stats.records_refused++;
+    uint64_t *c[] = {&s->stats.refused_inc, &s->stats.refused_addr, &s->stats.refused_name,
+                     &s->stats.refused_new};
+    (*c[why])++;
+    if (s->refuse_log_ms && s->now_ms - s->refuse_log_ms < REFUSE_LOG_MS) {
+        s->refuse_unlogged++;
+    } else {
+        sl_log(SL_LOG_WARNING, ids[why],
+               "t=%lld refused a record of %.*s (incarnation %llu, %.*s): %s; %llu more "
+               "refused since the last such line",
+               (long long)s->now_ms, (int)(r->name.len > SL_NAME_MAX ? SL_NAME_MAX : r->name.len),
+               (const char *)r->name.ptr, (unsigned long long)r->incarnation,
+               (int)(r->addr.len > SL_ADDR_MAX ? SL_ADDR_MAX : r->addr.len),
+               (const char *)r->addr.ptr, what, (unsigned long long)s->refuse_unlogged);
+        s->refuse_log_ms = s->now_ms ? s->now_ms : 1;
+        s->refuse_unlogged = 0;
+    }
+    return why == REFUSE_NEW ? SL_ETOOBIG : SL_EPROTO;
+}
+
+/* Whether one more unknown member may be added now (`from_msg`: learned
+ * from a message rather than sl_swim_add_member). */
+static bool new_member_ok(sl_swim_t *s, bool from_msg, const char **why) {
+    if (s->member_count >= s->t.max_members) {
+        *why = "member table full (max_members)";
+        return false;
+    }
+    if (!from_msg || s->joining_reply)
+        return true; /* the answer to our join brings the whole table */
+    if (s->now_ms - s->new_window_ms >= sync_interval(s)) {
+        s->new_window_ms = s->now_ms;
+        s->new_in_window = 0;
+    }
+    if (s->msg_new >= s->t.max_new_per_msg) {
+        *why = "too many unknown members in one message (max_new_per_msg)";
+        return false;
+    }
+    if (s->new_in_window >= s->t.max_new_per_period) {
+        *why = "too many unknown members this push-pull interval (max_new_per_period)";
+        return false;
+    }
+    s->msg_new++;
+    s->new_in_window++;
+    return true;
+}
+
 /* Applies one record; `spread` queues it for gossip when it changed our
  * view. Returns SL_EPROTO for a malformed record. */
 static sl_err apply(sl_swim_t *s, const sl_member_msg_t *r, bool spread) {
     if (!record_ok(r))
         return SL_EPROTO;
     s->stats.gossip_received++;
+    if (!s->any_addr && !sl_addr_is_numeric(r->addr.ptr, r->addr.len))
+        return refuse(s, REFUSE_NAME, r, "address is not a numeric HOST:PORT");
+    if (r->incarnation > SL_SWIM_INC_MAX)
+        return refuse(s, REFUSE_INC, r, "incarnation above the cap (2^62)");
     uint32_t idx = find(s, r->name.ptr, r->name.len);
+    if (idx != NONE && r->incarnation > s->members[idx].incarnation &&
+        r->incarnation - s->members[idx].incarnation > SL_SWIM_INC_JUMP_MAX)
+        return refuse(s, REFUSE_INC, r, "incarnation jumps more than 2^20 above the known one");
     if (idx == s->self) {
         member_t *me = &s->members[s->self];
         if (s->left)
@@ -558,6 +630,9 @@ static sl_err apply(sl_swim_t *s, const sl_member_msg_t *r, bool spread) {
         return SL_OK;
     }
     if (idx == NONE) {
+        const char *why = NULL;
+        if (!new_member_ok(s, spread, &why))
+            return refuse(s, REFUSE_NEW, r, why);
         idx = member_add(s, r->name, r->addr, r->meta, r->incarnation, r->state, s->now_ms);
         if (idx == NONE)
             return SL_ENOMEM;
@@ -592,6 +667,14 @@ static sl_err apply(sl_swim_t *s, const sl_member_msg_t *r, bool spread) {
         newer = true;
     if (!newer)
         return SL_OK;
+    /* A member moves only by restarting somewhere else: while we hold it
+     * up, or have held it down for less than a push-pull interval (in
+     * which a member falsely declared dead hears of it and refutes), its
+     * address stays. Else anyone could redirect its traffic to himself by
+     * gossip (docs/membership.md, "What a record may claim"). */
+    if (r->incarnation != m->incarnation && !bytes_eq_istr(r->addr, m->addr) &&
+        (is_up(m->state) || s->now_ms - m->state_change_ms < sync_interval(s)))
+        return refuse(s, REFUSE_ADDR, r, "address change of a member not given up");
     uint8_t old = m->state;
     uint64_t old_inc = m->incarnation;
     bool new_inc = r->incarnation != m->incarnation;
@@ -645,11 +728,14 @@ sl_err sl_swim_new(const sl_swim_config_t *cfg, sl_swim_t **out) {
         return SL_EINVAL;
     if (cfg->meta_len && (!cfg->meta || sl_meta_validate(cfg->meta, cfg->meta_len) != SL_OK))
         return SL_EINVAL;
+    if (cfg->incarnation > SL_SWIM_INC_MAX)
+        return SL_ERANGE; /* its refutations could wrap */
     sl_swim_t *s = sl_calloc(1, sizeof *s);
     if (!s)
         return SL_ENOMEM;
     sl_err err = SL_ENOMEM;
     fill_timing(&s->t, &cfg->timing);
+    s->any_addr = cfg->any_addr;
     sl_rng_seed(&s->rng, cfg->seed ^ intern_hash((const uint8_t *)cfg->name, nlen));
     gq_init(&s->gq);
     s->next_seq = 1;
@@ -1006,8 +1092,6 @@ static void on_ping_req(sl_swim_t *s, const sl_msg_t *msg) {
     s->stats.ping_reqs_served++;
 }
 
-static int64_t sync_interval(const sl_swim_t *s);
-
 sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
     enter(s, now);
     if (!msg)
@@ -1026,6 +1110,17 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
         s->stats.msgs_ignored++;
         return SL_EPROTO;
     }
+    /* Every address in it may be dialled: none may need a resolver. */
+    if (!s->any_addr && (!sl_addr_is_numeric(msg->from_addr.ptr, msg->from_addr.len) ||
+                         (msg->type == SL_MSG_PING_REQ &&
+                          !sl_addr_is_numeric(msg->u.ping_req.target_addr.ptr,
+                                              msg->u.ping_req.target_addr.len)))) {
+        s->stats.msgs_ignored++;
+        s->stats.refused_name++;
+        return SL_EPROTO;
+    }
+    s->msg_new = 0;
+    s->joining_reply = false;
     sl_err err = SL_OK;
     if (msg->type != SL_MSG_SYNC) {
         for (size_t i = 0; i < msg->gossip_count; i++) {
@@ -1050,11 +1145,15 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
         if (sy->member_count > SL_SYNC_MAX_MEMBERS || (sy->member_count && !sy->members))
             return SL_EPROTO;
         bool was_alone = s->alive_count <= 1;
+        /* The answer to our join brings the whole table (up to
+         * max_members); any other SYNC adds few members we did not know. */
+        s->joining_reply = sy->reply && was_alone;
         for (size_t i = 0; i < sy->member_count; i++) {
             sl_err e = apply(s, &sy->members[i], true);
             if (e && !err)
                 err = e;
         }
+        s->joining_reply = false;
         /* Our join is answered. Members that joined at the same time as
          * we did are missing from that table, and their join gossip may
          * have run out before anyone knew us: one more push-pull a few
@@ -1373,6 +1472,8 @@ sl_err sl_swim_set_meta(sl_swim_t *s, int64_t now, const uint8_t *meta, size_t l
     if (s->left)
         return SL_ESTATE;
     member_t *me = &s->members[s->self];
+    if (me->incarnation >= SL_SWIM_INC_MAX)
+        return SL_ERANGE;
     sl_istr_t *mt = len ? intern_get(s->pool, meta, len) : NULL;
     if (len && !mt)
         return SL_ENOMEM;

@@ -236,6 +236,14 @@ struct sl_swim {
     sl_member_msg_t *scratch;      /* SYNC member records being handed out */
     uint32_t scratch_cap;          /* records allocated */
 
+    bool any_addr;            /* names allowed in addresses (simulator) */
+    bool joining_reply;       /* the message being applied answers our join */
+    uint32_t msg_new;         /* unknown members added by the message being applied */
+    int64_t new_window_ms;    /* start of the current max_new_per_period window */
+    uint32_t new_in_window;   /* unknown members added from messages in it */
+    int64_t refuse_log_ms;    /* when a refusal was last logged */
+    uint64_t refuse_unlogged; /* refusals since then, not logged */
+
     sl_swim_stats_t stats;    /* counters */
 };
 

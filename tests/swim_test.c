@@ -43,6 +43,7 @@ static sl_swim_t *make(int i, uint64_t inc, const sl_swim_timing_t *timing) {
     cfg.addr = addr;
     cfg.incarnation = inc;
     cfg.seed = 42 + (uint64_t)i;
+    cfg.any_addr = true; /* "tcp://m3": test names, never dialled */
     if (timing) {
         sl_swim_timing_t base = cfg.timing;
         cfg.timing = *timing;
@@ -577,19 +578,21 @@ static void test_record_order(void) {
     CHECK_OK(sl_swim_member_find(s, r.name, &m));
     CHECK_INT(m.incarnation, 5); /* incarnations never go down */
     r.incarnation = 6;
-    r.addr = sl_bytes_str("tcp://x2"); /* restarted elsewhere */
-    CHECK_OK(sl_swim_add_member(s, 0, &r));
+    r.addr = sl_bytes_str("tcp://x2"); /* restarted elsewhere: not before the old */
+    CHECK_ERR(sl_swim_add_member(s, 0, &r), SL_EPROTO); /* address was given up */
+    int64_t later = sl_swim_timing(s)->push_pull_interval_ms;
+    CHECK_OK(sl_swim_add_member(s, later, &r));
     CHECK_OK(sl_swim_member_find(s, r.name, &m));
     CHECK_INT(m.state, SL_STATE_ALIVE);
     CHECK(bytes_is(m.addr, "tcp://x2"));
     r.state = SL_STATE_SUSPECT;
-    CHECK_OK(sl_swim_add_member(s, 0, &r));
+    CHECK_OK(sl_swim_add_member(s, later, &r));
     r.state = SL_STATE_ALIVE; /* same incarnation: no refutation */
-    CHECK_OK(sl_swim_add_member(s, 0, &r));
+    CHECK_OK(sl_swim_add_member(s, later, &r));
     CHECK_OK(sl_swim_member_find(s, r.name, &m));
     CHECK_INT(m.state, SL_STATE_SUSPECT);
     r.name.len = 0; /* malformed */
-    CHECK_ERR(sl_swim_add_member(s, 0, &r), SL_EPROTO);
+    CHECK_ERR(sl_swim_add_member(s, later, &r), SL_EPROTO);
     CHECK_OK(sl_swim_check(s));
     sl_swim_destroy(&s);
 }

@@ -88,6 +88,13 @@ typedef struct {
     uint32_t reap_ms;               /* forget dead/left members after (3600000) */
     uint32_t max_outputs;           /* queued outputs cap; beyond: dropped
                                        and counted (4096) */
+    uint32_t max_members;           /* records held, self included; beyond:
+                                       unknown members refused (4096) */
+    uint32_t max_new_per_msg;       /* unknown members one message may add,
+                                       but for the answer to our join (64) */
+    uint32_t max_new_per_period;    /* unknown members all messages together
+                                       may add per push-pull interval, but
+                                       for the answer to our join (256) */
 } sl_swim_timing_t;
 
 typedef struct {
@@ -100,7 +107,25 @@ typedef struct {
     uint64_t seed;           /* rng seed (probe order, relays, gossip) */
     sl_intern_t *intern;     /* borrowed shared string pool, or NULL */
     sl_swim_timing_t timing; /* zero fields take the defaults */
+    bool any_addr;           /* accept addresses that are not numeric (the
+                                simulator's "sim://n3"); a daemon leaves it
+                                false: no DNS on the I/O path */
 } sl_swim_config_t;
+
+/* What a received record may claim (docs/membership.md, "What a record may
+ * claim"); records beyond are refused, counted (stats.records_refused) and
+ * make sl_swim_receive return SL_EPROTO (or SL_ETOOBIG for a full table):
+ *   - an incarnation above SL_SWIM_INC_MAX, or more than SL_SWIM_INC_JUMP_MAX
+ *     above the highest one known for that member (self included), so
+ *     that no refutation ever wraps;
+ *   - an address that is not numeric (sl_addr_is_numeric), unless any_addr;
+ *   - a new address for a member held ALIVE or SUSPECT, or held DEAD or
+ *     LEFT for less than one push-pull interval: a member moves only by
+ *     restarting, and only once its old address has been given up;
+ *   - an unknown member past max_members, max_new_per_msg or
+ *     max_new_per_period. */
+#define SL_SWIM_INC_MAX (UINT64_C(1) << 62)
+#define SL_SWIM_INC_JUMP_MAX (UINT64_C(1) << 20)
 
 /* The defaults (Serf's probe pace, a short suspicion): at N = 10, a kill -9
  * is declared dead everywhere in about 2-4 s, a leave is seen everywhere
@@ -266,6 +291,12 @@ typedef struct {
     uint64_t outputs_dropped;  /* outputs dropped at max_outputs */
     uint64_t events_dropped;   /* events dropped at the event cap */
     uint64_t seed_dials;       /* SYNCs sent to seed addresses */
+    uint64_t records_refused;  /* received records refused, all reasons: */
+    uint64_t refused_inc;      /*   incarnation over the cap or jump bound */
+    uint64_t refused_addr;     /*   address change of a member not given up */
+    uint64_t refused_name;     /*   a host name where a numeric address belongs
+                                    (also whole messages, by their sender) */
+    uint64_t refused_new;      /*   unknown member over a table or rate cap */
 } sl_swim_stats_t;
 
 void sl_swim_stats(const sl_swim_t *swim, sl_swim_stats_t *stats);
