@@ -8,13 +8,15 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -185,6 +187,124 @@ out:
 
 /* ---- a command's child process ---- */
 
+/* The trial's first process: a shell that runs the command in the
+ * background, in the trial's own process group, and waits for it. Its
+ * parent-death signal is SIGTERM (spawn), on which it kills its whole
+ * group: a command that forks (a pipeline, a launcher, `cmd &`) dies with
+ * the peer, not only its first process, which PR_SET_PDEATHSIG alone
+ * would reach (the setting is not inherited across fork). A command
+ * killed by a signal makes the shell end by the same signal. */
+static const char SUPERVISOR[] =
+    "trap 'kill -KILL 0' TERM\n"
+    "c=$1; shift\n"
+    "eval \"$c\" &\n"
+    "wait $!\n"
+    "s=$?\n"
+    "if [ $s -gt 128 ] && [ $s -lt 160 ]; then trap - TERM; kill -$((s - 128)) $$; fi\n"
+    "exit $s\n";
+
+/* What the child of spawn does, all prepared before vfork (the child may
+ * only make system calls: it shares the peer's memory until it execs). */
+typedef struct {
+    char **argv;                  /* /bin/sh's arguments */
+    char **envp;                  /* its environment */
+    int out_fd;                   /* its stdout and stderr */
+    const sl_study_user_t *user;  /* run as this user (set) or as the peer */
+    pid_t parent;                 /* the peer's pid, to see it die before PDEATHSIG is set */
+} spawn_t;
+
+static void child_fail(const char *what) {
+    ssize_t n = write(2, what, strlen(what));
+    (void)n;
+    _exit(127);
+}
+
+/* The vfork child: own process group, stdio, the trial user, the parent-
+ * death signal (after setuid, which clears it), signals as exec expects. */
+static void child_run(const spawn_t *sp, const sigset_t *old_mask) {
+    if (setpgid(0, 0) != 0)
+        child_fail("trial spawn: setpgid failed\n");
+    if (dup2(sp->out_fd, 1) < 0 || dup2(sp->out_fd, 2) < 0)
+        _exit(127);
+    int in = open("/dev/null", O_RDONLY);
+    if (in < 0 || dup2(in, 0) < 0)
+        child_fail("trial spawn: cannot open /dev/null\n");
+    if (in > 2)
+        close(in);
+    const sl_study_user_t *u = sp->user;
+    if (u->set && (setgroups((size_t)u->group_count, u->groups) != 0 || setgid(u->gid) != 0 ||
+                   setuid(u->uid) != 0))
+        child_fail("trial spawn: cannot switch to the trial user (setgroups, setgid or setuid "
+                   "failed)\n");
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
+        child_fail("trial spawn: prctl(PR_SET_PDEATHSIG) failed\n");
+    if (getppid() != sp->parent)
+        _exit(127); /* the peer died before the signal was set */
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) != 0)
+            continue;
+        if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = SIG_DFL;
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    execve("/bin/sh", sp->argv, sp->envp);
+    child_fail("trial spawn: cannot run /bin/sh\n");
+}
+
+/* Starts the trial's supervisor shell. vfork, not fork: the peer's page
+ * tables are not copied nor its pages made copy-on-write for a child that
+ * execs at once (a fork cost the peer about a millisecond of CPU a trial);
+ * posix_spawn (which glibc does the same way) cannot set a parent-death
+ * signal nor a user. The calling thread (the worker's) lives until the
+ * child is reaped: the parent-death signal follows the thread that forked,
+ * not the process. Signals are blocked around vfork so that no handler of
+ * the peer runs in the child. */
+static pid_t spawn(spawn_t *sp) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    sp->parent = getpid();
+    pid_t pid = vfork();
+    if (pid == 0)
+        child_run(sp, &old);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0)
+        setpgid(pid, pid); /* (already done by the child; harmless) */
+    return pid;
+}
+
+/* Hands the trial's checkpoint directory and what a restore put in it to
+ * the trial user, so that its command can write and read its checkpoints;
+ * the directories above it up to the peer's studies directory (S/w, S)
+ * become searchable (o+x, not listable) so that the user reaches it. */
+static void give_dir(const char *dir, const sl_study_user_t *u) {
+    char up[1100];
+    snprintf(up, sizeof up, "%s", dir);
+    for (int level = 0; level < 2; level++) {
+        char *slash = strrchr(up, '/');
+        if (!slash || slash == up)
+            break;
+        *slash = 0;
+        struct stat st;
+        if (stat(up, &st) == 0 && !(st.st_mode & S_IXOTH))
+            chmod(up, (st.st_mode & 07777) | S_IXOTH);
+    }
+    if (chown(dir, u->uid, u->gid) != 0)
+        return; /* the command's writes fail and say so */
+    char names[64][128];
+    int n = sl_study_dir_files(dir, names, 64);
+    for (int i = 0; i < n; i++) {
+        char p[4096 + 300];
+        snprintf(p, sizeof p, "%.1100s/%.127s", dir, names[i]);
+        if (chown(p, u->uid, u->gid) != 0)
+            continue;
+    }
+}
+
 static uint64_t mono_ms(void) { return sl_plat_now_ns() / 1000000ull; }
 
 /* Kills the child's process group and reaps it. */
@@ -230,10 +350,6 @@ static void run_command(sl_study_worker_t *w) {
         push_simple(w, SL_WEV_END, true, "pipe failed");
         return;
     }
-    /* posix_spawn, not fork: glibc spawns with CLONE_VM|CLONE_VFORK, so
-       the peer's page tables are not copied and its pages not made
-       copy-on-write for a child that execs at once (a fork cost the peer
-       about a millisecond of CPU a trial) */
     char ep[16];
     snprintf(ep, sizeof ep, "%d", j->target_epochs);
     const char *mine[][2] = {{"STARLING_TRIAL_ID", j->trial_id},
@@ -266,22 +382,13 @@ static void run_command(sl_study_worker_t *w) {
         snprintf(own[k], len, "%s=%s", mine[k][0], mine[k][1]);
         envp[ne++] = own[k];
     }
+    if (env_ok && j->user.set)
+        give_dir(j->dir, &j->user);
     pid_t pid = -1;
     if (env_ok) {
-        posix_spawnattr_t attr;
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_init(&attr);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&attr, 0);
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-        posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        char *argv[] = {"sh", "-c", cmd, NULL};
-        if (posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, envp) != 0)
-            pid = -1;
-        posix_spawn_file_actions_destroy(&fa);
-        posix_spawnattr_destroy(&attr);
+        char *argv[] = {"sh", "-c", (char *)SUPERVISOR, "starling-trial", cmd, NULL};
+        spawn_t sp = {.argv = argv, .envp = envp, .out_fd = fds[1], .user = &j->user};
+        pid = spawn(&sp);
     }
     for (int k = 0; k < 4; k++)
         sl_free(own[k]);
@@ -292,7 +399,6 @@ static void run_command(sl_study_worker_t *w) {
         push_simple(w, SL_WEV_END, true, env_ok ? "spawn failed" : "out of memory");
         return;
     }
-    setpgid(pid, pid);
     atomic_store(&w->child, (int)pid);
     close(fds[1]);
     char buf[SL_REPORT_LINE_MAX + 1];
@@ -469,6 +575,86 @@ void sl_study_worker_abandon(sl_study_worker_t **wp) {
         kill(-pid, SIGKILL);
     pthread_detach((*wp)->thread);
     *wp = NULL; /* the thread still uses it; the process is about to exit */
+}
+
+sl_err sl_study_user_resolve(const char *name, sl_study_user_t *out, char *why, size_t why_len) {
+    memset(out, 0, sizeof *out);
+    if (!name || !name[0])
+        return SL_OK;
+    char buf[16384];
+    struct passwd pw, *found = NULL;
+    int rc = getpwnam_r(name, &pw, buf, sizeof buf, &found);
+    if (rc != 0 || !found) {
+        snprintf(why, why_len, "--trial-user %s: no such user", name);
+        return SL_ENOTFOUND;
+    }
+    if (geteuid() != 0) {
+        snprintf(why, why_len,
+                 "--trial-user %s: the peer runs as uid %u, not root, and cannot switch users "
+                 "(start it as root, or leave the flag out to run trials as the peer's user)",
+                 name, (unsigned)geteuid());
+        return SL_EINVAL;
+    }
+    if (pw.pw_uid == 0) {
+        snprintf(why, why_len, "--trial-user %s: that is root; name an unprivileged user", name);
+        return SL_EINVAL;
+    }
+    int count = SL_STUDY_USER_GROUPS_MAX;
+    if (getgrouplist(name, pw.pw_gid, out->groups, &count) < 0) {
+        snprintf(why, why_len, "--trial-user %s: in more than %d groups", name,
+                 SL_STUDY_USER_GROUPS_MAX);
+        return SL_EINVAL;
+    }
+    out->set = true;
+    out->uid = pw.pw_uid;
+    out->gid = pw.pw_gid;
+    out->group_count = count;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    return SL_OK;
+}
+
+sl_err sl_study_user_reach(const sl_study_user_t *u, const char *dir, char *why, size_t why_len) {
+    if (!u->set)
+        return SL_OK;
+    char path[1100];
+    if (!realpath(dir, path)) {
+        snprintf(why, why_len, "--trial-user %s: cannot resolve %s", u->name, dir);
+        return SL_EINVAL;
+    }
+    /* every directory above `dir` must let the user search it */
+    char *last = strrchr(path, '/');
+    if (last)
+        *last = 0;
+    for (char *end = last ? last : path;;) {
+        struct stat st;
+        if (stat(path[0] ? path : "/", &st) == 0) {
+            bool in_group = st.st_gid == u->gid;
+            for (int i = 0; i < u->group_count; i++)
+                in_group |= st.st_gid == u->groups[i];
+            bool ok = st.st_uid == u->uid ? (st.st_mode & S_IXUSR)
+                      : in_group         ? (st.st_mode & S_IXGRP)
+                                         : (st.st_mode & S_IXOTH);
+            if (!ok) {
+                snprintf(why, why_len,
+                         "--trial-user %s: the user cannot reach the data directory %s (%s is "
+                         "not searchable by it); choose a --data directory it can reach",
+                         u->name, dir, path[0] ? path : "/");
+                return SL_EINVAL;
+            }
+        }
+        char *slash = strrchr(path, '/');
+        if (!slash || end == path)
+            break;
+        *slash = 0;
+        end = slash;
+    }
+    /* the peer's own directories: searchable, not listable */
+    char p[1100];
+    snprintf(p, sizeof p, "%s", dir);
+    struct stat st;
+    if (stat(p, &st) == 0 && !(st.st_mode & S_IXOTH))
+        chmod(p, (st.st_mode & 07777) | S_IXOTH);
+    return SL_OK;
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(a, b); }

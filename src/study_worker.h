@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "starling/study.h"
 
@@ -36,6 +37,27 @@ typedef struct sl_study_data sl_study_data_t;
 sl_err sl_study_data_new(sl_study_data_t **out);
 void sl_study_data_destroy(sl_study_data_t **d);
 
+#define SL_STUDY_USER_GROUPS_MAX 64 /* supplementary groups of a trial user */
+
+/* The user command trials run as (peer --trial-user), resolved once at
+ * start: the child switches to it with system calls only. */
+typedef struct {
+    bool set;                                 /* false: trials run as the peer's user */
+    uid_t uid;                                /* its user id (never 0) */
+    gid_t gid;                                /* its primary group */
+    gid_t groups[SL_STUDY_USER_GROUPS_MAX];   /* its groups (initgroups' list) */
+    int group_count;                          /* how many of groups */
+    char name[64];                            /* its name, for messages */
+} sl_study_user_t;
+
+/* Looks `name` up (NULL or "": no trial user, out->set false). Refused,
+ * with why: no such user, root, or a peer that is not root itself. */
+sl_err sl_study_user_resolve(const char *name, sl_study_user_t *out, char *why, size_t why_len);
+
+/* Checks that user `u` (when set) can search every directory above
+ * `dir` and makes `dir` (the peer's own) searchable by others (o+x). */
+sl_err sl_study_user_reach(const sl_study_user_t *u, const char *dir, char *why, size_t why_len);
+
 /* A job: everything the thread needs (copied). */
 typedef struct {
     sl_study_spec_t spec;            /* the study */
@@ -46,6 +68,7 @@ typedef struct {
     int threads;                     /* BLAS threads (0: the spec's) */
     sl_study_data_t *data;           /* shared data sets (builtin) */
     int wake_fd;                     /* a byte is written here for each event (0: none) */
+    sl_study_user_t user;            /* a command runs as this user (user.set) */
 } sl_study_job_t;
 
 /* Starts the thread. */
