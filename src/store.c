@@ -500,13 +500,23 @@ sl_err store_out_push(sl_store_out_t *o, sl_store_msg_t *m) {
 
 /* ---- local operations ---- */
 
-static sl_err check_key(const void *key, size_t len) {
+bool sl_store_key_valid(const void *key, size_t len) {
+    const uint8_t *p = key;
     if (!key || len == 0 || len > SL_STORE_MAX_KEY_LEN)
-        return SL_EINVAL;
+        return false;
     /* keys are text: the wire carries them as msgpack str */
-    if (!sl_mpack_utf8_valid(key, len))
-        return SL_EINVAL;
-    return SL_OK;
+    if (!sl_mpack_utf8_valid(p, len))
+        return false;
+    /* and printed: no control characters (C0, DEL, and C1 as UTF-8's
+     * C2 80..C2 9F, which some terminals obey as escapes) */
+    for (size_t i = 0; i < len; i++)
+        if (p[i] < 0x20 || p[i] == 0x7f || (p[i] == 0xc2 && i + 1 < len && p[i + 1] < 0xa0))
+            return false;
+    return true;
+}
+
+static sl_err check_key(const void *key, size_t len) {
+    return sl_store_key_valid(key, len) ? SL_OK : SL_EINVAL;
 }
 
 /* Issues the next dot for `it`, applies it and encodes its DELTA. */
@@ -521,6 +531,10 @@ static sl_err local_op(sl_store_t *s, const void *key, size_t key_len, sl_crdt_i
         return err == SL_EPROTO ? SL_EINVAL : err;
     sl_store_item_t item = {.key = key, .key_len = (uint32_t)key_len, .it = *it};
     sl_store_range_t range = {s->rid, self->seq, self->seq + 1};
+    /* the first write after a heal covers the dots the counter skipped,
+     * so the WAL replays it without a gap (and peers take it whole) */
+    if (s->heal_pending && self->seq + 1 - s->heal_from <= SL_STORE_MAX_DOT_LEAD)
+        range.from = s->heal_from;
     sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = s->rid, .ranges = &range,
                          .range_count = 1, .items = &item, .item_count = 1};
     if ((err = sl_store_msg_encode(&m, SL_MSG_MAX_LEN, delta)))
@@ -531,6 +545,7 @@ static sl_err local_op(sl_store_t *s, const void *key, size_t key_len, sl_crdt_i
         return err;
     }
     s->reps[s->self_rix].seq++;
+    s->heal_pending = false;
     s->st.applied++;
     store_maybe_compact(s);
     return SL_OK;

@@ -84,6 +84,7 @@ struct sl_store {
     uint64_t snap_from;         /* snapshot being received: sender */
     uint64_t snap_id;           /* its id */
     uint32_t snap_next;         /* next chunk expected */
+    uint64_t snap_fp;           /* its chunk 0's chunks, flags, vv and retired (hashed): every chunk repeats them */
     struct sl_store *shadow;    /* RESET snapshot being received, built aside */
     uint64_t snap_counter;      /* snapshots built */
     sl_store_stats_t st;        /* counters */
@@ -92,6 +93,11 @@ struct sl_store {
     uint64_t caught_up_ms;      /* when this replica last held all a peer's DIGEST or SUMMARY said it held */
     bool track_durable;         /* digests report `durable`, not `seq` */
     char addr[SL_STORE_MAX_ADDR + 1]; /* where peers answer our digests */
+    bool heal_pending;          /* a heal moved the self seq; no write since */
+    uint64_t heal_from;         /* self seq before that (the next write's range starts here) */
+    bool logged;                /* a refusal was logged (log_ms is meaningful) */
+    uint64_t log_ms;            /* when the last refusal line was logged */
+    uint64_t log_suppressed;    /* refusals not logged since */
 };
 
 

@@ -482,7 +482,6 @@ static void notify_delta(sl_store_node_t *sn, const uint8_t *body, size_t len) {
 static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body, size_t len,
                    uint64_t now_ns) {
     sl_store_node_t *sn = ctx;
-    (void)node;
     (void)now_ns;
     sl_store_out_t out;
     sl_store_out_init(&out);
@@ -493,6 +492,8 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
         return;
     }
     sl_err err = sl_store_receive(sn->store, type, body, len, sl_plat_wall_ms(), &out, &persist);
+    if (err != SL_OK && err != SL_ENOMEM)
+        sl_node_bad_input(node, "store"); /* refused (and logged, rate-limited) by the store */
     if (err == SL_OK && persist && told(sn) && type == SL_STORE_MSG_DELTA)
         notify_delta(sn, body, len);
     /* a RESET snapshot replaced the map: not told key by key */
@@ -689,6 +690,8 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"applied", st.applied},
                              {"gaps", st.gaps},
                              {"rejected", st.rejected},
+                             {"forged", st.forged},
+                             {"healed", st.healed},
                              {"deltas_sent", st.deltas_sent},
                              {"snapshots_sent", st.snapshots_sent},
                              {"digests_sent", sn->digests_sent},
@@ -738,8 +741,8 @@ static sl_err ctl_put(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
     if (!err)
         return stage_request(sn, &d, req->args[0].ptr, req->args[0].len, call);
     if (err == SL_EINVAL)
-        return reply_err(call, err, "key must be 1..512 bytes of UTF-8 and hold a register "
-                                    "(not a set, counter or map)");
+        return reply_err(call, err, "key must be 1..512 bytes of UTF-8 without control "
+                                    "characters and hold a register (not a set, counter or map)");
     if (err == SL_ETOOBIG)
         return reply_err(call, err, "value over 64 KiB: store it as a blob");
     return err ? reply_err(call, err, sl_strerror(err)) : sl_ctl_reply(call, SL_OK, "{}", 2, false);
@@ -771,6 +774,8 @@ static sl_err ctl_del(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
         return stage_request(sn, &d, req->args[0].ptr, req->args[0].len, call);
     if (err == SL_ENOTFOUND)
         return reply_err(call, err, "no such key");
+    if (err == SL_EINVAL)
+        return reply_err(call, err, "key must be 1..512 bytes of UTF-8 without control characters");
     return err ? reply_err(call, err, sl_strerror(err)) : sl_ctl_reply(call, SL_OK, "{}", 2, false);
 }
 

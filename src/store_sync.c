@@ -2,12 +2,40 @@
  * snapshots and resets, garbage collection and retiring (see
  * include/starling/store.h; the map itself is src/store.c). */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "starling/hash.h"
 #include "starling/msg.h"
 #include "store_internal.h"
+
+/* ---- refusals ---- */
+
+/* Logs one line per SL_STORE_LOG_EVERY_MS (of the caller's clock) at
+ * most, saying how many were left out since: a peer that sends a hostile
+ * message per millisecond costs a line per 10 s, not a line each. */
+static void log_limited(sl_store_t *s, uint64_t now_ms, int level, const char *id,
+                        const char *msg) {
+    if (s->logged && now_ms >= s->log_ms && now_ms - s->log_ms < SL_STORE_LOG_EVERY_MS) {
+        s->log_suppressed++;
+        return;
+    }
+    if (s->log_suppressed)
+        sl_log(level, id, "%s (and %" PRIu64 " store refusals or heals not logged in the"
+               " %u s before)", msg, s->log_suppressed, SL_STORE_LOG_EVERY_MS / 1000);
+    else
+        sl_log(level, id, "%s", msg);
+    s->logged = true;
+    s->log_ms = now_ms;
+    s->log_suppressed = 0;
+}
+
+static void log_refusal(sl_store_t *s, uint64_t now_ms, uint8_t type, const char *why) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "store message type %u refused: %s", type, why);
+    log_limited(s, now_ms, SL_LOG_NOTICE, "STORE-BAD-MSG", msg);
+}
 
 /* ---- digests ---- */
 
@@ -209,11 +237,12 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
     uint32_t *order = sl_calloc(s->rep_count, sizeof *order);
     uint64_t *from = sl_calloc(s->rep_count, sizeof *from);
     uint32_t *rank = sl_calloc(s->rep_count, sizeof *rank);
+    uint64_t *top = sl_calloc(s->rep_count, sizeof *top);
     cand_t *cands = NULL;
     builder_t b = {0};
     sl_err err = SL_OK;
     size_t ncand = 0, cap = 0, total = 0;
-    if (!order || !from || !rank) {
+    if (!order || !from || !rank || !top) {
         err = SL_ENOMEM;
         goto fail;
     }
@@ -221,6 +250,10 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
     for (uint32_t i = 0; i < s->rep_count; i++) {
         const replica_t *r = &s->reps[i];
         from[i] = pairs_get(pvv, pn, r->rid, NULL);
+        /* a range claims at most SL_STORE_MAX_DOT_LEAD dots: the rest
+         * goes with the next digest */
+        top[i] = r->seq > from[i] && r->seq - from[i] > SL_STORE_MAX_DOT_LEAD
+                     ? from[i] + SL_STORE_MAX_DOT_LEAD : r->seq;
         if (!r->retired && r->rid != peer_rid && r->seq > from[i])
             any = true;
     }
@@ -255,7 +288,7 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
                 seq = d.seq;
             }
             const replica_t *rep = &s->reps[rix];
-            if (rep->retired || rep->rid == peer_rid || seq <= from[rix] || seq > rep->seq)
+            if (rep->retired || rep->rid == peer_rid || seq <= from[rix] || seq > top[rix])
                 continue;
             if (s->bug == SL_STORE_BUG_DELTA_DROP && seq % 5 == 0)
                 continue; /* planted: the range still covers it */
@@ -292,7 +325,7 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
         if (b.range_count >= SL_STORE_MAX_RANGES &&
             (err = flush_delta(s, &b, out, &total)))
             goto fail;
-        b.ranges[b.range_count] = (sl_store_range_t){rep->rid, lo, rep->seq};
+        b.ranges[b.range_count] = (sl_store_range_t){rep->rid, lo, top[rix]};
         b.range_count++;
         b.len += 30;
         for (; c < ncand && (uint32_t)(cands[c].order >> SEQ_BITS) == oi; c++) {
@@ -314,7 +347,7 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
                     break;
                 }
                 lo = seq - 1;
-                b.ranges[0] = (sl_store_range_t){rep->rid, lo, rep->seq};
+                b.ranges[0] = (sl_store_range_t){rep->rid, lo, top[rix]};
                 b.range_count = 1;
                 b.len += 30;
             }
@@ -338,6 +371,7 @@ fail:
     sl_free(order);
     sl_free(from);
     sl_free(rank);
+    sl_free(top);
     sl_free(cands);
     sl_free(b.ranges);
     sl_free(b.items);
@@ -478,7 +512,8 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
         }
         if (rep->retired || rep->seq >= r->to)
             continue; /* all seen */
-        if (rep->seq < r->from) {
+        if (rep->seq < r->from && !(trusted && r->rid == s->rid)) {
+            /* (our own log may jump: a heal moved the counter) */
             s->st.gaps++;
             continue;
         }
@@ -600,6 +635,16 @@ static sl_err reset_complete(sl_store_t *s, const sl_store_dmsg_t *m) {
     return SL_OK;
 }
 
+/* What every chunk of one snapshot must repeat: its chunk count, flags,
+ * vv and retired list (the atoms of each chunk are checked against them
+ * by the decoder, and the last chunk's lists are the ones joined). */
+static uint64_t snap_fp_of(const sl_store_dmsg_t *m) {
+    uint64_t h = sl_mix64(((uint64_t)m->chunks << 8 | m->flags) ^ 0x534e4150ull);
+    h = sl_hash64(m->ranges, m->range_count * sizeof *m->ranges, h);
+    h = sl_hash64(m->retired, m->retired_count * sizeof *m->retired, h ^ m->range_count);
+    return h;
+}
+
 static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *changed) {
     *changed = false;
     sl_err err = SL_OK;
@@ -612,6 +657,7 @@ static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *chan
         s->snap_from = m->sender;
         s->snap_id = m->snap_id;
         s->snap_next = 0;
+        s->snap_fp = snap_fp_of(m);
         sl_store_destroy(&s->shadow);
         if (reset) {
             sl_store_config_t cfg = s->cfg;
@@ -625,6 +671,16 @@ static sl_err apply_snapshot(sl_store_t *s, const sl_store_dmsg_t *m, bool *chan
         if (reset)
             s->want_reset = true; /* ask again: the next one starts over */
         return SL_OK;
+    } else if (snap_fp_of(m) != s->snap_fp) {
+        /* a chunk that names other replicas (or counts, or flags) than
+         * the snapshot's first: its atoms would not be covered by the vv
+         * joined at the end. The whole snapshot is dropped. */
+        sl_store_destroy(&s->shadow);
+        s->snap_from = s->snap_id = 0;
+        if (reset)
+            s->want_reset = true;
+        s->st.forged++;
+        return SL_EPROTO;
     }
     for (uint32_t i = 0; i < m->item_count; i++) {
         const sl_store_item_t *item = &m->items[i];
@@ -707,6 +763,31 @@ static bool covers(const sl_store_t *s, const peer_t *p) {
 
 uint64_t sl_store_caught_up_ms(const sl_store_t *s) { return s->caught_up_ms; }
 
+/* A peer believes this replica issued more dots than it did (a forged
+ * claim got past the lead check somewhere, or this replica lost writes):
+ * its later writes would look old to that peer and be dropped. The
+ * counter moves past what the peer believes (check_claims bounded it by
+ * SL_STORE_MAX_DOT_LEAD); the next write's range starts where the counter
+ * was, so the WAL records the move (S4 unique dots) and peers take it. */
+static void heal(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms) {
+    replica_t *self = &s->reps[s->self_rix];
+    uint64_t claim = pairs_get(m->ranges, m->range_count, s->rid, NULL);
+    if (claim <= self->seq)
+        return;
+    if (!s->heal_pending) {
+        s->heal_pending = true;
+        s->heal_from = self->seq;
+    }
+    char why[160];
+    snprintf(why, sizeof why,
+             "peer %016" PRIx64 " believes this replica issued %" PRIu64
+             " dots, %" PRIu64 " more than it did: its counter moves past",
+             m->sender, claim, claim - self->seq);
+    self->seq = claim;
+    s->st.healed++;
+    log_limited(s, now_ms, SL_LOG_WARNING, "STORE-HEAL", why);
+}
+
 static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms,
                             sl_store_out_t *replies) {
     if (m->sender == s->rid)
@@ -731,6 +812,7 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t no
     p->vv_count = m->range_count;
     p->retired = ret;
     p->retired_count = m->retired_count;
+    heal(s, m, now_ms);
     sl_err err;
     /* a replica that itself waits for a reset may hold stale atoms: it
      * answers with deltas only */
@@ -804,6 +886,48 @@ static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t n
     return err ? err : store_out_push(replies, &d);
 }
 
+/* What a message claims, against what its sender may claim (proto/store.md,
+ * rule 3): keys without control characters; no dot of this replica past
+ * what it issued; no more than SL_STORE_MAX_DOT_LEAD dots of a replica
+ * at once (a DELTA range's span, a RESET SNAPSHOT's entry over ours, a
+ * DIGEST's belief about this replica over its counter). NULL: all fine. */
+static const char *check_claims(const sl_store_t *s, const sl_store_dmsg_t *m) {
+    const uint64_t own = s->reps[s->self_rix].seq;
+    for (uint32_t i = 0; i < m->item_count; i++)
+        if (!sl_store_key_valid(m->items[i].key, m->items[i].key_len))
+            return "a key holds a control character";
+    if (m->type == SL_STORE_MSG_DELTA) {
+        for (uint32_t i = 0; i < m->range_count; i++) {
+            const sl_store_range_t *r = &m->ranges[i];
+            if (r->rid == s->rid && r->to > own)
+                return "it claims dots of this replica that it never issued";
+            if (r->to - r->from > SL_STORE_MAX_DOT_LEAD)
+                return "a range claims more than 2^32 dots of one replica at once";
+        }
+    } else if (m->type == SL_STORE_MSG_SNAPSHOT) {
+        for (int t = 0; t < 2; t++) {
+            const sl_store_range_t *p = t ? m->retired : m->ranges;
+            uint32_t n = t ? m->retired_count : m->range_count;
+            for (uint32_t i = 0; i < n; i++) {
+                if (p[i].rid == s->rid) {
+                    if (p[i].to > own)
+                        return "it claims dots of this replica that it never issued";
+                    continue;
+                }
+                uint32_t rix = store_rix_find(s, p[i].rid);
+                uint64_t k = rix == NO_REC ? 0 : s->reps[rix].seq;
+                if (p[i].to > k && p[i].to - k > SL_STORE_MAX_DOT_LEAD)
+                    return "it claims more than 2^32 dots of one replica past ours";
+            }
+        }
+    } else if (m->type == SL_STORE_MSG_DIGEST) {
+        uint64_t claim = pairs_get(m->ranges, m->range_count, s->rid, NULL);
+        if (claim > own && claim - own > SL_STORE_MAX_DOT_LEAD)
+            return "it believes this replica issued more than 2^32 dots past its counter";
+    }
+    return NULL;
+}
+
 sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                         uint64_t now_ms, sl_store_out_t *replies, bool *persist) {
     *persist = false;
@@ -811,16 +935,22 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
     sl_err err = len > SL_MSG_MAX_LEN ? SL_ETOOBIG : sl_store_msg_decode(type, body, len, &m);
     if (err) {
         s->st.rejected++;
-        sl_log(SL_LOG_NOTICE, "STORE-BAD-MSG", "store message type %u refused: %s", type,
-               sl_strerror(err));
+        log_refusal(s, now_ms, type, sl_strerror(err));
         return err;
     }
     if (m.sender == s->rid || (type == SL_STORE_MSG_SNAPSHOT && !(m.flags & SL_STORE_SNAP_RESET))) {
         /* our own id, or a disk snapshot sent over the network */
         sl_store_dmsg_fini(&m);
         s->st.rejected++;
-        sl_log(SL_LOG_NOTICE, "STORE-BAD-MSG", "store message type %u refused: not from a peer",
-               type);
+        log_refusal(s, now_ms, type, "not from a peer");
+        return SL_EPROTO;
+    }
+    const char *why = check_claims(s, &m);
+    if (why) {
+        sl_store_dmsg_fini(&m);
+        s->st.rejected++;
+        s->st.forged++;
+        log_refusal(s, now_ms, type, why);
         return SL_EPROTO;
     }
     if (type != SL_STORE_MSG_DIGEST && type != SL_STORE_MSG_SUMMARY) {
@@ -833,6 +963,7 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
         }
     }
     bool changed = false;
+    uint64_t forged = s->st.forged;
     replies->from = m.sender;
     if (type == SL_STORE_MSG_DIGEST) {
         memcpy(replies->reply_to, m.reply_to ? (const char *)m.reply_to : "", m.reply_to_len);
@@ -859,8 +990,9 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
     sl_store_dmsg_fini(&m);
     if (err) {
         s->st.rejected++;
-        sl_log(SL_LOG_NOTICE, "STORE-BAD-MSG", "store message type %u refused: %s", type,
-               sl_strerror(err));
+        log_refusal(s, now_ms, type, s->st.forged != forged
+                                         ? "its chunks disagree on the snapshot's replicas"
+                                         : sl_strerror(err));
         return err;
     }
     *persist = changed;

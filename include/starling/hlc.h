@@ -11,7 +11,8 @@
  *     err = sl_hlc_update(&c, wall_ms, remote, sender_rid, &t);
  *     // SL_ERANGE: `remote` is more than 500 ms ahead of wall_ms; the
  *     // clock is unchanged, c.rejected counts it, c.last_offender names
- *     // the sender and HLC-REJECT is logged. */
+ *     // the sender and HLC-REJECT is logged (one line per 10 s at most,
+ *     // with the count of rejections not logged). */
 #ifndef STARLING_HLC_H
 #define STARLING_HLC_H
 
@@ -31,7 +32,11 @@ typedef struct {
     uint64_t max_offset_ms; /* remote stamps further ahead are rejected */
     uint64_t rejected;      /* remote stamps rejected so far */
     uint64_t last_offender; /* sender id of the latest rejected stamp */
+    uint64_t log_ms;        /* wall time of the last HLC-REJECT line (0: none yet) */
+    uint64_t log_suppressed;/* rejections not logged since that line */
 } sl_hlc_t;
+
+#define SL_HLC_LOG_EVERY_MS 10000 /* at most one HLC-REJECT line per 10 s */
 
 /* Starts a clock that rejects remote stamps more than `max_offset_ms`
  * ahead of the local wall clock (0 means 500 ms). */

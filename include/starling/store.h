@@ -71,6 +71,13 @@ extern "C" {
 #define SL_STORE_MAX_RANGES 4096       /* ranges or vv entries per message */
 #define SL_STORE_MAX_REPLICAS 65535    /* replica ids one store can know */
 #define SL_STORE_MAX_ADDR 128          /* bytes of a DIGEST's reply address */
+/* Most dots of one replica a message may claim past what the receiver
+ * holds (a DELTA range's to - from; a RESET SNAPSHOT's vv entry over the
+ * receiver's): 2^32, 50 days of 1,000 writes a second by one replica.
+ * Senders cut longer ranges; a receiver refuses a claim beyond it
+ * (proto/store.md, rule 3). */
+#define SL_STORE_MAX_DOT_LEAD (UINT64_C(1) << 32)
+#define SL_STORE_LOG_EVERY_MS 10000    /* at most one refusal log line per 10 s */
 
 /* Wire message types (proto/store.md). */
 #define SL_STORE_MSG_DIGEST 16
@@ -197,6 +204,12 @@ typedef struct {
     const sl_crdt_val_t *crdt; /* other types: the value (borrowed) */
 } sl_store_entry_t;
 
+/* Is `key` a valid key: 1..SL_STORE_MAX_KEY_LEN bytes of UTF-8 with no
+ * control character (C0, DEL or C1: U+0000..U+001F, U+007F..U+009F)?
+ * Local writes refuse others (SL_EINVAL), receivers refuse messages that
+ * carry one. */
+bool sl_store_key_valid(const void *key, size_t len);
+
 /* Looks a key up: SL_ENOTFOUND if absent, deleted or empty. */
 sl_err sl_store_lookup(const sl_store_t *s, const void *key, size_t key_len,
                        sl_store_entry_t *out);
@@ -238,7 +251,8 @@ sl_err sl_store_summary(sl_store_t *s, bool reply, sl_store_msg_t *out);
 /* Handles a message from a peer. `replies` gets what to send back to that
  * peer; `*persist` is set when the message changed the state and should be
  * appended to the WAL as is. Malformed or hostile input is refused with its
- * error, counted, and changes nothing. */
+ * error, counted, and changes nothing (the caller counts it as bad input);
+ * refusals are logged at most once per SL_STORE_LOG_EVERY_MS of now_ms. */
 sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                         uint64_t now_ms, sl_store_out_t *replies, bool *persist);
 
@@ -300,6 +314,11 @@ typedef struct {
     uint64_t gc_dropped;      /* DEAD atoms and tombstones collected */
     uint64_t snapshots_sent;  /* SNAPSHOT chunks built for peers */
     uint64_t deltas_sent;     /* DELTA messages built for peers */
+    uint64_t forged;          /* of rejected: claims beyond what the sender may claim
+                                 (dots past the lead or this replica's own, snapshot
+                                 chunks that disagree, control characters in keys) */
+    uint64_t healed;          /* times a peer believed this replica's counter past
+                                 its own, and the counter moved past that */
 } sl_store_stats_t;
 
 void sl_store_stats(const sl_store_t *s, sl_store_stats_t *out);

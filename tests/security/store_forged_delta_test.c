@@ -1,0 +1,282 @@
+/* Issue 12, item 2: one forged 28-byte DELTA claiming a replica's dots up
+ * to 2^40 silently stopped that replica's writes from replicating (the
+ * receivers took the claim, and every later write of the victim looked
+ * old to them). Three real store cores exchange messages as peers do (a
+ * local write's DELTA to every peer, then push-pull rounds); the forgery
+ * is injected into one of them.
+ *
+ *   forged_2_40    the issue's message: refused and counted; the victim's
+ *                  next 20 writes reach both peers; state hashes converge
+ *   heal           a forged claim small enough to pass (1,000 dots): the
+ *                  victim learns from the poisoned peer's DIGEST that its
+ *                  counter is believed further, moves past it, and its
+ *                  later writes reach that peer; its WAL replays the move
+ *                  (no dot issued twice after a restart)
+ *   own_claims     claims about the receiver's own dots: a DELTA or a
+ *                  DIGEST beyond the lead is refused, the counter is kept
+ *   cut_ranges     a replica with more than 2^32 dots is still relayed
+ *                  (ranges are cut at the lead, not refused)
+ */
+#include <stdlib.h>
+
+#include "starling/store.h"
+#include "testlib.h"
+
+#define NOW 1000
+
+#ifndef SL_STORE_MAX_DOT_LEAD /* built against the code before the fix, to see it fail */
+#define SL_STORE_MAX_DOT_LEAD (UINT64_C(1) << 32)
+#define FORGED(st) 0
+#define HEALED(st) 0
+#else
+#define FORGED(st) (st).forged
+#define HEALED(st) (st).healed
+#endif
+
+typedef struct {
+    sl_store_msg_t *msgs; /* a replica's WAL: every record it persisted */
+    size_t count;         /* records */
+} wal_t;
+
+static sl_store_t *mk(uint64_t rid) {
+    sl_store_t *s;
+    CHECK_OK(sl_store_new(rid, NULL, &s));
+    return s;
+}
+
+static void wal_add(wal_t *w, const sl_store_msg_t *m) {
+    w->msgs = realloc(w->msgs, (w->count + 1) * sizeof *w->msgs);
+    sl_store_msg_t *c = &w->msgs[w->count++];
+    c->type = m->type;
+    c->len = m->len;
+    c->body = sl_malloc(m->len ? m->len : 1);
+    memcpy(c->body, m->body, m->len);
+}
+
+static void wal_free(wal_t *w) {
+    for (size_t i = 0; i < w->count; i++)
+        sl_store_msg_fini(&w->msgs[i]);
+    free(w->msgs);
+}
+
+/* A local put on `s`, its DELTA delivered to `peers` as a peer's write
+ * path does (WAL, then send to everyone). */
+static void put_send(sl_store_t *s, wal_t *w, sl_store_t **peers, int n, const char *k,
+                     const char *v) {
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_put(s, k, strlen(k), v, strlen(v), NOW, &d));
+    if (w)
+        wal_add(w, &d);
+    for (int i = 0; i < n; i++) {
+        sl_store_out_t o;
+        sl_store_out_init(&o);
+        bool persist;
+        CHECK_OK(sl_store_receive(peers[i], d.type, d.body, d.len, NOW, &o, &persist));
+        sl_store_out_fini(&o);
+    }
+    sl_store_msg_fini(&d);
+}
+
+/* One round started by `a` as a peer's sync does (its SUMMARY to `b`;
+ * a different fingerprint brings b's DIGEST back, then deltas and digests
+ * go back and forth until none is left). */
+static void exchange(sl_store_t *a, sl_store_t *b) {
+    sl_store_out_t o1, o2;
+    sl_store_out_init(&o1);
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_summary(a, false, &d));
+    CHECK_OK(sl_store_receive(b, d.type, d.body, d.len, NOW, &o1, &(bool){0}));
+    sl_store_msg_fini(&d);
+    for (int round = 0; round < 20 && o1.count; round++) {
+        sl_store_t *to = round % 2 ? b : a;
+        sl_store_out_init(&o2);
+        for (size_t i = 0; i < o1.count; i++)
+            CHECK_OK(sl_store_receive(to, o1.msgs[i].type, o1.msgs[i].body, o1.msgs[i].len, NOW,
+                                      &o2, &(bool){0}));
+        sl_store_out_fini(&o1);
+        o1 = o2;
+    }
+    sl_store_out_fini(&o1);
+}
+
+/* Anti-entropy rounds over every ordered pair, as gossip would. */
+static void rounds(sl_store_t **s, int n, int count) {
+    for (int r = 0; r < count; r++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                if (i != j)
+                    exchange(s[i], s[j]);
+}
+
+/* The forged DELTA: sender `sender`, one range (victim, from, to], no atom. */
+static sl_err inject_delta(sl_store_t *to, uint64_t sender, uint64_t victim, uint64_t from,
+                           uint64_t upto, size_t *len) {
+    sl_store_range_t r = {victim, from, upto};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = sender, .ranges = &r,
+                         .range_count = 1};
+    sl_store_msg_t msg;
+    CHECK_OK(sl_store_msg_encode(&m, 1 << 20, &msg));
+    if (len)
+        *len = msg.len + 4; /* with the 4-byte header */
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    sl_err err = sl_store_receive(to, msg.type, msg.body, msg.len, NOW, &o, &(bool){0});
+    sl_store_out_fini(&o);
+    sl_store_msg_fini(&msg);
+    return err;
+}
+
+static int has_key(sl_store_t *s, const char *k) {
+    const uint8_t *v;
+    size_t n;
+    return sl_store_get(s, k, strlen(k), &v, &n) == SL_OK;
+}
+
+static uint64_t rejected(sl_store_t *s) {
+    sl_store_stats_t st;
+    sl_store_stats(s, &st);
+    return st.rejected;
+}
+
+static void test_forged_2_40(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c};
+    put_send(a, NULL, bc, 2, "before", "1");
+    rounds(all, 3, 1);
+    size_t len;
+    inject_delta(b, 0xf00d, 0xa1, 0, UINT64_C(1) << 40, &len);
+    CHECK_MSG(len <= 40, "a small message (the issue's was 28 bytes), not %zu", len);
+    CHECK_MSG(rejected(b) >= 1, "the forged delta was not refused (rejected %" PRIu64 ")",
+              rejected(b));
+    char k[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "after/%d", i);
+        put_send(a, NULL, bc, 2, k, "v");
+    }
+    rounds(all, 3, 2);
+    int missing_b = 0, missing_c = 0;
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "after/%d", i);
+        missing_b += !has_key(b, k);
+        missing_c += !has_key(c, k);
+    }
+    CHECK_MSG(missing_b == 0, "%d of the victim's 20 later writes never reached the poisoned peer",
+              missing_b);
+    CHECK_INT(missing_c, 0);
+    CHECK_MSG(sl_store_state_hash(a) == sl_store_state_hash(b) &&
+                  sl_store_state_hash(b) == sl_store_state_hash(c),
+              "state hashes differ: %016" PRIx64 " %016" PRIx64 " %016" PRIx64,
+              sl_store_state_hash(a), sl_store_state_hash(b), sl_store_state_hash(c));
+    CHECK_INT(sl_store_vv_get(b, 0xa1), 21);
+    CHECK_OK(sl_store_check(b));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+static void test_heal(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c};
+    wal_t w = {0};
+    put_send(a, &w, bc, 2, "before", "1");
+    rounds(all, 3, 1);
+    /* within the lead: b takes it (it cannot tell) */
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, 1, 1000, NULL));
+    CHECK_INT(sl_store_vv_get(b, 0xa1), 1000);
+    /* the victim's next round with b brings b's DIGEST, and its belief */
+    exchange(a, b);
+    sl_store_stats_t st;
+    sl_store_stats(a, &st);
+    CHECK_INT(HEALED(st), 1);
+    CHECK_MSG(sl_store_vv_get(a, 0xa1) >= 1000, "the victim's counter stayed at %" PRIu64,
+              sl_store_vv_get(a, 0xa1));
+    char k[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "after/%d", i);
+        put_send(a, &w, bc, 2, k, "v");
+    }
+    int missing = 0;
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "after/%d", i);
+        missing += !has_key(b, k) + !has_key(c, k);
+    }
+    CHECK_MSG(missing == 0, "%d of the victim's later writes missing at its peers", missing);
+    rounds(all, 3, 2);
+    CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
+    CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
+    CHECK_INT(sl_store_vv_get(c, 0xa1), sl_store_vv_get(a, 0xa1));
+    /* restart: the WAL replays the move, so the next dot is a new one */
+    sl_store_t *a2 = mk(0xa1);
+    for (size_t i = 0; i < w.count; i++)
+        CHECK_OK(sl_store_replay(a2, w.msgs[i].type, w.msgs[i].body, w.msgs[i].len));
+    CHECK_INT(sl_store_vv_get(a2, 0xa1), sl_store_vv_get(a, 0xa1));
+    CHECK(sl_store_state_hash(a2) == sl_store_state_hash(a));
+    CHECK_OK(sl_store_check(a2));
+    wal_free(&w);
+    sl_store_destroy(&a2);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+static void test_own_claims(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2);
+    sl_store_t *ab[] = {a, b}, *only_b[] = {b};
+    put_send(a, NULL, only_b, 1, "k", "1");
+    rounds(ab, 2, 1);
+    uint64_t r0 = rejected(a);
+    /* a DELTA with the victim's own dots beyond what it issued */
+    CHECK_ERR(inject_delta(a, 0xf00d, 0xa1, 0, 50, NULL), SL_EPROTO);
+    /* a DIGEST believing the victim issued 2^40 dots: beyond the lead */
+    sl_store_range_t vv[2] = {{0xa1, 0, UINT64_C(1) << 40}, {0xb2, 0, 0}};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DIGEST, .sender = 0xb2, .ranges = vv,
+                         .range_count = 1};
+    sl_store_msg_t msg;
+    CHECK_OK(sl_store_msg_encode(&m, 1 << 20, &msg));
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    CHECK_ERR(sl_store_receive(a, msg.type, msg.body, msg.len, NOW, &o, &(bool){0}), SL_EPROTO);
+    sl_store_out_fini(&o);
+    sl_store_msg_fini(&msg);
+    CHECK_INT(rejected(a), r0 + 2);
+    sl_store_stats_t st;
+    sl_store_stats(a, &st);
+    CHECK_INT(FORGED(st), 2);
+    CHECK_INT(sl_store_vv_get(a, 0xa1), 1);
+    put_send(a, NULL, only_b, 1, "k2", "2");
+    CHECK(has_key(b, "k2"));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
+/* A replica past 2^32 dots (a legitimate heal can put it there): a peer
+ * that knows none of them catches up in ranges of at most the lead. */
+static void test_cut_ranges(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *only_b[] = {b};
+    put_send(a, NULL, only_b, 1, "k", "1");
+    /* b believes a is 2^32 + 1 dots further (a forgery at the lead), a heals */
+    uint64_t lead = SL_STORE_MAX_DOT_LEAD;
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, 1, 1 + lead, NULL));
+    exchange(a, b);
+    put_send(a, NULL, only_b, 1, "k2", "2");
+    CHECK(has_key(b, "k2"));
+    /* c, new, learns a's 2^32 + 2 dots from a, then from b */
+    for (int i = 0; i < 3; i++)
+        exchange(c, a);
+    CHECK_INT(sl_store_vv_get(c, 0xa1), lead + 2);
+    CHECK(has_key(c, "k2"));
+    CHECK(sl_store_state_hash(a) == sl_store_state_hash(c));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+int main(void) {
+    sl_log_set_level(SL_LOG_ERR);
+    sl_test_run("forged_2_40", test_forged_2_40);
+    sl_test_run("heal", test_heal);
+    sl_test_run("own_claims", test_own_claims);
+    sl_test_run("cut_ranges", test_cut_ranges);
+    return sl_test_finish();
+}
