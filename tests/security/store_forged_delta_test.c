@@ -16,9 +16,15 @@
  *                  DIGEST beyond the lead is refused, the counter is kept
  *   cut_ranges     a replica with more than 2^32 dots is still relayed
  *                  (ranges are cut at the lead, not refused)
+ *
+ * `store_forged_delta_test send ADDR RID_HEX` sends the issue's forged
+ * DELTA (dots of RID up to 2^40, no atom) to the peer at ADDR, as a raw
+ * ZeroMQ client with no key: store_forged_cluster_test.sh uses it on real
+ * peers.
  */
 #include <stdlib.h>
 
+#include "starling/net.h"
 #include "starling/store.h"
 #include "testlib.h"
 
@@ -272,7 +278,30 @@ static void test_cut_ranges(void) {
     sl_store_destroy(&c);
 }
 
-int main(void) {
+/* The forged DELTA on the wire, to a real peer. */
+static int send_forged(const char *addr, const char *rid_hex) {
+    uint64_t rid = strtoull(rid_hex, NULL, 16);
+    sl_store_range_t r = {rid, 0, UINT64_C(1) << 40};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = 0xf00d, .ranges = &r,
+                         .range_count = 1};
+    sl_store_msg_t msg;
+    sl_net_client_t *c = NULL;
+    if (!rid || sl_store_msg_encode(&m, 1 << 20, &msg) != SL_OK)
+        return 2;
+    uint8_t h[4] = {0x53, 0x4c, 0x01, SL_STORE_MSG_DELTA};
+    sl_err err = sl_net_client_new(addr, NULL, &c);
+    if (!err)
+        err = sl_net_client_send(c, h, msg.body, msg.len, 5000);
+    fprintf(stderr, "sent a %zu-byte DELTA claiming dots 1..2^40 of %016" PRIx64 " to %s: %s\n",
+            msg.len + 4, rid, addr, sl_strerror(err));
+    sl_net_client_destroy(&c); /* lingers until sent */
+    sl_store_msg_fini(&msg);
+    return err ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "send") == 0)
+        return send_forged(argv[2], argv[3]);
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("forged_2_40", test_forged_2_40);
     sl_test_run("heal", test_heal);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 12, item 2, on real peers: one forged DELTA (a raw ZeroMQ client,
+# no key, an open cluster) claiming p0's dots up to 2^40 is sent to p1.
+# Before the fix p1 took it and p0's next 20 acknowledged puts never
+# reached p1, no counter moved, and after p0's restart they were gone from
+# p0 too. Now p1 refuses it and counts it (bad_input, store.forged), p0's
+# 20 later writes reach p1 and p2, the three state hashes agree, and p0
+# still reads them after a restart.
+# The forger is tests/security/store_forged_delta_test's `send` mode
+# ($SL_FORGER to use another build of it).
+. "$(dirname "$0")/../cluster/lib.sh"
+cluster_init
+FORGER=${SL_FORGER:-$BUILD/tests/security/security_store_forged_delta_test}
+[ -x "$FORGER" ] || fail "no $FORGER (build the security_store_forged_delta_test target)"
+names=(p0 p1 p2)
+start_peer p0
+for n in p1 p2; do start_peer "$n" --join "$(addr_of p0)"; done
+wait_until 30 "3 peers converge" converged "${names[@]}"
+
+rid=$(sed -n 's/.*STORE-START.*store replica \([0-9a-f]*\) .*/\1/p' "$CLUSTER_DIR/p0.log" | tail -1)
+[ -n "$rid" ] || fail "no replica id in p0's log"
+has() { [ "$(ctl "$1" get "$2" 2>/dev/null)" = "$3" ]; }
+ctl p0 put before 1 >/dev/null || fail "put on p0 failed"
+wait_until 20 "p1 and p2 read p0's first write" eval 'has p1 before 1 && has p2 before 1'
+
+bad0=$(stat_of p1 bad_input)
+"$FORGER" send "tcp://$(addr_of p1)" "$rid" || fail "the forged delta could not be sent"
+for i in $(seq 1 20); do ctl p0 put "after/$i" "v$i" >/dev/null || fail "put after/$i on p0 failed"; done
+# all_read NAME: NAME reads p0's 20 later writes.
+all_read() {
+    local i
+    for i in $(seq 1 20); do has "$1" "after/$i" "v$i" || return 1; done
+}
+wait_until 30 "p1 reads p0's 20 writes made after the forgery" all_read p1
+wait_until 30 "p2 reads them" all_read p2
+wait_until 10 "p1 counts the forged delta in bad_input" stat_at_least p1 bad_input $((bad0 + 1))
+wait_until 10 "p1 counts it in store.forged" stat_at_least p1 store.forged 1
+same_hash() {
+    local h0 h1 h2
+    h0=$(stat_of p0 store.state_hash) && h1=$(stat_of p1 store.state_hash) &&
+        h2=$(stat_of p2 store.state_hash) || return 1
+    [ -n "$h0" ] && [ "$h0" = "$h1" ] && [ "$h1" = "$h2" ]
+}
+wait_until 30 "p0, p1 and p2 report one state_hash" same_hash
+log "p1: bad_input $(stat_of p1 bad_input), store.rejected $(stat_of p1 store.rejected), store.forged $(stat_of p1 store.forged)"
+
+stop_peer p0
+start_peer p0 --join "$(addr_of p1)"
+wait_until 30 "p0, restarted, still reads its 20 writes" all_read p0
+wait_until 30 "and the hashes agree again" same_hash
+log "PASS"
