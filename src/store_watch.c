@@ -10,9 +10,23 @@
 #include "starling/common.h"
 #include "starling/crdt.h"
 #include "starling/mpack.h"
+#include "starling/platform.h"
 
 #define FLUSH_MS 20u
-#define PART_MAX (1u << 20) /* bytes of lines per reply part */
+/* Bytes of lines per reply part. Small, because ZeroMQ bounds its queue to
+ * a client in messages (1,024 on a control socket), not bytes: with parts
+ * of up to 1 MiB a client that did not read pinned up to 1 GiB in that
+ * queue (75 MB a watch in the campaign) and the watch never ended, as
+ * its own backlog always went out. 4 KiB parts bound the queue to about
+ * 4 MiB, and a full queue leaves the rest in the watch's backlog, which
+ * is what ends it. */
+#define PART_MAX 4096u
+/* A watch whose parts all stay refused this long ends: its client is gone
+ * (or reads nothing, not even the keepalives). */
+#define STALL_MS (2u * SL_STORE_WATCH_KEEPALIVE_MS)
+/* The watch's own backlog: with the connection's queue (1,024 parts of at
+ * most PART_MAX) a watch holds at most SL_STORE_WATCH_MAX_BACKLOG here. */
+#define BACKLOG_MAX (SL_STORE_WATCH_MAX_BACKLOG - 1024u * PART_MAX)
 
 typedef struct {
     sl_ctl_call_t *call;                  /* the deferred request */
@@ -21,6 +35,7 @@ typedef struct {
     char *buf;                            /* lines not sent yet */
     size_t len, cap;
     uint64_t next_keepalive_ns;           /* when an empty part is due */
+    uint64_t stalled_since_ns;            /* first refused part since one went (0: none) */
 } watcher_t;
 
 struct sl_store_watch {
@@ -30,6 +45,7 @@ struct sl_store_watch {
     uint64_t next_flush_ns; /* batches go out no more often than FLUSH_MS */
     uint64_t started;       /* watches opened */
     uint64_t ended;         /* watches ended: client gone, too slow */
+    uint64_t ended_behind;  /* of which: over SL_STORE_WATCH_MAX_BACKLOG behind */
 };
 
 /* ---- formatting ---- */
@@ -37,7 +53,7 @@ struct sl_store_watch {
 static bool reserve(watcher_t *w, size_t more) {
     if (w->len + more <= w->cap)
         return true;
-    if (w->len + more > SL_STORE_WATCH_MAX_BACKLOG)
+    if (w->len + more > BACKLOG_MAX)
         return false;
     size_t cap = w->cap ? w->cap : 4096;
     while (cap < w->len + more)
@@ -121,11 +137,14 @@ static void drop(sl_store_watch_t *sw, size_t i, const char *why) {
     if (why)
         sl_ctl_reply(w->call, SL_EAGAIN, why, strlen(why), false);
     sl_ctl_call_free(&w->call);
+    size_t cap = w->cap;
     sl_free(w->buf);
     sw->w[i] = sw->w[--sw->count];
     sw->ended++;
     if (!sw->count)
         sl_store_node_on_change(sw->sn, NULL, NULL);
+    if (cap >= (64u << 10))
+        sl_plat_trim_memory(); /* a backlog of megabytes stops counting as resident */
 }
 
 static void on_change(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
@@ -134,14 +153,17 @@ static void on_change(void *ctx, const uint8_t *key, size_t key_len, const sl_st
         watcher_t *w = &sw->w[i];
         if (key_len < w->prefix_len || memcmp(key, w->prefix, w->prefix_len) != 0)
             continue;
-        if (!append_change(w, key, key_len, e))
+        if (!append_change(w, key, key_len, e)) {
+            sw->ended_behind++;
             drop(sw, i, "watch fell too far behind (over 8 MiB of changes not read); "
                         "start it again");
+        }
     }
 }
 
 /* Sends a watch's backlog in parts of at most PART_MAX bytes, cut at line
- * ends; false when the client is gone or not reading. */
+ * ends (a longer line goes whole); what the connection's queue refuses
+ * stays in the backlog for the next flush. False when nothing went. */
 static bool flush(watcher_t *w) {
     size_t off = 0;
     while (off < w->len) {
@@ -150,13 +172,18 @@ static bool flush(watcher_t *w) {
             n = PART_MAX;
             while (n > 1 && w->buf[off + n - 1] != '\n')
                 n--;
+            if (w->buf[off + n - 1] != '\n') { /* one line longer than a part */
+                const char *nl = memchr(w->buf + off, '\n', w->len - off);
+                n = nl ? (size_t)(nl - (w->buf + off)) + 1 : w->len - off;
+            }
         }
         if (sl_ctl_reply(w->call, SL_OK, w->buf + off, n, true) != SL_OK)
-            return false;
+            break;
         off += n;
     }
-    w->len = 0;
-    return true;
+    memmove(w->buf, w->buf + off, w->len - off);
+    w->len -= off;
+    return off > 0;
 }
 
 static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
@@ -176,9 +203,14 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
             ok = sl_ctl_reply(w->call, SL_OK, NULL, 0, true) == SL_OK;
         else
             continue;
-        w->next_keepalive_ns = now_ns + SL_STORE_WATCH_KEEPALIVE_MS * 1000000ull;
-        if (!ok)
-            drop(sw, i, NULL); /* its client is gone or stopped reading */
+        if (ok) {
+            w->stalled_since_ns = 0;
+            w->next_keepalive_ns = now_ns + SL_STORE_WATCH_KEEPALIVE_MS * 1000000ull;
+        } else if (!w->stalled_since_ns) {
+            w->stalled_since_ns = now_ns;
+        } else if (now_ns - w->stalled_since_ns >= STALL_MS * 1000000ull) {
+            drop(sw, i, NULL); /* its client is gone or reads nothing */
+        }
     }
     return sw->count ? sw->next_flush_ns : 0;
 }
@@ -216,7 +248,10 @@ static sl_err ctl_watch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
 
 static size_t watch_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
     const sl_store_watch_t *sw = ctx;
-    sl_node_counter_t c[] = {{"open", sw->count}, {"started", sw->started}, {"ended", sw->ended}};
+    sl_node_counter_t c[] = {{"open", sw->count},
+                             {"started", sw->started},
+                             {"ended", sw->ended},
+                             {"ended_behind", sw->ended_behind}};
     size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
     memcpy(out, c, n * sizeof *c);
     return n;

@@ -14,9 +14,16 @@
  *
  * Local writes are reported once durable, remote ones once applied. A
  * RESET snapshot (a peer back after a long absence) is not reported key by
- * key. Batches go out at most every 20 ms; an empty part every 2 s tells
- * the client the peer is alive (and tells the peer the client is: a watch
- * whose client is gone, or has fallen more than 8 MiB behind, ends). */
+ * key. Batches go out at most every 20 ms, in parts of at most 4 KiB; an
+ * empty part every 2 s tells the client the peer is alive. A watch ends
+ * when it falls 8 MiB behind (its backlog on the peer, 4 MiB, is full
+ * while ZeroMQ's queue to the client holds its 1,024 parts: the client
+ * reads too slowly or not at all), and when none of its parts, keepalives
+ * included, has been taken for 4 s (the client is gone). What it held is
+ * freed and trimmed from the peer's resident memory; what is still queued
+ * to a client that stays connected but never reads (at most 4 MiB) is
+ * freed when that connection closes. Stats: watch.open, started, ended,
+ * ended_behind. */
 #ifndef STARLING_STORE_WATCH_H
 #define STARLING_STORE_WATCH_H
 
@@ -29,7 +36,7 @@ extern "C" {
 
 #define SL_STORE_WATCH_MAX 64                /* open watches per peer */
 #define SL_STORE_WATCH_KEEPALIVE_MS 2000u    /* empty part period */
-#define SL_STORE_WATCH_MAX_BACKLOG (8u << 20) /* bytes buffered per watch */
+#define SL_STORE_WATCH_MAX_BACKLOG (8u << 20) /* bytes a watch may be behind on the peer */
 
 typedef struct sl_store_watch sl_store_watch_t;
 
