@@ -2,6 +2,7 @@
 #include "starling/hlc.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 
 void sl_hlc_init(sl_hlc_t *c, uint64_t max_offset_ms) {
     c->last = 0;
@@ -36,12 +37,14 @@ sl_err sl_hlc_update(sl_hlc_t *c, uint64_t wall_ms, uint64_t remote, uint64_t se
             c->log_suppressed++;
             return SL_ERANGE;
         }
+        char more[64] = "";
+        if (c->log_suppressed)
+            snprintf(more, sizeof more, " (%" PRIu64 " more rejected in the %u s before)",
+                     c->log_suppressed, SL_HLC_LOG_EVERY_MS / 1000);
         sl_log(SL_LOG_WARNING, "HLC-REJECT",
                "timestamp from %016" PRIx64 " is %" PRIu64 " ms ahead of local time"
-               " (limit %" PRIu64 " ms): check that peer's clock (%" PRIu64
-               " more rejected in the %u s before)",
-               sender, sl_hlc_ms(remote) - wall_ms, c->max_offset_ms, c->log_suppressed,
-               SL_HLC_LOG_EVERY_MS / 1000);
+               " (limit %" PRIu64 " ms): check that peer's clock%s",
+               sender, sl_hlc_ms(remote) - wall_ms, c->max_offset_ms, more);
         c->log_ms = wall_ms ? wall_ms : 1;
         c->log_suppressed = 0;
         return SL_ERANGE;

@@ -740,9 +740,10 @@ static sl_err ctl_put(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
                               req->args[1].len, sl_plat_wall_ms(), &d);
     if (!err)
         return stage_request(sn, &d, req->args[0].ptr, req->args[0].len, call);
+    if (err == SL_EINVAL && !sl_store_key_valid(req->args[0].ptr, req->args[0].len))
+        return reply_err(call, err, "key must be 1..512 bytes of UTF-8 without control characters");
     if (err == SL_EINVAL)
-        return reply_err(call, err, "key must be 1..512 bytes of UTF-8 without control "
-                                    "characters and hold a register (not a set, counter or map)");
+        return reply_err(call, err, "key holds a set, counter or map, not a register");
     if (err == SL_ETOOBIG)
         return reply_err(call, err, "value over 64 KiB: store it as a blob");
     return err ? reply_err(call, err, sl_strerror(err)) : sl_ctl_reply(call, SL_OK, "{}", 2, false);

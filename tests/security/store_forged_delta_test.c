@@ -20,10 +20,14 @@
  * `store_forged_delta_test send ADDR RID_HEX` sends the issue's forged
  * DELTA (dots of RID up to 2^40, no atom) to the peer at ADDR, as a raw
  * ZeroMQ client with no key: store_forged_cluster_test.sh uses it on real
- * peers.
+ * peers. `store_forged_delta_test future ADDR N` sends N DELTAs whose
+ * atom is stamped an hour ahead (each refused, HLC-REJECT).
  */
 #include <stdlib.h>
 
+#include <time.h>
+
+#include "starling/hlc.h"
 #include "starling/net.h"
 #include "starling/store.h"
 #include "testlib.h"
@@ -299,9 +303,38 @@ static int send_forged(const char *addr, const char *rid_hex) {
     return err ? 1 : 0;
 }
 
+/* N DELTAs from replica f00d, each one LWW atom stamped an hour ahead. */
+static int send_future(const char *addr, int n) {
+    sl_net_client_t *c = NULL;
+    sl_err err = sl_net_client_new(addr, NULL, &c);
+    uint64_t hlc = sl_hlc_make((uint64_t)time(NULL) * 1000 + 3600000, 0);
+    int sent = 0;
+    for (int i = 0; !err && i < n; i++) {
+        sl_store_range_t r = {0xf00d, (uint64_t)i, (uint64_t)i + 1};
+        sl_store_item_t item = {.key = (const uint8_t *)"future", .key_len = 6,
+                                .it = {.kind = SL_ITEM_LWW, .type = SL_CRDT_LWW,
+                                       .dot = {0xf00d, (uint64_t)i + 1}, .hlc = hlc,
+                                       .a = (const uint8_t *)"x", .a_len = 1}};
+        sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = 0xf00d, .ranges = &r,
+                             .range_count = 1, .items = &item, .item_count = 1};
+        sl_store_msg_t msg;
+        if ((err = sl_store_msg_encode(&m, 1 << 20, &msg)))
+            break;
+        uint8_t h[4] = {0x53, 0x4c, 0x01, SL_STORE_MSG_DELTA};
+        err = sl_net_client_send(c, h, msg.body, msg.len, 5000);
+        sl_store_msg_fini(&msg);
+        sent += !err;
+    }
+    fprintf(stderr, "sent %d DELTAs stamped an hour ahead to %s\n", sent, addr);
+    sl_net_client_destroy(&c);
+    return err ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "send") == 0)
         return send_forged(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "future") == 0)
+        return send_future(argv[2], atoi(argv[3]));
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("forged_2_40", test_forged_2_40);
     sl_test_run("heal", test_heal);
