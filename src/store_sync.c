@@ -784,6 +784,11 @@ static void heal(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms) {
              " dots, %" PRIu64 " more than it did: its counter moves past",
              m->sender, claim, claim - self->seq);
     self->seq = claim;
+    /* the skipped dots hold no atom a crash could lose: digests may
+     * report them (else peers never agree until the next write, and
+     * garbage collection waits for it) */
+    if (s->track_durable && self->durable < claim)
+        self->durable = claim;
     s->st.healed++;
     log_limited(s, now_ms, SL_LOG_WARNING, "STORE-HEAL", why);
 }

@@ -229,6 +229,37 @@ static void test_heal(void) {
     sl_store_destroy(&c);
 }
 
+/* The heal with no write after it, digests reporting what is durable (as
+ * in the daemon): the three replicas agree again (fingerprints, so rounds
+ * go quiet, and garbage collection is not held back by the moved dots). */
+static void test_heal_quiet(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c};
+    put_send(a, NULL, bc, 2, "before", "1");
+    for (int i = 0; i < 3; i++)
+        sl_store_mark_durable(all[i]);
+    rounds(all, 3, 1);
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, 1, 1000, NULL));
+    sl_store_mark_durable(b);
+    /* (the daemon marks a store durable after a WAL sync: b and c log
+     * what they receive; a logs nothing for its heal) */
+    for (int r = 0; r < 3; r++) {
+        rounds(all, 3, 1);
+        sl_store_mark_durable(b);
+        sl_store_mark_durable(c);
+    }
+    sl_store_stats_t st;
+    sl_store_stats(a, &st);
+    CHECK_INT(HEALED(st), 1);
+    CHECK_MSG(sl_store_fingerprint(a) == sl_store_fingerprint(b) &&
+                  sl_store_fingerprint(b) == sl_store_fingerprint(c),
+              "fingerprints differ after the heal: rounds never go quiet");
+    CHECK_INT(sl_store_vv_get(c, 0xa1), 1000);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
 static void test_own_claims(void) {
     sl_store_t *a = mk(0xa1), *b = mk(0xb2);
     sl_store_t *ab[] = {a, b}, *only_b[] = {b};
@@ -338,6 +369,7 @@ int main(int argc, char **argv) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("forged_2_40", test_forged_2_40);
     sl_test_run("heal", test_heal);
+    sl_test_run("heal_quiet", test_heal_quiet);
     sl_test_run("own_claims", test_own_claims);
     sl_test_run("cut_ranges", test_cut_ranges);
     return sl_test_finish();
