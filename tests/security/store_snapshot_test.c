@@ -149,10 +149,60 @@ static void test_honest_chunks(void) {
     sl_store_destroy(&p);
 }
 
+/* A peer that took a forged claim about the receiver's dots (within the
+ * bound) sends it a RESET whose vv names the receiver's own dots past its
+ * counter: refused, but the receiver's next round heals its counter from
+ * that peer's DIGEST, and the next RESET applies. */
+static void test_reset_after_forgery(void) {
+    sl_store_t *v = mk(0x51, 0), *p = mk(0x52, 0);
+    put(v, "v/1", "a");
+    put(p, "p/1", "b");
+    exchange(v, p);
+    sl_store_range_t r = {0x51, 1, 1000};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = 0xf00d, .ranges = &r,
+                         .range_count = 1};
+    sl_store_msg_t msg;
+    CHECK_OK(sl_store_msg_encode(&m, 1 << 20, &msg));
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    CHECK_OK(sl_store_receive(p, msg.type, msg.body, msg.len, NOW, &o, &(bool){0}));
+    sl_store_out_fini(&o);
+    sl_store_msg_fini(&msg);
+    sl_store_request_reset(v);
+    /* v's digest asks for the reset; p's RESET names v's dots up to 1000 */
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_digest(v, false, &d));
+    sl_store_out_init(&o);
+    CHECK_OK(sl_store_receive(p, d.type, d.body, d.len, NOW, &o, &(bool){0}));
+    sl_store_msg_fini(&d);
+    sl_err first = SL_OK;
+    for (size_t i = 0; i < o.count; i++)
+        if (o.msgs[i].type == SL_STORE_MSG_SNAPSHOT)
+            first = sl_store_receive(v, o.msgs[i].type, o.msgs[i].body, o.msgs[i].len, NOW,
+                                     &(sl_store_out_t){0}, &(bool){0});
+    sl_store_out_fini(&o);
+    CHECK_ERR(first, SL_EPROTO);
+    for (int i = 0; i < 3; i++) {
+        exchange(v, p);
+        exchange(p, v);
+    }
+    CHECK_MSG(sl_store_vv_get(v, 0x51) >= 1000, "v's counter stayed at %" PRIu64,
+              sl_store_vv_get(v, 0x51));
+    put(v, "v/2", "c");
+    exchange(v, p);
+    CHECK(has_key(p, "v/2"));
+    CHECK(sl_store_state_hash(v) == sl_store_state_hash(p));
+    CHECK(sl_store_fingerprint(v) == sl_store_fingerprint(p));
+    CHECK_OK(sl_store_check(v));
+    sl_store_destroy(&v);
+    sl_store_destroy(&p);
+}
+
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("chunks_disagree", test_chunks_disagree);
     sl_test_run("claims", test_claims);
     sl_test_run("honest_chunks", test_honest_chunks);
+    sl_test_run("reset_after_forgery", test_reset_after_forgery);
     return sl_test_finish();
 }
