@@ -552,6 +552,13 @@ static bool bytes_eq_istr(sl_bytes_t b, const sl_istr_t *s) {
 
 static int64_t sync_interval(const sl_swim_t *s);
 
+/* Whether address `a` has the host of `b` ("tcp://HOST:PORT"). */
+static bool same_host(sl_bytes_t a, const sl_istr_t *b) {
+    char ha[SL_ADDR_MAX + 1], hb[SL_ADDR_MAX + 1];
+    return b && sl_addr_host(a.ptr, a.len, ha, sizeof ha) == SL_OK &&
+           sl_addr_host(b->bytes, b->len, hb, sizeof hb) == SL_OK && !strcmp(ha, hb);
+}
+
 enum { REFUSE_INC, REFUSE_ADDR, REFUSE_NAME, REFUSE_NEW };
 
 /* Counts a refused record and logs it, at most one line per REFUSE_LOG_MS
@@ -667,13 +674,16 @@ static sl_err apply(sl_swim_t *s, const sl_member_msg_t *r, bool spread) {
         newer = true;
     if (!newer)
         return SL_OK;
-    /* A member moves only by restarting somewhere else: while we hold it
-     * up, or have held it down for less than a push-pull interval (in
-     * which a member falsely declared dead hears of it and refutes), its
-     * address stays. Else anyone could redirect its traffic to himself by
-     * gossip (docs/membership.md, "What a record may claim"). */
+    /* A member moves only by restarting: while we hold it up its address
+     * stays; once we hold it dead or left, it may come back on another
+     * port of the same host at once, and on another host after a
+     * push-pull interval (in which a member falsely declared dead hears
+     * of it and refutes). Else anyone could redirect a member's traffic
+     * to himself by gossip (docs/membership.md, "What a record may
+     * claim"). */
     if (r->incarnation != m->incarnation && !bytes_eq_istr(r->addr, m->addr) &&
-        (is_up(m->state) || s->now_ms - m->state_change_ms < sync_interval(s)))
+        (is_up(m->state) || (!same_host(r->addr, m->addr) &&
+                             s->now_ms - m->state_change_ms < sync_interval(s))))
         return refuse(s, REFUSE_ADDR, r, "address change of a member not given up");
     uint8_t old = m->state;
     uint64_t old_inc = m->incarnation;

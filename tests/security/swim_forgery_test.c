@@ -134,12 +134,22 @@ static void test_address_hijack(void) {
     CHECK_OK(sl_swim_member_find(a, sl_bytes_str("b"), &m));
     CHECK_INT(m.state, SL_STATE_ALIVE);
     CHECK_INT(m.incarnation, 6);
+    /* a member that restarted on another port of its host is taken at
+     * once, when we hold it dead */
+    sl_member_msg_t gone = rec("b", "tcp://10.0.0.2:7600", 6, SL_STATE_LEFT);
+    CHECK_OK(ping_with(a, 32, "a", &gone, 1));
+    sl_member_msg_t port = rec("b", "tcp://10.0.0.2:7601", 7, SL_STATE_ALIVE);
+    CHECK_OK(ping_with(a, 34, "a", &port, 1));
+    CHECK_OK(sl_swim_member_find(a, sl_bytes_str("b"), &m));
+    CHECK(!memcmp(m.addr.ptr, "tcp://10.0.0.2:7601", m.addr.len));
     /* a member that really moved (dead here for a push-pull interval, then
-     * back elsewhere at a higher incarnation) is taken at its new address */
-    sl_member_msg_t dead = rec("b", "tcp://10.0.0.2:7600", 6, SL_STATE_DEAD);
+     * back on another host at a higher incarnation) is taken there */
+    sl_member_msg_t dead = rec("b", "tcp://10.0.0.2:7601", 7, SL_STATE_DEAD);
     CHECK_OK(ping_with(a, 40, "a", &dead, 1));
     int64_t later = 40 + 2 * 30000 + 1;
-    sl_member_msg_t moved = rec("b", "tcp://10.0.0.3:7600", 7, SL_STATE_ALIVE);
+    sl_member_msg_t early = rec("b", "tcp://10.0.0.3:7600", 8, SL_STATE_ALIVE);
+    CHECK(ping_with(a, 50, "a", &early, 1) != SL_OK);
+    sl_member_msg_t moved = rec("b", "tcp://10.0.0.3:7600", 8, SL_STATE_ALIVE);
     CHECK_OK(ping_with(a, later, "a", &moved, 1));
     CHECK_OK(sl_swim_member_find(a, sl_bytes_str("b"), &m));
     CHECK(!memcmp(m.addr.ptr, "tcp://10.0.0.3:7600", m.addr.len));
