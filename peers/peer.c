@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "starling/addr.h"
 #include "starling/common.h"
 #include "starling/mpack.h"
 #include "starling/net.h"
@@ -76,6 +77,8 @@ static void usage(FILE *f) {
         "  --sync-interval MS     push-pull of the member table with a random member (default %u,\n"
         "                         scaled up with log N past 32 members)\n"
         "  --leave-wait MS        after announcing a leave, keep serving this long (default 500)\n"
+        "  --max-members N        member records kept at most; unknown members past it are\n"
+        "                         refused and counted (default 4096)\n"
         "\n"
         "studies (docs/studies.md):\n"
         "  --slots N              trials this peer trains at once (default: the study's concurrency;\n"
@@ -216,7 +219,7 @@ static int parse(opts_t *o, int argc, char **argv) {
         static const char *const known[] = {
             "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
             "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
-            "--sync-interval", "--leave-wait", "--slots", "--threads", "--blob-cache"};
+            "--sync-interval", "--leave-wait", "--max-members", "--slots", "--threads", "--blob-cache"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= !strcmp(flag, known[k]);
@@ -263,6 +266,9 @@ static int parse(opts_t *o, int argc, char **argv) {
             o->meta_count++;
         } else if (!strcmp(flag, "--log-level")) {
             rc = parse_level(v, &o->log_level);
+        } else if (!strcmp(flag, "--max-members")) {
+            rc = parse_ms(flag, v, 2, 1000000, &n);
+            o->swim.timing.max_members = n;
         } else if (!strcmp(flag, "--probe-interval")) {
             rc = parse_ms(flag, v, 10, 60000, &n);
             o->swim.timing.probe_interval_ms = n;
@@ -385,6 +391,57 @@ static sl_err encode_meta(opts_t *o, uint8_t **out, size_t *len) {
     return err;
 }
 
+/* No DNS on the I/O path (docs/transport.md): the host names the operator
+ * gave are resolved here, once, each within SL_ADDR_RESOLVE_MS, so that
+ * every address the peer dials or advertises is numeric. */
+static int resolve_one(const char *what, char *addr, size_t cap) {
+    char host[SL_ADDR_MAX + 1];
+    if (sl_addr_host((const uint8_t *)addr, strlen(addr), host, sizeof host) == SL_OK &&
+        (!strcmp(host, "*") || !strcmp(host, "0.0.0.0")))
+        return 0; /* every interface: nothing to look up */
+    char out[SL_ADDR_MAX + 16];
+    sl_err err = sl_addr_resolve(addr, SL_ADDR_RESOLVE_MS, out, sizeof out);
+    if (err != SL_OK) {
+        fprintf(stderr, "peer: cannot resolve %s '%s': %s; give a numeric address (IPv4, or "
+                "IPv6 in brackets) or fix the name\n", what, addr,
+                err == SL_ETIMEDOUT ? "the resolver did not answer in 5 s" : sl_strerror(err));
+        return 2;
+    }
+    if (strcmp(out, addr))
+        sl_log(SL_LOG_NOTICE, "PEER-RESOLVE", "%s %s is %s", what, addr, out);
+    snprintf(addr, cap, "%s", out);
+    return 0;
+}
+
+static int resolve_names(opts_t *o) {
+    int rc = resolve_one("--listen", o->listen, sizeof o->listen);
+    if (!rc)
+        rc = resolve_one("--advertise", o->advertise, sizeof o->advertise);
+    if (rc)
+        return rc;
+    if (!strncmp(o->advertise, "tcp://127.", 10) &&
+        (!strncmp(o->listen, "tcp://0.0.0.0:", 14) || !strncmp(o->listen, "tcp://*:", 8)))
+        sl_log(SL_LOG_WARNING, "PEER-ADVERTISE",
+               "advertising %s, a loopback address, while listening on all interfaces: other "
+               "hosts cannot reach it; set --advertise", o->advertise);
+    for (size_t i = 0; i < o->seed_count;) {
+        char buf[SL_ADDR_MAX + 16];
+        snprintf(buf, sizeof buf, "%s", o->seeds[i]);
+        if (resolve_one("join address", buf, sizeof buf) != 0) {
+            /* one stale name in a peers file does not stop the others */
+            sl_free(o->seeds[i]);
+            o->seeds[i] = o->seeds[--o->seed_count];
+            continue;
+        }
+        char *copy = sl_strdup(buf);
+        if (!copy)
+            return 1;
+        sl_free(o->seeds[i]);
+        o->seeds[i++] = copy;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts_t o;
     int rc = parse(&o, argc, argv);
@@ -395,6 +452,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peer: cannot start the crypto library (libsodium)\n");
         return 1;
     }
+    if ((rc = resolve_names(&o)) != 0)
+        return rc;
     sl_net_key_t key;
     bool has_key = false;
     uint8_t *meta = NULL;

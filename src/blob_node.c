@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "starling/addr.h"
 #include "starling/disk.h"
 #include "starling/hash.h"
+#include "starling/net.h"
 #include "starling/platform.h"
 #include "starling/rng.h"
 
@@ -1004,15 +1006,55 @@ static void on_offer(sl_blob_node_t *bn, const sl_blob_msg_t *o) {
     sl_blob_manifest_fini(&m);
 }
 
+/* A GET names where to send the chunk, an OFFER where to fetch the blob
+ * from: both only the sender's own address, numeric (proto/blob.md,
+ * "Receiver rules"). Else 200 GETs of 100 bytes naming a third party
+ * made this peer send it 200 MiB, and a host name made ZeroMQ's I/O
+ * thread wait on DNS. */
+static bool addr_allowed(sl_blob_node_t *bn, sl_node_t *node, const sl_blob_msg_t *m,
+                         uint64_t now_ns) {
+    char addr[SL_BLOB_XFER_MAX_ADDR + 1];
+    size_t n = m->addr_len < SL_BLOB_XFER_MAX_ADDR ? m->addr_len : SL_BLOB_XFER_MAX_ADDR;
+    memcpy(addr, m->addr, n);
+    addr[n] = 0;
+    const char *why = NULL;
+    if (!sl_addr_is_numeric(m->addr, m->addr_len))
+        why = "is not a numeric HOST:PORT";
+    else if (!sl_net_in_from(sl_node_net(node), addr))
+        why = "is not the sender's own";
+    if (!why)
+        return true;
+    bn->refused_addr++;
+    sl_node_bad_input(node, "blob");
+    if (bn->refused_log_ns && now_ns - bn->refused_log_ns < 10000000000ull) {
+        bn->refused_unlogged++;
+        return false;
+    }
+    for (char *p = addr; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    sl_log(SL_LOG_WARNING, "BLOB-REFUSED",
+           "refused a blob %s whose address %s %s (it came from %s); %" PRIu64
+           " more refused since the last such line",
+           m->type == SL_BLOB_MSG_GET ? "GET" : "OFFER", addr, why,
+           sl_net_in_peer(sl_node_net(node))[0] ? sl_net_in_peer(sl_node_net(node)) : "?",
+           bn->refused_unlogged);
+    bn->refused_log_ns = now_ns ? now_ns : 1;
+    bn->refused_unlogged = 0;
+    return false;
+}
+
 static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body, size_t len,
                    uint64_t now_ns) {
-    (void)node;
     sl_blob_node_t *bn = ctx;
     sl_blob_msg_t m;
     if (sl_blob_msg_decode(type, body, len, &m) != SL_OK) {
         bn->st.bad_msgs++;
         return;
     }
+    if ((type == SL_BLOB_MSG_GET || type == SL_BLOB_MSG_OFFER) &&
+        !addr_allowed(bn, node, &m, now_ns))
+        return;
     switch (type) {
     case SL_BLOB_MSG_GET: on_get(bn, &m); break;
     case SL_BLOB_MSG_CHUNK: on_chunk(bn, &m, now_ns / 1000000ull); break;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "starling/addr.h"
 #include "starling/net.h"
 #include "starling/platform.h"
 
@@ -84,6 +85,8 @@ struct sl_net {
     zmq_msg_t in_route;        /* last message: routing id */
     zmq_msg_t in_header;       /* last message: header */
     zmq_msg_t in_body;         /* last message: body */
+    char in_peer[64];          /* last message: its connection's remote IP
+                                  (ZeroMQ's Peer-Address), "" when unknown */
     int handshaking[HANDSHAKING_MAX]; /* fds of accepted connections still in handshake, oldest first */
     size_t handshaking_count;  /* entries in handshaking */
     sl_net_stats_t stats;      /* counters */
@@ -408,6 +411,29 @@ const char *sl_net_endpoint(const sl_net_t *net) {
     return net->endpoint;
 }
 
+const char *sl_net_in_peer(const sl_net_t *net) {
+    return net->in_peer;
+}
+
+bool sl_net_in_from(const sl_net_t *net, const char *addr) {
+    char host[64];
+    if (!net->in_peer[0])
+        return true; /* not TCP (inproc, ipc): nothing to compare */
+    if (!addr || sl_addr_host((const uint8_t *)addr, strlen(addr), host, sizeof host) != SL_OK)
+        return false;
+    const char *peer = net->in_peer;
+    size_t pl = strlen(peer);
+    if (pl >= 2 && peer[0] == '[' && peer[pl - 1] == ']') {
+        peer++;
+        pl -= 2;
+    }
+    if (pl > 7 && !strncmp(peer, "::ffff:", 7)) { /* IPv4 on an IPv6 socket */
+        peer += 7;
+        pl -= 7;
+    }
+    return strlen(host) == pl && !memcmp(host, peer, pl);
+}
+
 /* ---- Outbound ---- */
 
 static conn_t *conn_find(sl_net_t *net, const char *addr) {
@@ -447,7 +473,19 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     set_int(s, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
     int64_t maxmsg = (int64_t)net->max_msg_len * 2 + 64;
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if ((net->has_key && apply_curve_client(s, &net->key) != SL_OK) || zmq_connect(s, addr) != 0) {
+    /* Bound to one IPv4 address (127.0.0.2, say): connect from it too, so
+     * that the other side sees the address we advertise as the source
+     * (on loopback the kernel would pick 127.0.0.1), which is what it
+     * checks a reply address against (sl_net_in_from). */
+    char dial[2 * (SL_ADDR_MAX + 16)];
+    char host[64];
+    snprintf(dial, sizeof dial, "%s", addr);
+    if (sl_addr_host((const uint8_t *)net->endpoint, strlen(net->endpoint), host,
+                     sizeof host) == SL_OK &&
+        strcmp(host, "0.0.0.0") && strcmp(host, "127.0.0.1") && !strchr(host, ':') &&
+        sl_addr_is_numeric((const uint8_t *)net->endpoint, strlen(net->endpoint)))
+        snprintf(dial, sizeof dial, "tcp://%s:0;%s", host, addr + 6);
+    if ((net->has_key && apply_curve_client(s, &net->key) != SL_OK) || zmq_connect(s, dial) != 0) {
         zmq_close(s);
         return NULL;
     }
@@ -552,6 +590,13 @@ void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *
     if (!net->self[0] || route->len == 0 || route->len > SL_NET_ROUTE_MAX ||
         sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK || !strcmp(ep, net->self))
         return;
+    /* Only a connection that comes from that address's host speaks for it:
+     * else anyone naming another peer's address in a message would get
+     * what we send that peer (docs/transport.md, "Addresses"). */
+    if (!sl_net_in_from(net, ep)) {
+        net->stats.inbound_refused++;
+        return;
+    }
     shared_t *sh = shared_find(net, ep);
     if (!sh) {
         sh = &net->shared[0];
@@ -622,6 +667,13 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
     char ep[SL_ADDR_MAX + 16];
     if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK) {
         net->stats.dropped_out++;
+        return SL_EINVAL;
+    }
+    /* No DNS on the I/O path: ZeroMQ would resolve a name inside its I/O
+     * thread, and one that does not answer stalls every socket. */
+    if (!sl_addr_is_numeric((const uint8_t *)ep, strlen(ep))) {
+        net->stats.dropped_out++;
+        net->stats.names_refused++;
         return SL_EINVAL;
     }
     conn_t *c = conn_find(net, ep);
@@ -946,6 +998,7 @@ static void release_in(sl_net_t *net) {
     zmq_msg_init(&net->in_header);
     zmq_msg_init(&net->in_body);
     net->have_in = false;
+    net->in_peer[0] = 0;
 }
 
 /* Reads one message from the ROUTER (with its routing id) or, when `c` is
@@ -983,6 +1036,8 @@ static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
         return SL_EPROTO;
     }
     net->stats.msgs_in++;
+    const char *peer = zmq_msg_gets(&net->in_header, "Peer-Address");
+    snprintf(net->in_peer, sizeof net->in_peer, "%s", peer ? peer : "");
     net->stats.bytes_in += SL_WIRE_HEADER_LEN + body_len;
     in->header = zmq_msg_data(&net->in_header);
     in->body = body_len ? zmq_msg_data(&net->in_body) : NULL;

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "starling/addr.h"
 #include "starling/disk.h"
 #include "starling/hash.h"
+#include "starling/net.h"
 #include "starling/platform.h"
 #include "starling/rng.h"
 
@@ -499,6 +501,16 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     /* a RESET snapshot replaced the map: not told key by key */
     if (err == SL_OK && persist && type == SL_STORE_MSG_SNAPSHOT)
         tell(sn, NULL, 0, NULL);
+    /* Answers go only to the sender's own host, and only to a numeric
+     * address: else a SUMMARY naming a third party would have us send it
+     * our deltas, and a host name would stall ZeroMQ's I/O thread in DNS
+     * (issue 12, items 5 and 8; docs/security.md). */
+    if (err == SL_OK && out.reply_to[0] &&
+        (!sl_addr_is_numeric((const uint8_t *)out.reply_to, strlen(out.reply_to)) ||
+         !sl_net_in_from(sl_node_net(node), out.reply_to))) {
+        sl_node_bad_input(node, "store");
+        out.reply_to[0] = 0;
+    }
     if (err == SL_OK) {
         if (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY)
             learn_peer(sn, out.reply_to, out.from, out.peer_fp);

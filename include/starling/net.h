@@ -133,6 +133,8 @@ typedef struct {
                                      destination's connection to us */
     uint64_t conns_redialled;  /* outbound connections closed for a member that came back */
     uint64_t sends_refused;    /* outbound connections that took messages, then refused one */
+    uint64_t names_refused;    /* of dropped_out: sends to a host name (no DNS on the I/O path) */
+    uint64_t inbound_refused;  /* sl_net_note_inbound calls for an address of another host */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
@@ -144,6 +146,17 @@ void sl_net_destroy(sl_net_t **net);
 
 /* The endpoint actually bound ("tcp://127.0.0.1:41234"). */
 const char *sl_net_endpoint(const sl_net_t *net);
+
+/* The remote IP address of the connection the message last returned by
+ * sl_net_poll came in on (ZeroMQ's Peer-Address: "127.0.0.2", "::1"), or
+ * "" when unknown; valid until the next sl_net_poll. */
+const char *sl_net_in_peer(const sl_net_t *net);
+
+/* Whether `addr` ("tcp://HOST:PORT") has the host the message last
+ * returned by sl_net_poll came from: a reply address a request may name
+ * (docs/transport.md, "Addresses"). True when the remote address is
+ * unknown (not TCP). */
+bool sl_net_in_from(const sl_net_t *net, const char *addr);
 
 /* Sends header + body to the peer whose ROUTER is at `addr` (any form
  * sl_net_addr_normalize takes). Never blocks: a message that cannot go out
