@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "starling/disk.h"
 #include "starling/hash.h"
 #include "starling/mpack.h"
 #include "starling/peer.h"
@@ -86,6 +87,7 @@ struct sl_node {
     char *data_dir;                    /* state directory, or NULL */
     int lock_fd;                       /* lock on data_dir/lock, or -1 */
     uint64_t incarnation_saved;        /* last incarnation written to disk */
+    bool incarnation_copy_stale;       /* its text copy could not be rewritten */
     int leave_wait_ms;                 /* serve this long after announcing a leave */
     uint64_t start_ns;                 /* monotonic start time */
     ctl_entry_t ctl[SL_NODE_MAX_CTL];  /* control commands */
@@ -137,44 +139,61 @@ static sl_err incarnation_path(const sl_node_t *node, char *buf, size_t cap) {
     return n < 0 || (size_t)n >= cap ? SL_EINVAL : SL_OK;
 }
 
+/* The incarnation lives in two files: INCARNATION_FILE.slot, two
+ * checksummed slots rewritten in place (sl_disk_slot_write: no free space
+ * needed once it exists, and a torn write leaves the other slot), and
+ * INCARNATION_FILE, the same number as text for people, rewritten when
+ * the disk has room. The higher good one counts. */
 static sl_err incarnation_load(const sl_node_t *node, uint64_t *out) {
     *out = 0;
-    char path[4200];
+    char path[4200], slot[4210];
     uint8_t *data = NULL;
     size_t len = 0;
     sl_err err = incarnation_path(node, path, sizeof path);
-    if (err == SL_OK)
-        err = sl_plat_read_file(path, 64, &data, &len);
-    if (err == SL_ENOTFOUND)
-        return SL_OK;
     if (err != SL_OK)
         return err;
-    char *end = NULL;
-    unsigned long long v = strtoull((const char *)data, &end, 10);
-    bool ok = end != (char *)data && (*end == '\n' || *end == 0);
-    sl_free(data);
-    if (!ok) {
-        sl_log(SL_LOG_ERR, "PEER-DATA", "%s is corrupt; remove it to start over", path);
-        return SL_ECORRUPT;
+    snprintf(slot, sizeof slot, "%s.slot", path);
+    uint64_t from_slot = 0;
+    sl_err serr = sl_disk_slot_read(slot, &from_slot, NULL);
+    err = sl_plat_read_file(path, 64, &data, &len);
+    bool text_ok = false;
+    unsigned long long v = 0;
+    if (err == SL_OK) {
+        char *end = NULL;
+        v = strtoull((const char *)data, &end, 10);
+        text_ok = end != (char *)data && (*end == '\n' || *end == 0);
+        sl_free(data);
     }
-    *out = v;
-    return SL_OK;
+    if (serr == SL_OK || (serr == SL_ENOTFOUND && (text_ok || err == SL_ENOTFOUND))) {
+        *out = text_ok && v > from_slot ? v : from_slot;
+        return SL_OK;
+    }
+    sl_log(SL_LOG_ERR, "PEER-DATA", "%s%s is corrupt; remove it to start over",
+           serr == SL_ENOTFOUND ? path : slot, serr == SL_ENOTFOUND || text_ok ? "" : " (and its text copy)");
+    return serr == SL_ENOTFOUND ? SL_ECORRUPT : serr;
 }
 
 static sl_err incarnation_save(sl_node_t *node, uint64_t inc) {
     if (!node->data_dir || inc <= node->incarnation_saved)
         return SL_OK;
-    char path[4200], text[32];
+    char path[4200], slot[4210], text[32];
     sl_err err = incarnation_path(node, path, sizeof path);
     if (err != SL_OK)
         return err;
-    int n = snprintf(text, sizeof text, "%" PRIu64 "\n", inc);
-    err = sl_plat_write_file(path, text, (size_t)n, 0644);
+    snprintf(slot, sizeof slot, "%s.slot", path);
+    err = sl_disk_slot_write(slot, inc, NULL);
     if (err != SL_OK) {
-        sl_log(SL_LOG_ERR, "PEER-DATA", "cannot write %s: %s", path, sl_strerror(err));
+        sl_log(SL_LOG_ERR, "PEER-DATA", "cannot write incarnation %s: %s", slot, sl_strerror(err));
         return err;
     }
     node->incarnation_saved = inc;
+    /* the text copy: best effort (a full disk has no room for its rename) */
+    int n = snprintf(text, sizeof text, "%" PRIu64 "\n", inc);
+    bool failed = sl_plat_write_file(path, text, (size_t)n, 0644) != SL_OK;
+    if (failed && !node->incarnation_copy_stale)
+        sl_log(SL_LOG_WARNING, "PEER-DATA",
+               "cannot update %s (disk full?): %s.slot holds the incarnation", path, path);
+    node->incarnation_copy_stale = failed;
     return SL_OK;
 }
 

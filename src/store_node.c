@@ -76,11 +76,53 @@ struct sl_store_node {
     size_t staged_cap;            /* allocated */
     uint64_t group_commits;       /* syncs that made staged writes durable */
     uint64_t group_writes;        /* staged writes they covered */
+    uint64_t disk_retry_ns;       /* next try of a disk that refused a write */
+    uint32_t disk_backoff_ms;     /* wait before the try after it (doubles to DISK_BACKOFF_MAX_MS) */
+    uint64_t snap_retry_ns;       /* no snapshot before this (one failed) */
+    uint32_t snap_backoff_ms;     /* wait after the next failed snapshot */
+    uint64_t disk_refused;        /* local writes refused while the disk was down */
+    uint64_t disk_dropped;        /* received deltas and snapshots not applied while it was */
 };
 
+/* A disk that refused a write is tried again after 100 ms, then twice as
+ * long each time up to 5 s; a failed snapshot after 1 s, up to 60 s. */
+#define DISK_BACKOFF_MS 100u
+#define DISK_BACKOFF_MAX_MS 5000u
+#define SNAP_BACKOFF_MS 1000u
+#define SNAP_BACKOFF_MAX_MS 60000u
+
+/* Replays one record of the disk. Once the disk skipped a bad record, a
+ * later DELTA's range may start past what the replica holds (the bad
+ * record held the dots between): it is applied from its first dot on
+ * (range.from = 0), so that one bad record costs that record and not
+ * every later write of its replica. The replica then asks for a RESET
+ * snapshot (sl_store_request_reset at every restart), which brings back
+ * what the bad record held from any peer that has it. */
 static sl_err replay(void *ctx, uint8_t type, const uint8_t *body, size_t len) {
-    return sl_store_replay(ctx, type, body, len);
+    sl_store_node_t *sn = ctx;
+    sl_disk_stats_t ds;
+    sl_disk_stats(sn->disk, &ds);
+    if (!ds.skipped || type != SL_STORE_MSG_DELTA)
+        return sl_store_replay(sn->store, type, body, len);
+    sl_store_dmsg_t m;
+    sl_err err = sl_store_msg_decode(type, body, len, &m);
+    if (err)
+        return err;
+    sl_store_msg_t again = {0};
+    for (uint32_t i = 0; i < m.range_count; i++)
+        m.ranges[i].from = 0;
+    if (!(err = sl_store_msg_encode(&m, 2 * len + 1024, &again)))
+        err = sl_store_replay(sn->store, again.type, again.body, again.len);
+    sl_store_msg_fini(&again);
+    sl_store_dmsg_fini(&m);
+    return err;
 }
+
+/* Whether the disk refuses writes now: local writes are then refused
+ * before they touch the replica, and received deltas are not applied. */
+static bool disk_refuses(const sl_store_node_t *sn) { return sl_disk_down(sn->disk); }
+
+#define DISK_DOWN_MSG "the disk refuses writes (full?): writes are refused until it takes them again; reads go on"
 
 static bool is_blocked(const sl_store_node_t *sn, const char *addr) {
     for (size_t i = 0; i < sn->blocked_count; i++)
@@ -153,21 +195,46 @@ static sl_err log_record(sl_store_node_t *sn, const sl_store_msg_t *m) {
 static sl_err commit(sl_store_node_t *sn) {
     if (!sn->dirty)
         return SL_OK;
+    uint64_t now_ns = sl_plat_now_ns();
     sl_err err = sl_disk_sync(sn->disk);
-    if (err)
+    if (err) { /* down: tried again by on_tick, with back-off */
+        sn->disk_retry_ns = now_ns + (uint64_t)sn->disk_backoff_ms * 1000000ull;
         return err;
+    }
     sn->dirty = false;
+    sn->disk_backoff_ms = DISK_BACKOFF_MS;
     sl_store_mark_durable(sn->store);
-    if (sn->records >= sn->snapshot_records) {
+    if (sn->records >= sn->snapshot_records && now_ns >= sn->snap_retry_ns) {
         sl_store_msg_t snap;
         if ((err = sl_store_snapshot(sn->store, &snap)) == SL_OK) {
             err = sl_disk_snapshot(sn->disk, snap.type, snap.body, snap.len);
             sl_store_msg_fini(&snap);
-            if (!err)
-                sn->records = 0;
+        }
+        if (!err) {
+            sn->records = 0;
+            sn->snap_backoff_ms = SNAP_BACKOFF_MS;
+        } else { /* the log still holds everything: try later, not at every sync */
+            sn->snap_retry_ns = now_ns + (uint64_t)sn->snap_backoff_ms * 1000000ull;
+            if (sn->snap_backoff_ms < SNAP_BACKOFF_MAX_MS)
+                sn->snap_backoff_ms *= 2;
+            err = SL_OK;
         }
     }
     return err;
+}
+
+/* A disk that refused a write, tried again when its back-off is over:
+ * the queued records, or a probe. Up again, what was queued is durable. */
+static void disk_retry(sl_store_node_t *sn, uint64_t now_ns) {
+    if (!disk_refuses(sn) || now_ns < sn->disk_retry_ns)
+        return;
+    if (sl_disk_retry(sn->disk) == SL_OK) {
+        commit(sn);
+        return;
+    }
+    if (sn->disk_backoff_ms < DISK_BACKOFF_MAX_MS)
+        sn->disk_backoff_ms *= 2;
+    sn->disk_retry_ns = now_ns + (uint64_t)sn->disk_backoff_ms * 1000000ull;
 }
 
 /* Whether anyone is told of changes (the watch hook or a listener). */
@@ -356,12 +423,20 @@ static sl_err write_now(sl_store_node_t *sn, sl_store_msg_t *d, const void *key,
 
 sl_err sl_store_node_put(sl_store_node_t *sn, const void *key, size_t key_len, const void *val,
                          size_t val_len) {
+    if (disk_refuses(sn)) {
+        sn->disk_refused++;
+        return SL_EIO;
+    }
     sl_store_msg_t d;
     sl_err err = sl_store_put(sn->store, key, key_len, val, val_len, sl_plat_wall_ms(), &d);
     return err ? err : write_now(sn, &d, key, key_len);
 }
 
 sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len) {
+    if (disk_refuses(sn)) {
+        sn->disk_refused++;
+        return SL_EIO;
+    }
     sl_store_msg_t d;
     sl_err err = sl_store_del(sn->store, key, key_len, sl_plat_wall_ms(), &d);
     return err ? err : write_now(sn, &d, key, key_len);
@@ -369,6 +444,10 @@ sl_err sl_store_node_del(sl_store_node_t *sn, const void *key, size_t key_len) {
 
 sl_err sl_store_node_put_later(sl_store_node_t *sn, const void *key, size_t key_len,
                                const void *val, size_t val_len) {
+    if (disk_refuses(sn)) {
+        sn->disk_refused++;
+        return SL_EIO;
+    }
     sl_store_msg_t d;
     sl_err err = sl_store_put(sn->store, key, key_len, val, val_len, sl_plat_wall_ms(), &d);
     return err ? err : stage(sn, &d, key, key_len, NULL);
@@ -491,6 +570,12 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     sl_store_msg_t in = {.type = type, .body = (uint8_t *)body, .len = len};
     if (sn->blocked_count && from_blocked(sn, type, body, len)) {
         sn->fault_dropped++;
+        return;
+    }
+    if ((type == SL_STORE_MSG_DELTA || type == SL_STORE_MSG_SNAPSHOT) && disk_refuses(sn)) {
+        /* not applied, so not in our version vector: anti-entropy sends it
+           again once the disk takes writes (docs/store.md) */
+        sn->disk_dropped++;
         return;
     }
     sl_err err = sl_store_receive(sn->store, type, body, len, sl_plat_wall_ms(), &out, &persist);
@@ -677,10 +762,11 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     sl_store_node_t *sn = ctx;
     (void)node;
     flush_staged(sn, true);
+    disk_retry(sn, now_ns);
     if (now_ns >= sn->next_sync_ns) {
         sn->next_sync_ns = now_ns + (uint64_t)sn->sync_ms * 1000000ull;
-        if (commit(sn) != SL_OK)
-            sl_log(SL_LOG_ERR, "STORE-WAL", "cannot sync the store's log");
+        if (!disk_refuses(sn))
+            commit(sn); /* a failure puts the disk down, logged once (DISK-DOWN) */
         round_run(sn, now_ns);
     }
     if (now_ns >= sn->next_gc_ns) {
@@ -688,7 +774,8 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         update_live(sn);
         sl_store_gc(sn->store);
     }
-    return sn->next_sync_ns < sn->next_gc_ns ? sn->next_sync_ns : sn->next_gc_ns;
+    uint64_t next = sn->next_sync_ns < sn->next_gc_ns ? sn->next_sync_ns : sn->next_gc_ns;
+    return disk_refuses(sn) && sn->disk_retry_ns < next ? sn->disk_retry_ns : next;
 }
 
 static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
@@ -713,6 +800,10 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"group_commits", sn->group_commits},
                              {"group_writes", sn->group_writes},
                              {"wal_syncs", ds.syncs},
+                             {"disk_down", ds.down},
+                             {"disk_refused", sn->disk_refused},
+                             {"disk_dropped", sn->disk_dropped},
+                             {"disk_corrupt", ds.corrupt},
                              {"state_hash", sl_store_state_hash(sn->store)}};
     size_t n = sizeof c / sizeof c[0] < cap ? sizeof c / sizeof c[0] : cap;
     memcpy(out, c, n * sizeof *c);
@@ -747,6 +838,10 @@ static sl_err ctl_put(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
     if (req->arg_count != 2)
         return reply_err(call, SL_EINVAL, "usage: put KEY VALUE");
     sl_store_node_t *sn = ctx;
+    if (disk_refuses(sn)) {
+        sn->disk_refused++;
+        return reply_err(call, SL_EIO, DISK_DOWN_MSG);
+    }
     sl_store_msg_t d;
     sl_err err = sl_store_put(sn->store, req->args[0].ptr, req->args[0].len, req->args[1].ptr,
                               req->args[1].len, sl_plat_wall_ms(), &d);
@@ -781,6 +876,10 @@ static sl_err ctl_del(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
     if (req->arg_count != 1)
         return reply_err(call, SL_EINVAL, "usage: del KEY");
     sl_store_node_t *sn = ctx;
+    if (disk_refuses(sn)) {
+        sn->disk_refused++;
+        return reply_err(call, SL_EIO, DISK_DOWN_MSG);
+    }
     sl_store_msg_t d;
     sl_err err = sl_store_del(sn->store, req->args[0].ptr, req->args[0].len, sl_plat_wall_ms(), &d);
     if (!err)
@@ -919,15 +1018,14 @@ sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
     sl_err err = sl_disk_open(cfg->dir, &sn->disk);
     if (err)
         goto fail;
-    /* replica id: this peer's name and the store's incarnation */
-    const sl_swim_t *sw = sl_node_swim(node);
-    uint64_t name_hash = 0;
-    for (size_t i = 0; i < sl_swim_member_count(sw); i++) {
-        sl_swim_member_t m;
-        if (sl_swim_member_at(sw, i, &m) == SL_OK && m.is_self)
-            name_hash = sl_hash64(m.name.ptr, m.name.len, 0x5354);
-    }
-    uint64_t rid = sl_mix64(name_hash ^ sl_mix64(sl_disk_incarnation(sn->disk)));
+    sn->disk_backoff_ms = DISK_BACKOFF_MS;
+    sn->snap_backoff_ms = SNAP_BACKOFF_MS;
+    /* replica id: the data directory's random id (made at its first open,
+       never the peer's name: a peer back under its name on an empty disk
+       is a new replica and catches up in full) and the store's
+       incarnation (each start a new replica, so no dot is reused) */
+    uint64_t rid = sl_mix64(sl_hash64(sl_disk_id(sn->disk), SL_DISK_ID_LEN, 0x5354) ^
+                            sl_mix64(sl_disk_incarnation(sn->disk)));
     rid = rid ? rid : 1;
     sl_rng_seed(&sn->rng, rid);
     sl_store_config_t scfg = {0};
@@ -935,7 +1033,7 @@ sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
         goto fail;
     if ((err = sl_store_set_addr(sn->store, sl_node_addr(node))))
         goto fail;
-    if ((err = sl_disk_recover(sn->disk, replay, sn->store)))
+    if ((err = sl_disk_recover(sn->disk, replay, sn)))
         goto fail;
     if (sl_disk_incarnation(sn->disk) > 1)
         sl_store_request_reset(sn->store); /* what we hold may be stale */

@@ -1,7 +1,8 @@
-/* The store's disk: WAL recovery after a cut at every byte offset, corrupt
- * records and snapshots refused and counted without losing what came
- * before, group commit, atomic snapshots, incarnations, blob chunks, and a
- * store that restarts from its disk to the same state. */
+/* The store's disk: WAL recovery after a cut at every byte offset, a
+ * corrupt record skipped (the records after it kept), a corrupt snapshot
+ * refused for the one before it, group commit, the identity file (random
+ * id, incarnation, two slots), a directory of format 1 read and upgraded,
+ * blob chunks, and a store that restarts from its disk to the same state. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "starling/disk.h"
+#include "starling/hash.h"
 #include "starling/store.h"
 #include "starling/platform.h"
 #include "testlib.h"
@@ -48,6 +50,8 @@ static void write_file(const char *path, const uint8_t *p, size_t len) {
     fclose(f);
 }
 
+#define WAL_HDR 20 /* magic, generation, CRC */
+#define REC_HDR 13 /* magic, length, CRC, type */
 #define NREC 24
 static size_t rec_len(int i) { return (size_t)(i * 7) % 61; }
 
@@ -68,17 +72,42 @@ static void test_basic_and_incarnation(void) {
     sl_disk_stats(d, &st);
     CHECK_INT(st.syncs, 1);
     CHECK_OK(sl_disk_append(d, 17, "lost", 4)); /* never synced */
+    uint8_t id[SL_DISK_ID_LEN];
+    memcpy(id, sl_disk_id(d), sizeof id);
     sl_disk_close(&d);
     CHECK_OK(sl_disk_open(dir, &d));
     CHECK_INT(sl_disk_incarnation(d), 2);
+    CHECK(memcmp(id, sl_disk_id(d), sizeof id) == 0); /* the directory's id stays */
     memset(&s, 0, sizeof s);
     CHECK_OK(sl_disk_recover(d, collect, &s));
     CHECK_INT(s.count, 10);
     sl_disk_close(&d);
-    /* a corrupt incarnation file: refuse to start rather than reuse dots */
+    /* another directory: another id (random, not a function of anything) */
+    char other[300];
+    fresh(other, sizeof other, "basic-other");
+    CHECK_OK(sl_disk_open(other, &d));
+    CHECK(memcmp(id, sl_disk_id(d), sizeof id) != 0);
+    CHECK_INT(sl_disk_incarnation(d), 1);
+    sl_disk_close(&d);
+    /* one slot of the identity file torn: the other holds it */
     char p[400];
-    snprintf(p, sizeof p, "%s/incarnation", dir);
-    write_file(p, (const uint8_t *)"garbage!garbage!", 12);
+    snprintf(p, sizeof p, "%s/replica", dir);
+    size_t len;
+    uint8_t *rep = sl_test_read_file(p, &len);
+    CHECK(rep && len == 1024);
+    if (!rep)
+        return;
+    int newest = rep[4] > rep[512 + 4] ? 0 : 1; /* seq, low byte */
+    memset(rep + 512 * newest, 0x55, 40);
+    write_file(p, rep, len);
+    CHECK_OK(sl_disk_open(dir, &d));
+    CHECK_INT(sl_disk_incarnation(d), 2); /* the older slot said 1: 1 + 1 */
+    CHECK(memcmp(id, sl_disk_id(d), sizeof id) == 0);
+    sl_disk_close(&d);
+    /* both slots corrupt: refuse to start rather than reuse dots */
+    memset(rep, 0x55, len);
+    write_file(p, rep, len);
+    free(rep);
     CHECK_ERR(sl_disk_open(dir, &d), SL_ECORRUPT);
     CHECK(d == NULL);
 }
@@ -94,12 +123,12 @@ static void test_cut_every_offset(void) {
     CHECK_OK(sl_disk_recover(d, collect, &s));
     uint8_t body[64];
     size_t ends[NREC];
-    size_t off = 8;
+    size_t off = WAL_HDR;
     for (int i = 0; i < NREC; i++) {
         memset(body, i + 1, sizeof body);
         CHECK_OK(sl_disk_append(d, (uint8_t)(16 + i % 3), body, rec_len(i)));
         CHECK_OK(sl_disk_sync(d)); /* acknowledged */
-        off += 9 + rec_len(i);
+        off += REC_HDR + rec_len(i);
         ends[i] = off;
     }
     sl_disk_close(&d);
@@ -128,7 +157,7 @@ static void test_cut_every_offset(void) {
                       "cut at %zu: record %d differs", k, i);
         sl_disk_stats_t st;
         sl_disk_stats(d, &st);
-        bool clean = k == (want ? ends[want - 1] : 8) || k == 0;
+        bool clean = k == (want ? ends[want - 1] : WAL_HDR) || k == 0;
         CHECK_MSG(clean ? st.torn == 0 : st.torn == 1, "cut at %zu: torn=%d", k, (int)st.torn);
         CHECK_INT(st.corrupt, 0);
         /* the log takes new records after the cut */
@@ -146,6 +175,8 @@ static void test_cut_every_offset(void) {
     free(wal);
 }
 
+/* One flipped byte in a record's body, and one in another's length: each
+ * costs its record; every record after them is replayed. */
 static void test_corrupt_record_and_snapshot(void) {
     char dir[300], p[400];
     fresh(dir, sizeof dir, "corrupt");
@@ -158,25 +189,58 @@ static void test_corrupt_record_and_snapshot(void) {
         CHECK_OK(sl_disk_append(d, 17, "0123456789", 10));
     CHECK_OK(sl_disk_sync(d));
     sl_disk_close(&d);
-    /* flip one byte in record 5's body */
+    /* flip one byte in record 5's body, and one in record 7's length */
     snprintf(p, sizeof p, "%s/wal", dir);
     size_t len;
     uint8_t *wal = sl_test_read_file(p, &len);
-    CHECK(wal != NULL);
-    wal[8 + 5 * 19 + 9 + 3] ^= 0x40;
+    CHECK(wal != NULL && len == WAL_HDR + 10 * 23);
+    if (!wal)
+        return;
+    wal[WAL_HDR + 5 * 23 + REC_HDR + 3] ^= 0x40;
+    wal[WAL_HDR + 7 * 23 + 4] ^= 0x08;
     write_file(p, wal, len);
     CHECK_OK(sl_disk_open(dir, &d));
     memset(&s, 0, sizeof s);
     CHECK_OK(sl_disk_recover(d, collect, &s));
-    CHECK_INT(s.count, 6); /* the snapshot and the five records before */
+    CHECK_INT(s.count, 9); /* the snapshot and the 8 good records: 2 lost, not 5 */
     CHECK_INT(s.types[0], 18);
     sl_disk_stats_t st;
     sl_disk_stats(d, &st);
-    CHECK_INT(st.corrupt, 1);
+    CHECK_INT(st.corrupt, 2);
+    CHECK_INT(st.skipped, 2);
+    CHECK_INT(st.bytes_skipped, 2 * 23);
     CHECK_INT(st.snapshot_loaded, 1);
-    CHECK_INT(st.bytes_cut, len - (8 + 5 * 19));
+    CHECK_INT(st.bytes_cut, 0);
+    /* the log takes records after them, and they are read back too */
+    CHECK_OK(sl_disk_append(d, 17, "after", 5));
+    CHECK_OK(sl_disk_sync(d));
     sl_disk_close(&d);
-    /* the cut bytes are kept, not deleted */
+    CHECK_OK(sl_disk_open(dir, &d));
+    memset(&s, 0, sizeof s);
+    CHECK_OK(sl_disk_recover(d, collect, &s));
+    CHECK_INT(s.count, 10);
+    CHECK(s.lens[9] == 5);
+    sl_disk_close(&d);
+    /* garbage (not zeros) at the end, as a bad disk writes: cut and kept */
+    free(wal);
+    uint8_t *cur = sl_test_read_file(p, &len);
+    wal = cur ? malloc(len + 40) : NULL;
+    CHECK(wal != NULL);
+    if (!wal) {
+        free(cur);
+        return;
+    }
+    memcpy(wal, cur, len);
+    free(cur);
+    memset(wal + len, 0xa7, 40);
+    write_file(p, wal, len + 40);
+    CHECK_OK(sl_disk_open(dir, &d));
+    memset(&s, 0, sizeof s);
+    CHECK_OK(sl_disk_recover(d, collect, &s));
+    CHECK_INT(s.count, 10);
+    sl_disk_stats(d, &st);
+    CHECK_INT(st.bytes_cut, 40);
+    sl_disk_close(&d);
     DIR *dd = opendir(dir);
     int tails = 0;
     struct dirent *e;
@@ -186,7 +250,8 @@ static void test_corrupt_record_and_snapshot(void) {
         closedir(dd);
     CHECK_INT(tails, 1);
     free(wal);
-    /* a corrupt snapshot: refused, counted, moved aside; the log still replays */
+    /* a corrupt snapshot with no older one: refused, counted, moved aside;
+       the logs still replay */
     snprintf(p, sizeof p, "%s/snapshot", dir);
     uint8_t *snap = sl_test_read_file(p, &len);
     CHECK(snap != NULL);
@@ -196,12 +261,107 @@ static void test_corrupt_record_and_snapshot(void) {
     CHECK_OK(sl_disk_open(dir, &d));
     memset(&s, 0, sizeof s);
     CHECK_OK(sl_disk_recover(d, collect, &s));
-    CHECK_INT(s.count, 5);
+    CHECK_INT(s.count, 9);
     sl_disk_stats(d, &st);
     CHECK_INT(st.snapshot_rejected, 1);
     CHECK_INT(st.snapshot_loaded, 0);
     sl_disk_close(&d);
     CHECK(access(p, F_OK) != 0);
+}
+
+/* The newest snapshot corrupt: the one before it and the logs after it
+ * give back every record. */
+static void test_snapshot_fallback(void) {
+    char dir[300], p[400];
+    fresh(dir, sizeof dir, "fallback");
+    sl_disk_t *d;
+    seen_t s = {0};
+    CHECK_OK(sl_disk_open(dir, &d));
+    CHECK_OK(sl_disk_recover(d, collect, &s));
+    CHECK_OK(sl_disk_append(d, 17, "a", 1));
+    CHECK_OK(sl_disk_snapshot(d, 18, "S1", 2)); /* holds "a" */
+    CHECK_OK(sl_disk_append(d, 17, "bb", 2));
+    CHECK_OK(sl_disk_snapshot(d, 18, "S2", 2)); /* holds "a", "bb" */
+    CHECK_OK(sl_disk_append(d, 17, "ccc", 3));
+    CHECK_OK(sl_disk_sync(d));
+    sl_disk_close(&d);
+    /* as it is: S2 and "ccc" */
+    CHECK_OK(sl_disk_open(dir, &d));
+    memset(&s, 0, sizeof s);
+    CHECK_OK(sl_disk_recover(d, collect, &s));
+    CHECK(s.count == 2 && s.types[0] == 18 && s.lens[1] == 3);
+    sl_disk_close(&d);
+    snprintf(p, sizeof p, "%s/snapshot", dir);
+    size_t len;
+    uint8_t *snap = sl_test_read_file(p, &len);
+    CHECK(snap != NULL);
+    if (!snap)
+        return;
+    snap[len - 1] ^= 1;
+    write_file(p, snap, len);
+    free(snap);
+    CHECK_OK(sl_disk_open(dir, &d));
+    memset(&s, 0, sizeof s);
+    CHECK_OK(sl_disk_recover(d, collect, &s));
+    /* S1, then "bb" (wal.prev), then "ccc" (wal) */
+    CHECK_INT(s.count, 3);
+    CHECK(s.types[0] == 18 && s.lens[0] == 2 && s.first[0] == 'S');
+    CHECK(s.lens[1] == 2 && s.lens[2] == 3);
+    sl_disk_stats_t st;
+    sl_disk_stats(d, &st);
+    CHECK_INT(st.snapshot_rejected, 1);
+    CHECK_INT(st.snapshot_fallback, 1);
+    /* the next snapshot is durable before the older one goes */
+    CHECK_OK(sl_disk_snapshot(d, 18, "S3", 2));
+    sl_disk_close(&d);
+    CHECK_OK(sl_disk_open(dir, &d));
+    memset(&s, 0, sizeof s);
+    CHECK_OK(sl_disk_recover(d, collect, &s));
+    CHECK(s.count == 1 && s.types[0] == 18);
+    sl_disk_close(&d);
+}
+
+static void put32le(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A directory of format 1 (wal "SLWAL\0\0\1", 9-byte record headers, a
+ * 12-byte incarnation file) is read, and rewritten as format 2. */
+static void test_format1(void) {
+    char dir[300], p[400];
+    fresh(dir, sizeof dir, "format1");
+    mkdir(dir, 0700);
+    uint8_t inc[12] = {41};
+    put32le(inc + 8, sl_crc32(0, inc, 8));
+    snprintf(p, sizeof p, "%s/incarnation", dir);
+    write_file(p, inc, sizeof inc);
+    uint8_t wal[8 + 3 * 12];
+    memcpy(wal, "SLWAL\0\0\1", 8);
+    for (int i = 0; i < 3; i++) {
+        uint8_t *r = wal + 8 + 12 * i;
+        put32le(r, 3);
+        r[8] = 17;
+        memset(r + 9, 'a' + i, 3);
+        uint32_t crc = sl_crc32(sl_crc32(0, r, 4), r + 8, 4);
+        put32le(r + 4, crc);
+    }
+    snprintf(p, sizeof p, "%s/wal", dir);
+    write_file(p, wal, sizeof wal);
+    sl_disk_t *d;
+    for (int round = 0; round < 2; round++) {
+        CHECK_OK(sl_disk_open(dir, &d));
+        CHECK_INT(sl_disk_incarnation(d), 42 + round);
+        seen_t s = {0};
+        CHECK_OK(sl_disk_recover(d, collect, &s));
+        CHECK_INT(s.count, 3);
+        CHECK(s.first[2] == 'c');
+        sl_disk_close(&d);
+        size_t len;
+        uint8_t *now = sl_test_read_file(p, &len);
+        CHECK(now && len == WAL_HDR + 3 * (REC_HDR + 3) && memcmp(now, "SLWAL\0\0\2", 8) == 0);
+        free(now);
+    }
 }
 
 static sl_err to_store(void *ctx, uint8_t type, const uint8_t *body, size_t len) {
@@ -289,6 +449,8 @@ int main(void) {
     sl_test_run("basic_and_incarnation", test_basic_and_incarnation);
     sl_test_run("cut_every_offset", test_cut_every_offset);
     sl_test_run("corrupt_record_and_snapshot", test_corrupt_record_and_snapshot);
+    sl_test_run("snapshot_fallback", test_snapshot_fallback);
+    sl_test_run("format1", test_format1);
     sl_test_run("store_restart", test_store_restart);
     sl_test_run("chunks", test_chunks);
     sl_plat_remove_tree(base);

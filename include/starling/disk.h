@@ -1,28 +1,48 @@
 /* The store's disk: a write-ahead log with per-record checksums and group
- * commit, atomic snapshots, and the replica incarnation counter. The only
- * module that touches the store's files (src/disk.c).
+ * commit, snapshots kept twice, and the store's identity. The only module
+ * that touches the store's files (src/disk.c).
  *
- * Directory layout:
- *   incarnation   8-byte counter + CRC, bumped (durably) at every open, so
- *                 each start is a new replica id and no dot is reused
- *   snapshot      "SLSNAP\0\1", u64 length, u32 CRC, type, body
- *   wal           "SLWAL\0\0\1", then records: u32 length, u32 CRC of
+ * Directory layout (format 2; docs/store.md "On disk"):
+ *   replica       the directory's identity: two 512-byte slots, each "SLID",
+ *                 u64 seq, u64 incarnation, 16-byte random id, u32 CRC;
+ *                 rewritten in place (the older slot, pwrite + fdatasync),
+ *                 so it needs no free space after the first start and a torn
+ *                 write leaves the other slot. The id is made once, at
+ *                 random; the incarnation is bumped at every open
+ *   snapshot      "SLSNAP\0\2", u64 generation, u64 length, u32 CRC of
+ *                 (generation, type, body), type, body
+ *   snapshot.prev the snapshot before it, kept until the next is durable
+ *   wal           "SLWAL\0\0\2", u64 generation, u32 CRC of it; then
+ *                 records: u32 magic 0x7e52ac53, u32 length, u32 CRC of
  *                 (length, type, body), type, body (little-endian)
- *   wal.tail.N    what recovery cut off the log at byte N (kept, never
+ *   wal.prev      the log before the snapshot (replayed when the snapshot
+ *                 falls back to snapshot.prev)
+ *   wal.tail.N.I  what recovery cut off the log at byte N (kept, never
  *                 deleted: nothing stored is thrown away)
+ *
+ * A snapshot of generation G holds every record of the logs before G; the
+ * log of generation G follows it. A directory of format 1 ("SLWAL\0\0\1",
+ * file incarnation) is read and rewritten as format 2 at its first open.
  *
  *     sl_disk_t *d;
  *     sl_disk_open(dir, &d);                      // incarnation += 1
  *     sl_disk_recover(d, apply_record, store);     // snapshot, then WAL
  *     sl_disk_append(d, type, body, len);          // buffered
  *     sl_disk_sync(d);                             // write + fdatasync: ack after this
- *     sl_disk_snapshot(d, type, body, len);        // tmp, fsync, rename, dir fsync, WAL reset
+ *     sl_disk_snapshot(d, type, body, len);        // new snapshot and log; old ones kept as .prev
  *
- * Recovery cuts the log at the first record that is incomplete (a torn
- * tail: the crash hit mid-write) or fails its checksum (corruption), logs
- * DISK-TORN or DISK-CORRUPT with the offset, and counts it. A snapshot that
- * fails its checks is refused (DISK-SNAPSHOT-CORRUPT), moved aside to
- * snapshot.bad.N, and counted; the log is still replayed. */
+ * Recovery skips a record that fails its checks and goes on from the next
+ * good one (found by its magic), logging DISK-CORRUPT with the offsets and
+ * counting it: one bad record costs that record. A bad tail (nothing good
+ * after it) is cut and kept in wal.tail.*: DISK-TORN when a crash cut a
+ * write short, DISK-CORRUPT otherwise. A snapshot that fails its checks is
+ * refused (DISK-SNAPSHOT-CORRUPT), moved aside to NAME.bad.I and counted;
+ * recovery then loads snapshot.prev and replays wal.prev and wal.
+ *
+ * A failed write (a full disk) puts the disk down: what reached the log of
+ * it is cut back, the queued records stay queued, and appends are refused
+ * (SL_EIO) until sl_disk_retry finds the disk takes writes again. DISK-DOWN
+ * and DISK-UP are logged once per change. */
 #ifndef STARLING_DISK_H
 #define STARLING_DISK_H
 
@@ -37,6 +57,7 @@ extern "C" {
 #endif
 
 #define SL_DISK_MAX_RECORD (64u << 20) /* bytes of one WAL record body */
+#define SL_DISK_ID_LEN 16              /* bytes of a directory's random id */
 
 typedef struct sl_disk sl_disk_t;
 
@@ -46,17 +67,28 @@ typedef struct {
     uint64_t snapshot_loaded;   /* 1 if a snapshot was replayed */
     uint64_t snapshot_rejected; /* snapshots refused as corrupt */
     uint64_t torn;              /* torn tails cut */
-    uint64_t corrupt;           /* corrupt records found (log cut there) */
+    uint64_t snapshot_fallback; /* 1 if the previous snapshot was loaded */
+    uint64_t corrupt;           /* corrupt records found */
+    uint64_t skipped;           /* of them, skipped with good records after them */
+    uint64_t bytes_skipped;     /* log bytes those took */
     uint64_t bytes_cut;         /* log bytes moved to wal.tail.N */
     uint64_t appended;          /* records appended since open */
     uint64_t syncs;             /* group commits (fdatasync calls) */
     uint64_t wal_bytes;         /* current log size */
+    uint64_t queued_bytes;      /* appended, not written yet */
+    uint64_t down;              /* 1 while writes fail (a full disk) */
+    uint64_t write_failures;    /* failed log writes and probes */
 } sl_disk_stats_t;
 
 /* Opens (creating) `dir` and starts a new incarnation. */
 sl_err sl_disk_open(const char *dir, sl_disk_t **out);
 void sl_disk_close(sl_disk_t **d);
 uint64_t sl_disk_incarnation(const sl_disk_t *d);
+
+/* The directory's random id (SL_DISK_ID_LEN bytes), made at its first open
+ * and never a function of the peer's name: a directory that starts empty
+ * is a new replica. */
+const uint8_t *sl_disk_id(const sl_disk_t *d);
 
 /* Called for the snapshot, then each WAL record in order. An error from it
  * stops recovery and is returned. */
@@ -69,14 +101,33 @@ sl_err sl_disk_recover(sl_disk_t *d, sl_disk_record_fn fn, void *ctx);
 /* Queues one record (copied); durable only after sl_disk_sync. */
 sl_err sl_disk_append(sl_disk_t *d, uint8_t type, const void *body, size_t len);
 
-/* Writes every queued record and fdatasyncs once (group commit). */
+/* Writes every queued record and fdatasyncs once (group commit). On a
+ * failure the disk goes down (sl_disk_down) and the records stay queued. */
 sl_err sl_disk_sync(sl_disk_t *d);
 
-/* Replaces the snapshot atomically and empties the log (queued records
- * are synced first). */
+/* Whether the last write failed: appends are refused until a retry works. */
+bool sl_disk_down(const sl_disk_t *d);
+
+/* When down: writes the queued records, or with none a probe file of
+ * 64 KiB; SL_OK (and up again) if the disk took it. Call with back-off. */
+sl_err sl_disk_retry(sl_disk_t *d);
+
+/* Writes a new snapshot and starts a new, empty log (queued records are
+ * synced first); the snapshot and log before it are kept as snapshot.prev
+ * and wal.prev. Everything that needs space is written before any rename,
+ * so a full disk leaves the old ones in place. */
 sl_err sl_disk_snapshot(sl_disk_t *d, uint8_t type, const void *body, size_t len);
 
 void sl_disk_stats(const sl_disk_t *d, sl_disk_stats_t *out);
+
+/* A small durable value in a file of two checksummed slots (the layout of
+ * `replica` above): sl_disk_slot_write overwrites the older slot in place
+ * with pwrite + fdatasync, so once the file exists it needs no free space
+ * and a torn write leaves the newer slot. `id` (SL_DISK_ID_LEN bytes) may
+ * be NULL. Read: the newest good slot; SL_ENOTFOUND if there is no file,
+ * SL_ECORRUPT if neither slot is good. */
+sl_err sl_disk_slot_read(const char *path, uint64_t *value, uint8_t *id);
+sl_err sl_disk_slot_write(const char *path, uint64_t value, const uint8_t *id);
 
 /* Content-addressed chunk files under dir/blobs/xx/HEX (src/disk.c):
  * written atomically, read back whole. SL_ENOTFOUND if absent. A file
