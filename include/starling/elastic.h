@@ -1,0 +1,204 @@
+/* Elastic jobs: one model trained data-parallel by a world of peers that
+ * changes while it trains (docs/elastic.md).
+ *
+ *   rendezvous  (src/elastic/rendezvous.c) the sans-I/O state machine that,
+ *               from the job's records in the store, this peer's membership
+ *               view and `now`, says what this peer writes next (a
+ *               volunteer record, a world as round leader, an ack) and when
+ *               it starts and stops training
+ *
+ * The records (one writer per key, as study claims):
+ *
+ *   job/J/vol/P      peer P volunteers for round R or later
+ *   job/J/w/R/L      the world of round R sealed by leader L: its parent
+ *                    world (the one it continues) and its members in rank
+ *                    order
+ *   job/J/ack/R/P    peer P joins the world (R, L), naming the world it
+ *                    acked before (its tip), its step and whether it holds
+ *                    that state in memory
+ *
+ * The partition rule (docs/elastic.md, "Partitions"): a world with a
+ * parent is established only when a strict majority of the parent's
+ * members acked it as continuers (their chain of acks leads back to the
+ * parent through worlds that can never be established). A peer acks at
+ * most once per round and in rising rounds, so two children of one world
+ * can never both be established: a lineage never forks, and only the side
+ * of a partition holding a majority of the last world continues it. */
+#ifndef STARLING_ELASTIC_H
+#define STARLING_ELASTIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/common.h"
+#include "starling/round.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_ELASTIC_ID_MAX 64     /* characters in a peer id (as SL_PEER_ID_MAX) */
+#define SL_ELASTIC_MAX_NODES 32  /* members of one world at most */
+
+/* Names a world: the round and the leader that sealed it. Round 0 is no
+ * world (the parent of a root world, the tip of a peer that acked none). */
+typedef struct {
+    uint64_t round;                     /* round number, from 1 */
+    char leader[SL_ELASTIC_ID_MAX + 1]; /* the peer that sealed it */
+} sl_elastic_ref_t;
+
+/* A world record (job/J/w/R/L), written once by its leader. */
+typedef struct {
+    sl_elastic_ref_t id;     /* (round, leader) */
+    sl_elastic_ref_t parent; /* the world it continues (round 0: a root) */
+    uint32_t count;          /* members */
+    char members[SL_ELASTIC_MAX_NODES][SL_ELASTIC_ID_MAX + 1]; /* in rank order */
+} sl_elastic_world_t;
+
+/* An ack record (job/J/ack/R/P): peer `peer` joins world `world`. */
+typedef struct {
+    char peer[SL_ELASTIC_ID_MAX + 1]; /* the writer */
+    sl_elastic_ref_t world;           /* the world it joins */
+    sl_elastic_ref_t tip;             /* the world it acked before (round 0: none) */
+    uint64_t step;                    /* the step its state is at (or its checkpoint's) */
+    bool has_state;                   /* holds that state in memory */
+    sl_elastic_ref_t state_world;     /* the world that state was trained in */
+} sl_elastic_ack_t;
+
+/* A volunteer record (job/J/vol/P): `peer` wants a place from `round` on. */
+typedef struct {
+    char peer[SL_ELASTIC_ID_MAX + 1]; /* the writer */
+    uint64_t round;                   /* the first round it volunteers for */
+} sl_elastic_vol_t;
+
+/* What the store holds of a job, and this peer's membership view. The
+ * arrays are borrowed for the call. At most one world per (round, leader),
+ * one ack per (round, peer), one volunteer record per peer. */
+typedef struct {
+    const sl_elastic_world_t *const *worlds; /* every world record */
+    size_t world_count;                      /* entries */
+    const sl_elastic_ack_t *const *acks;     /* every ack record */
+    size_t ack_count;                        /* entries */
+    const sl_elastic_vol_t *vols;     /* every volunteer record */
+    size_t vol_count;                 /* entries */
+    const sl_round_member_t *members; /* this peer's view (alive or not) */
+    size_t member_count;              /* entries */
+    bool cancelled;                   /* the job was cancelled */
+    bool synced;                      /* the replica caught up with another peer's
+                                         since this peer started (or it waited out a
+                                         sync alone): until then it only volunteers
+                                         (a stale replica would join a world the
+                                         others left, or seal a root beside a
+                                         lineage it has not heard of) */
+} sl_elastic_view_t;
+
+/* A job's rendezvous settings. */
+typedef struct {
+    const char *job_id;      /* the job (round keys); borrowed for the core's life */
+    uint32_t min_nodes;      /* a world starts with at least this many members */
+    uint32_t max_nodes;      /* and never has more (<= SL_ELASTIC_MAX_NODES) */
+    uint32_t settle_ms;      /* the leader waits this long for more volunteers */
+    uint32_t ack_timeout_ms; /* a peer gives up on a world not started by then */
+} sl_elastic_config_t;
+
+/* What this peer's trainer holds, given at every call. */
+typedef struct {
+    uint64_t step;                /* the step its state is at (no state: the checkpoint's) */
+    bool has_state;               /* it holds parameters in memory */
+    sl_elastic_ref_t state_world; /* the world it last trained in (round 0: none) */
+} sl_elastic_local_t;
+
+typedef enum {
+    SL_ELASTIC_IDLE = 0,     /* volunteering; may lead */
+    SL_ELASTIC_WAITING = 1,  /* acked a world, waiting for it to start */
+    SL_ELASTIC_TRAINING = 2, /* training in a world */
+    SL_ELASTIC_CANCELLED = 3 /* the job was cancelled */
+} sl_elastic_phase;
+
+typedef enum {
+    SL_ELASTIC_WRITE_VOL = 1,   /* write `vol` under job/J/vol/self */
+    SL_ELASTIC_WRITE_WORLD = 2, /* write `world` under job/J/w/R/self */
+    SL_ELASTIC_WRITE_ACK = 3,   /* write `ack` under job/J/ack/R/self */
+    SL_ELASTIC_START = 4,       /* start training in `world` */
+    SL_ELASTIC_STOP = 5         /* stop training at the step boundary */
+} sl_elastic_action_kind;
+
+/* One thing the peer does next. */
+typedef struct {
+    sl_elastic_action_kind kind; /* which */
+    sl_elastic_vol_t vol;        /* WRITE_VOL */
+    sl_elastic_world_t world;    /* WRITE_WORLD, START: the world */
+    sl_elastic_ack_t ack;        /* WRITE_ACK */
+    uint32_t rank;               /* START: this peer's rank */
+    uint64_t start_step;         /* START: the step the world starts from */
+    int source;                  /* START: the rank that sends its state to the others,
+                                    -1: every member restores the checkpoint at start_step
+                                    (or initialises from the seed at step 0) */
+    const char *reason;          /* STOP: why (static text) */
+} sl_elastic_action_t;
+
+#define SL_ELASTIC_OUT_MAX 4
+
+/* The actions of one call, in order. */
+typedef struct {
+    sl_elastic_action_t actions[SL_ELASTIC_OUT_MAX]; /* to do, in order */
+    size_t count;                                    /* entries */
+} sl_elastic_out_t;
+
+typedef struct sl_elastic sl_elastic_t;
+
+/* A rendezvous core for peer `self` in one job. After a restart a new core
+ * reads its own earlier acks from the store. */
+sl_err sl_elastic_new(const sl_elastic_config_t *cfg, const char *self, sl_elastic_t **out);
+void sl_elastic_destroy(sl_elastic_t **e);
+
+/* One turn: decides from the view, the trainer's state and `now` what this
+ * peer does next. The caller writes the records into its replica before the
+ * next call (a write it makes is in its own view at once). SL_ENOMEM, or
+ * SL_EINVAL for a view that breaks the record rules (two acks of one round
+ * by one peer). */
+sl_err sl_elastic_step(sl_elastic_t *e, const sl_elastic_view_t *view,
+                       const sl_elastic_local_t *local, int64_t now_ms, sl_elastic_out_t *out);
+
+sl_elastic_phase sl_elastic_phase_of(const sl_elastic_t *e);
+const char *sl_elastic_phase_name(sl_elastic_phase p);
+/* The world this peer trains in or waits for (round 0: none). */
+sl_elastic_ref_t sl_elastic_current(const sl_elastic_t *e);
+
+/* Whether two refs name the same world. */
+bool sl_elastic_ref_eq(const sl_elastic_ref_t *a, const sl_elastic_ref_t *b);
+
+/* What the records say of a world, as any reader computes it. */
+typedef struct {
+    bool found;       /* the record is in the view */
+    bool established; /* its parent is established and a majority of the
+                         parent's members acked it as continuers (a root:
+                         a majority of its own members); final once true */
+    bool dead;        /* it can never be established; final once true */
+    bool all_acked;   /* every member acked it */
+    bool trainable;   /* established, all acked, the newest established world
+                         of the surviving lineage */
+    sl_elastic_ref_t root; /* the root of its lineage (round 0: unknown) */
+} sl_elastic_status_t;
+
+sl_err sl_elastic_status(const sl_elastic_view_t *view, const sl_elastic_ref_t *world,
+                         sl_elastic_status_t *out);
+
+/* The status of every world of the view, in the view's order (`out` holds
+ * view->world_count entries): one pass where a checker needs them all. */
+sl_err sl_elastic_status_all(const sl_elastic_view_t *view, sl_elastic_status_t *out);
+
+/* The newest established world of the surviving lineage (round 0: none):
+ * lineages are ordered by their root (lower round, then smaller leader id),
+ * the first survives. */
+sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out);
+
+/* The invariant checker the simulator and debug builds call: SL_OK or
+ * SL_EINTERNAL with the reason. */
+sl_err sl_elastic_check(const sl_elastic_t *e, char *why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

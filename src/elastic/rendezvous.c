@@ -1,0 +1,799 @@
+/* The rendezvous of an elastic job, sans-I/O (include/starling/elastic.h,
+ * docs/elastic.md).
+ *
+ *   volunteer  an idle peer writes job/J/vol/P with a round above every
+ *              world it knows of
+ *   seal       the leader of the next round (rendezvous hashing over the
+ *              alive volunteers, as studies choose theirs) writes the world
+ *              job/J/w/R/L once `min` volunteers are there, a majority of
+ *              the last world's members among them, and the settle window
+ *              has passed (at once when the whole last world is back);
+ *              any volunteer takes over a dead leader's round, since the
+ *              leader is computed from each peer's own view
+ *   ack        a peer acks at most one world per round, in rising rounds,
+ *              naming its tip (the world it acked before); the ack is
+ *              final
+ *   start      a world trains when it is established (the partition
+ *              rule, below), every member acked it, and it is the newest
+ *              established world of the surviving lineage
+ *   stop       a world ends when a member is no longer alive in the view,
+ *              when an alive volunteer can be taken (up to `max`) or a
+ *              member restarted, when a newer world supersedes it, or on
+ *              cancel; its members volunteer again at once
+ *
+ * The partition rule. A member m of world W "continues" W's parent P when
+ * its chain of acks, from its ack of W back through the tips, reaches P
+ * through worlds that are dead (can never be established). W is
+ * established when P is and a strict majority of P's members continue P
+ * into W (a root world: a majority of its own members, from no world).
+ * Two children of P
+ * are never both established: their majorities share a member m, who
+ * acked both in rising rounds, so the later ack's chain passes through
+ * the earlier world, which is established, not dead, and m does not count
+ * there. Dead is provable from the records (the members that can no
+ * longer continue P into W leave no majority), and both properties only
+ * ever become true, so every reader agrees once it holds the records.
+ * A world that is established but can never start (a member acked a
+ * sibling of it) is hollow: its state is its parent's, so a member whose
+ * chain reaches the parent counts as continuing it (the proof above holds:
+ * the chain still stops at any established world in between).
+ * Lineages are ordered by their root (lower round, then smaller leader);
+ * two roots exist only when a job's first world was sealed on both sides
+ * of a partition, and then the first survives the heal.
+ *
+ * Cost: each call sorts the job's records (O(n log n)) and memoises each
+ * world's status; the I/O side keeps the records of the worlds before the
+ * head's parent out of the view. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elastic_internal.h"
+#include "starling/hash.h"
+#include "starling/round.h"
+
+static sl_elastic_bug g_bug;
+
+void sl_elastic_set_bug(sl_elastic_bug bug) { g_bug = bug; }
+
+struct sl_elastic {
+    sl_elastic_config_t cfg;            /* the job's settings (job_id borrowed) */
+    char self[SL_ELASTIC_ID_MAX + 1];   /* this peer */
+    sl_elastic_phase phase;             /* where it stands */
+    sl_elastic_ref_t cur;               /* WAITING/TRAINING: the world */
+    int64_t since_ms;                   /* WAITING: when it acked */
+    uint64_t settle_round;              /* leader: the round the settle window is for */
+    int64_t settle_since_ms;            /* leader: when sealing first became possible */
+    uint64_t sealed_round;              /* leader: the last round it sealed */
+};
+
+bool sl_elastic_ref_eq(const sl_elastic_ref_t *a, const sl_elastic_ref_t *b) {
+    return a->round == b->round && (a->round == 0 || strcmp(a->leader, b->leader) == 0);
+}
+
+static int ref_cmp(const sl_elastic_ref_t *a, const sl_elastic_ref_t *b) {
+    if (a->round != b->round)
+        return a->round < b->round ? -1 : 1;
+    return a->round == 0 ? 0 : strcmp(a->leader, b->leader);
+}
+
+const char *sl_elastic_phase_name(sl_elastic_phase p) {
+    switch (p) {
+    case SL_ELASTIC_IDLE: return "idle";
+    case SL_ELASTIC_WAITING: return "waiting";
+    case SL_ELASTIC_TRAINING: return "training";
+    case SL_ELASTIC_CANCELLED: return "cancelled";
+    }
+    return "?";
+}
+
+/* ---- what a view's records say ---- */
+
+enum { NO = 0, MAYBE = 1, YES = 2 };
+
+typedef struct {
+    const sl_elastic_world_t *w; /* the record */
+    int8_t est;                  /* established: -1 not computed */
+    int8_t dead;                 /* dead: -1 not computed */
+    int8_t hollow;               /* hollow: -1 not computed */
+    int root;                    /* index of its root, -1 unknown, -2 not computed */
+} wnode_t;
+
+typedef struct {
+    const sl_elastic_view_t *v;      /* the view */
+    wnode_t *worlds;                 /* sorted by (round, leader) */
+    size_t nw;                       /* entries */
+    const sl_elastic_ack_t **acks;   /* sorted by (peer, round) */
+    size_t na;                       /* entries */
+    int win_root;                    /* the surviving lineage's root, -1: none */
+    int head;                        /* its newest established world, -1: none */
+} an_t;
+
+static int wnode_cmp(const void *a, const void *b) {
+    return ref_cmp(&((const wnode_t *)a)->w->id, &((const wnode_t *)b)->w->id);
+}
+
+static int ack_cmp(const void *a, const void *b) {
+    const sl_elastic_ack_t *x = *(const sl_elastic_ack_t *const *)a;
+    const sl_elastic_ack_t *y = *(const sl_elastic_ack_t *const *)b;
+    int c = strcmp(x->peer, y->peer);
+    if (c)
+        return c;
+    return x->world.round < y->world.round ? -1 : x->world.round > y->world.round;
+}
+
+static int find_world(const an_t *an, const sl_elastic_ref_t *ref) {
+    size_t lo = 0, hi = an->nw;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = ref_cmp(&an->worlds[mid].w->id, ref);
+        if (c == 0)
+            return (int)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* Index of the first ack of `peer` (or where it would be). */
+static size_t acks_from(const an_t *an, const char *peer) {
+    size_t lo = 0, hi = an->na;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (strcmp(an->acks[mid]->peer, peer) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Index of the first ack of `peer` at or after `round`. */
+static size_t acks_at(const an_t *an, const char *peer, uint64_t round) {
+    size_t lo = acks_from(an, peer), hi = lo;
+    while (hi < an->na && strcmp(an->acks[hi]->peer, peer) == 0)
+        hi++;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (an->acks[mid]->world.round < round)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static const sl_elastic_ack_t *find_ack(const an_t *an, const char *peer, uint64_t round) {
+    size_t i = acks_at(an, peer, round);
+    if (i < an->na && strcmp(an->acks[i]->peer, peer) == 0 && an->acks[i]->world.round == round)
+        return an->acks[i];
+    return NULL;
+}
+
+/* The world `peer` acked last (round 0: none). */
+static sl_elastic_ref_t tip_of(const an_t *an, const char *peer) {
+    sl_elastic_ref_t t;
+    memset(&t, 0, sizeof t);
+    for (size_t i = acks_from(an, peer); i < an->na && strcmp(an->acks[i]->peer, peer) == 0; i++)
+        t = an->acks[i]->world;
+    return t;
+}
+
+static bool is_member(const sl_elastic_world_t *w, const char *peer) {
+    for (uint32_t i = 0; i < w->count; i++)
+        if (strcmp(w->members[i], peer) == 0)
+            return true;
+    return false;
+}
+
+static bool established(an_t *an, int x);
+static bool dead(an_t *an, int x);
+static bool all_acked(an_t *an, const sl_elastic_world_t *w);
+
+/* Established, but never trained and never will: a member acked another
+ * world of its round, or a later round without it. Its state is its
+ * parent's, so continuing its parent continues it. Final once true. */
+static bool hollow(an_t *an, int x) {
+    wnode_t *n = &an->worlds[x];
+    if (n->hollow >= 0)
+        return n->hollow;
+    const sl_elastic_world_t *w = n->w;
+    bool r = false;
+    if (established(an, x) && !all_acked(an, w))
+        for (uint32_t i = 0; i < w->count && !r; i++) {
+            const sl_elastic_ack_t *a = find_ack(an, w->members[i], w->id.round);
+            r = a ? !sl_elastic_ref_eq(&a->world, &w->id)
+                  : tip_of(an, w->members[i]).round > w->id.round;
+        }
+    n->hollow = r;
+    return r;
+}
+
+#define CHAIN_TARGETS 8
+
+/* Whether `peer`'s chain of acks from tip `t` reaches `p` (or the parent
+ * of a hollow `p`, and so on) through dead worlds only. */
+static int chain(an_t *an, const char *peer, sl_elastic_ref_t t, const sl_elastic_ref_t *p) {
+    sl_elastic_ref_t targets[CHAIN_TARGETS];
+    int nt = 0;
+    targets[nt++] = *p;
+    for (int px = p->round ? find_world(an, p) : -1; px >= 0 && nt < CHAIN_TARGETS &&
+                                                     hollow(an, px);) {
+        targets[nt++] = an->worlds[px].w->parent;
+        px = targets[nt - 1].round ? find_world(an, &targets[nt - 1]) : -1;
+    }
+    for (;;) {
+        for (int i = 0; i < nt; i++)
+            if (sl_elastic_ref_eq(&t, &targets[i]))
+                return YES;
+        if (t.round <= targets[nt - 1].round)
+            return NO;
+        int x = find_world(an, &t);
+        if (x < 0)
+            return MAYBE;
+        if (established(an, x))
+            return NO;
+        if (!dead(an, x))
+            return MAYBE;
+        const sl_elastic_ack_t *b = find_ack(an, peer, t.round);
+        if (!b || !sl_elastic_ref_eq(&b->world, &t))
+            return MAYBE;
+        t = b->tip;
+    }
+}
+
+/* Whether `peer` continues `p` into world `w`: YES (its ack says so), NO
+ * (it never can), MAYBE (not yet known). */
+static int continues(an_t *an, const char *peer, const sl_elastic_world_t *w,
+                     const sl_elastic_ref_t *p) {
+    if (!is_member(w, peer))
+        return NO;
+    const sl_elastic_ack_t *a = find_ack(an, peer, w->id.round);
+    if (a && !sl_elastic_ref_eq(&a->world, &w->id))
+        return NO; /* it acked another world of this round */
+    if (a)
+        return chain(an, peer, a->tip, p);
+    /* no ack yet: it never will continue p into w once it acked a round
+     * at or after w's, or an established world after p */
+    for (size_t i = acks_at(an, peer, p->round + 1);
+         i < an->na && strcmp(an->acks[i]->peer, peer) == 0; i++) {
+        const sl_elastic_ref_t *r = &an->acks[i]->world;
+        if (r->round >= w->id.round)
+            return NO;
+        int x = find_world(an, r);
+        if (x >= 0 && established(an, x))
+            return NO;
+    }
+    return MAYBE;
+}
+
+static bool established(an_t *an, int x) {
+    wnode_t *n = &an->worlds[x];
+    if (n->est >= 0)
+        return n->est;
+    const sl_elastic_world_t *w = n->w;
+    bool r;
+    if (w->parent.round == 0) { /* a root: a majority of its own members */
+        uint32_t yes = 0;
+        for (uint32_t i = 0; i < w->count; i++)
+            yes += continues(an, w->members[i], w, &w->parent) == YES;
+        r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? yes >= 1 : 2 * yes > w->count;
+    } else {
+        int px = find_world(an, &w->parent);
+        if (px < 0 || !established(an, px)) {
+            r = false;
+        } else {
+            const sl_elastic_world_t *p = an->worlds[px].w;
+            uint32_t yes = 0;
+            for (uint32_t i = 0; i < p->count; i++)
+                yes += continues(an, p->members[i], w, &w->parent) == YES;
+            r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? yes >= 1 : 2 * yes > p->count;
+        }
+    }
+    n->est = r;
+    return r;
+}
+
+static bool dead(an_t *an, int x) {
+    wnode_t *n = &an->worlds[x];
+    if (n->dead >= 0)
+        return n->dead;
+    const sl_elastic_world_t *w = n->w;
+    bool r = false;
+    if (w->parent.round == 0) {
+        uint32_t possible = 0;
+        for (uint32_t i = 0; i < w->count; i++)
+            possible += continues(an, w->members[i], w, &w->parent) != NO;
+        r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? possible == 0 : 2 * possible <= w->count;
+    } else {
+        int px = find_world(an, &w->parent);
+        if (px >= 0 && dead(an, px)) {
+            r = true;
+        } else if (px >= 0 && established(an, px)) {
+            const sl_elastic_world_t *p = an->worlds[px].w;
+            uint32_t possible = 0;
+            for (uint32_t i = 0; i < p->count; i++)
+                possible += continues(an, p->members[i], w, &w->parent) != NO;
+            r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? possible == 0 : 2 * possible <= p->count;
+        }
+    }
+    n->dead = r;
+    return r;
+}
+
+static int root_of(an_t *an, int x) {
+    wnode_t *n = &an->worlds[x];
+    if (n->root != -2)
+        return n->root;
+    int r;
+    if (n->w->parent.round == 0) {
+        r = x;
+    } else {
+        int px = find_world(an, &n->w->parent);
+        r = px < 0 ? -1 : root_of(an, px);
+    }
+    n->root = r;
+    return r;
+}
+
+static bool all_acked(an_t *an, const sl_elastic_world_t *w) {
+    for (uint32_t i = 0; i < w->count; i++) {
+        const sl_elastic_ack_t *a = find_ack(an, w->members[i], w->id.round);
+        if (!a || !sl_elastic_ref_eq(&a->world, &w->id))
+            return false;
+    }
+    return true;
+}
+
+static bool bounds_ok(const sl_elastic_world_t *w) {
+    return w->count >= 1 && w->count <= SL_ELASTIC_MAX_NODES;
+}
+
+static void an_free(an_t *an) {
+    sl_free(an->worlds);
+    sl_free(an->acks);
+    memset(an, 0, sizeof *an);
+}
+
+static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
+    memset(an, 0, sizeof *an);
+    an->v = v;
+    an->win_root = an->head = -1;
+    an->worlds = sl_calloc(v->world_count ? v->world_count : 1, sizeof *an->worlds);
+    an->acks = sl_calloc(v->ack_count ? v->ack_count : 1, sizeof *an->acks);
+    if (!an->worlds || !an->acks) {
+        an_free(an);
+        return SL_ENOMEM;
+    }
+    for (size_t i = 0; i < v->world_count; i++) {
+        const sl_elastic_world_t *w = v->worlds[i];
+        if (!bounds_ok(w) || w->id.round == 0 || w->parent.round >= w->id.round)
+            continue; /* not a world any peer would write */
+        wnode_t *n = &an->worlds[an->nw++];
+        n->w = w;
+        n->est = n->dead = n->hollow = -1;
+        n->root = -2;
+    }
+    for (size_t i = 0; i < v->ack_count; i++)
+        if (v->acks[i]->world.round > 0 && v->acks[i]->tip.round < v->acks[i]->world.round)
+            an->acks[an->na++] = v->acks[i];
+    qsort(an->worlds, an->nw, sizeof *an->worlds, wnode_cmp);
+    qsort(an->acks, an->na, sizeof *an->acks, ack_cmp);
+    for (size_t i = 1; i < an->nw; i++)
+        if (ref_cmp(&an->worlds[i - 1].w->id, &an->worlds[i].w->id) == 0)
+            goto bad;
+    for (size_t i = 1; i < an->na; i++)
+        if (ack_cmp(&an->acks[i - 1], &an->acks[i]) == 0)
+            goto bad;
+    for (size_t i = 0; i < an->nw; i++)
+        if (an->worlds[i].w->parent.round == 0 && established(an, (int)i)) {
+            an->win_root = (int)i; /* sorted: the first root survives */
+            break;
+        }
+    for (size_t i = an->nw; i-- > 0;)
+        if (an->win_root >= 0 && established(an, (int)i) && root_of(an, (int)i) == an->win_root) {
+            an->head = (int)i;
+            break;
+        }
+    return SL_OK;
+bad:
+    an_free(an);
+    return SL_EINVAL;
+}
+
+static bool trainable(an_t *an, int x) {
+    return x >= 0 && x == an->head && all_acked(an, an->worlds[x].w);
+}
+
+static void status_of(an_t *an, int x, sl_elastic_status_t *out) {
+    memset(out, 0, sizeof *out);
+    if (x < 0)
+        return;
+    out->found = true;
+    out->established = established(an, x);
+    out->dead = dead(an, x);
+    out->all_acked = all_acked(an, an->worlds[x].w);
+    out->trainable = trainable(an, x);
+    int r = root_of(an, x);
+    if (r >= 0)
+        out->root = an->worlds[r].w->id;
+}
+
+sl_err sl_elastic_status(const sl_elastic_view_t *view, const sl_elastic_ref_t *world,
+                         sl_elastic_status_t *out) {
+    memset(out, 0, sizeof *out);
+    an_t an;
+    sl_err err = an_build(&an, view);
+    if (err)
+        return err;
+    status_of(&an, find_world(&an, world), out);
+    an_free(&an);
+    return SL_OK;
+}
+
+sl_err sl_elastic_status_all(const sl_elastic_view_t *view, sl_elastic_status_t *out) {
+    an_t an;
+    sl_err err = an_build(&an, view);
+    if (err)
+        return err;
+    for (size_t i = 0; i < view->world_count; i++)
+        status_of(&an, find_world(&an, &view->worlds[i]->id), &out[i]);
+    an_free(&an);
+    return SL_OK;
+}
+
+sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out) {
+    memset(out, 0, sizeof *out);
+    an_t an;
+    sl_err err = an_build(&an, view);
+    if (err)
+        return err;
+    if (an.head >= 0)
+        *out = an.worlds[an.head].w->id;
+    an_free(&an);
+    return SL_OK;
+}
+
+/* ---- the core ---- */
+
+sl_err sl_elastic_new(const sl_elastic_config_t *cfg, const char *self, sl_elastic_t **out) {
+    *out = NULL;
+    if (!cfg->job_id || !self || !self[0] || strlen(self) > SL_ELASTIC_ID_MAX ||
+        cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes ||
+        cfg->max_nodes > SL_ELASTIC_MAX_NODES)
+        return SL_EINVAL;
+    sl_elastic_t *e = sl_calloc(1, sizeof *e);
+    if (!e)
+        return SL_ENOMEM;
+    e->cfg = *cfg;
+    memcpy(e->self, self, strlen(self) + 1);
+    e->phase = SL_ELASTIC_IDLE;
+    *out = e;
+    return SL_OK;
+}
+
+void sl_elastic_destroy(sl_elastic_t **e) {
+    if (!e || !*e)
+        return;
+    sl_free(*e);
+    *e = NULL;
+}
+
+sl_elastic_phase sl_elastic_phase_of(const sl_elastic_t *e) { return e->phase; }
+
+sl_elastic_ref_t sl_elastic_current(const sl_elastic_t *e) { return e->cur; }
+
+static bool alive(const sl_elastic_view_t *v, const char *peer) {
+    for (size_t i = 0; i < v->member_count; i++)
+        if (strcmp(v->members[i].id, peer) == 0)
+            return v->members[i].alive;
+    return false;
+}
+
+static sl_elastic_action_t *emit(sl_elastic_out_t *out, sl_elastic_action_kind kind) {
+    sl_elastic_action_t *a = &out->actions[out->count++];
+    memset(a, 0, sizeof *a);
+    a->kind = kind;
+    a->source = -1;
+    return a;
+}
+
+static void set_id(char *dst, const char *src) {
+    size_t n = strnlen(src, SL_ELASTIC_ID_MAX);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+/* The reason the world this peer trains in ends, or NULL. */
+static const char *ends(const sl_elastic_t *e, an_t *an, int x) {
+    const sl_elastic_view_t *v = an->v;
+    if (x < 0 || x != an->head)
+        return "a newer world or another lineage took over";
+    const sl_elastic_world_t *w = an->worlds[x].w;
+    for (uint32_t i = 0; i < w->count; i++)
+        if (!alive(v, w->members[i]))
+            return "a member is gone";
+    for (size_t i = 0; i < v->vol_count; i++) {
+        const sl_elastic_vol_t *vol = &v->vols[i];
+        if (vol->round <= w->id.round || !alive(v, vol->peer))
+            continue;
+        if (is_member(w, vol->peer))
+            return "a member volunteers again (it restarted or left the world)";
+        if (w->count < e->cfg.max_nodes)
+            return "a volunteer can be taken";
+    }
+    return NULL;
+}
+
+/* Whether this peer stops waiting for world x. */
+static bool gives_up(const sl_elastic_t *e, an_t *an, int x, int64_t now_ms) {
+    if (x < 0 || dead(an, x) || now_ms - e->since_ms > (int64_t)e->cfg.ack_timeout_ms)
+        return true;
+    const sl_elastic_world_t *w = an->worlds[x].w;
+    for (uint32_t i = 0; i < w->count; i++) {
+        if (!alive(an->v, w->members[i]))
+            return true;
+        sl_elastic_ref_t t = tip_of(an, w->members[i]);
+        if (t.round >= w->id.round && !sl_elastic_ref_eq(&t, &w->id))
+            return true; /* it acked another world: this one never starts */
+    }
+    for (size_t i = 0; i < an->nw; i++)
+        if (an->worlds[i].w->id.round > w->id.round && is_member(an->worlds[i].w, e->self) &&
+            !dead(an, (int)i))
+            return true;
+    return false;
+}
+
+/* Starts world x. The source of the state is the member whose state was
+ * trained in the newest world of this lineage (then the highest step, then
+ * the lowest rank), continuer or joiner: every world of a lineage descends
+ * from the one before, so that state is the lineage's latest a member
+ * holds. With none, the members restore the checkpoint the continuers
+ * named (the highest step), or initialise at step 0. */
+static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
+    const sl_elastic_world_t *w = an->worlds[x].w;
+    sl_elastic_action_t *a = emit(out, SL_ELASTIC_START);
+    a->world = *w;
+    uint64_t src_round = 0, src_step = 0, ckpt = 0;
+    int src = -1, root = root_of(an, x);
+    for (uint32_t i = 0; i < w->count; i++) {
+        if (strcmp(w->members[i], e->self) == 0)
+            a->rank = i;
+        const sl_elastic_ack_t *k = find_ack(an, w->members[i], w->id.round);
+        if (!k)
+            continue;
+        int sx = k->has_state ? find_world(an, &k->state_world) : -1;
+        if (sx >= 0 && root_of(an, sx) == root) {
+            if (src < 0 || k->state_world.round > src_round ||
+                (k->state_world.round == src_round && k->step > src_step)) {
+                src = (int)i;
+                src_round = k->state_world.round;
+                src_step = k->step;
+            }
+        } else if (!k->has_state && k->step > ckpt &&
+                   continues(an, w->members[i], w, &w->parent) == YES) {
+            ckpt = k->step; /* the checkpoint it can restore */
+        }
+    }
+    a->source = src;
+    a->start_step = src >= 0 ? src_step : ckpt;
+    e->phase = SL_ELASTIC_TRAINING;
+}
+
+/* The world an idle peer acks: the newest that includes it, is not dead,
+ * and is the head or continues it (or is a root while no lineage is
+ * established);
+ * of two in one round, the one whose leader ranks higher for the round. */
+static int pick(const sl_elastic_t *e, an_t *an, const sl_elastic_ref_t *tip) {
+    int best = -1;
+    uint64_t bw = 0;
+    for (size_t i = 0; i < an->nw; i++) {
+        const sl_elastic_world_t *w = an->worlds[i].w;
+        if (w->id.round <= tip->round || !is_member(w, e->self) || dead(an, (int)i) ||
+            w->count < e->cfg.min_nodes || w->count > e->cfg.max_nodes)
+            continue;
+        /* the head itself (established, not all acked yet) or a child of it */
+        bool fits = w->parent.round == 0
+                        ? an->win_root < 0 || an->win_root == (int)i
+                        : (int)i == an->head ||
+                              (an->head >= 0 &&
+                               sl_elastic_ref_eq(&w->parent, &an->worlds[an->head].w->id));
+        if (!fits)
+            continue;
+        uint64_t wt = sl_hrw_weight(w->id.leader, strlen(w->id.leader),
+                                    sl_round_key(e->cfg.job_id, w->id.round));
+        if (best < 0 || w->id.round > an->worlds[best].w->id.round ||
+            (w->id.round == an->worlds[best].w->id.round && wt > bw)) {
+            best = (int)i;
+            bw = wt;
+        }
+    }
+    return best;
+}
+
+static int id_cmp(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* As the round's leader: seals the next world when it may. */
+static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round, int64_t now_ms,
+                 sl_elastic_out_t *out) {
+    const sl_elastic_view_t *v = an->v;
+    const sl_elastic_world_t *h = an->head >= 0 ? an->worlds[an->head].w : NULL;
+    uint64_t hround = h ? h->id.round : 0;
+    size_t n = 0;
+    sl_round_member_t *cand = sl_calloc(v->vol_count + 1, sizeof *cand);
+    const char **joiners = sl_calloc(v->vol_count + 1, sizeof *joiners);
+    bool *cont = sl_calloc(v->vol_count + 1, sizeof *cont);
+    if (!cand || !joiners || !cont)
+        goto done;
+    uint64_t round = max_round + 1;
+    bool self_seen = false;
+    for (size_t i = 0; i < v->vol_count; i++) {
+        const sl_elastic_vol_t *vol = &v->vols[i];
+        bool me = strcmp(vol->peer, e->self) == 0;
+        uint64_t r = me ? my_vol : vol->round;
+        if (r <= hround || !(me || alive(v, vol->peer)))
+            continue;
+        self_seen |= me;
+        cand[n].id = vol->peer;
+        cand[n].alive = true;
+        n++;
+        if (r > round)
+            round = r;
+    }
+    if (!self_seen) {
+        cand[n].id = e->self;
+        cand[n].alive = true;
+        n++;
+    }
+    if (round <= e->sealed_round || !v->synced)
+        goto done;
+    int l = sl_round_leader(cand, n, sl_round_key(e->cfg.job_id, round));
+    if (l < 0 || strcmp(cand[l].id, e->self) != 0)
+        goto done;
+    uint32_t ncont = 0;
+    for (size_t i = 0; i < n; i++) {
+        sl_elastic_ref_t none, t = tip_of(an, cand[i].id);
+        memset(&none, 0, sizeof none);
+        cont[i] = chain(an, cand[i].id, t, h ? &h->id : &none) == YES;
+        ncont += cont[i];
+    }
+    bool may = n >= e->cfg.min_nodes &&
+               (!h || (g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? ncont >= 1 : 2 * ncont > h->count));
+    if (!may) {
+        e->settle_round = 0;
+        goto done;
+    }
+    if (e->settle_round != round) {
+        e->settle_round = round;
+        e->settle_since_ms = now_ms;
+    }
+    bool all_back = h != NULL;
+    for (uint32_t i = 0; h && i < h->count && all_back; i++) {
+        bool in = false;
+        for (size_t j = 0; j < n && !in; j++)
+            in = strcmp(cand[j].id, h->members[i]) == 0;
+        all_back = in || !alive(v, h->members[i]);
+    }
+    if (!all_back && n < e->cfg.max_nodes &&
+        now_ms - e->settle_since_ms < (int64_t)e->cfg.settle_ms)
+        goto done;
+    /* members: the continuers in their old rank order, then the others
+     * by id, up to max */
+    sl_elastic_action_t *a = emit(out, SL_ELASTIC_WRITE_WORLD);
+    sl_elastic_world_t *w = &a->world;
+    w->id.round = round;
+    set_id(w->id.leader, e->self);
+    if (h)
+        w->parent = h->id;
+    for (uint32_t i = 0; h && i < h->count && w->count < e->cfg.max_nodes; i++)
+        for (size_t j = 0; j < n; j++)
+            if (cont[j] && strcmp(cand[j].id, h->members[i]) == 0)
+                set_id(w->members[w->count++], cand[j].id);
+    size_t nj = 0;
+    for (size_t j = 0; j < n; j++)
+        if (!cont[j] || !h)
+            joiners[nj++] = cand[j].id;
+    qsort(joiners, nj, sizeof *joiners, id_cmp);
+    for (size_t j = 0; j < nj && w->count < e->cfg.max_nodes; j++)
+        set_id(w->members[w->count++], joiners[j]);
+    e->sealed_round = round;
+    sl_log(SL_LOG_INFO, "ELASTIC-SEAL", "%s seals round %llu of %s: %u members, parent round %llu",
+           e->self, (unsigned long long)round, e->cfg.job_id, w->count,
+           (unsigned long long)w->parent.round);
+done:
+    sl_free(cand);
+    sl_free(joiners);
+    sl_free(cont);
+}
+
+sl_err sl_elastic_step(sl_elastic_t *e, const sl_elastic_view_t *view,
+                       const sl_elastic_local_t *local, int64_t now_ms, sl_elastic_out_t *out) {
+    out->count = 0;
+    an_t an;
+    sl_err err = an_build(&an, view);
+    if (err)
+        return err;
+    sl_elastic_ref_t tip = tip_of(&an, e->self);
+    uint64_t max_round = tip.round;
+    for (size_t i = 0; i < an.nw; i++)
+        if (an.worlds[i].w->id.round > max_round)
+            max_round = an.worlds[i].w->id.round;
+    if (e->phase == SL_ELASTIC_CANCELLED)
+        goto done;
+    if (view->cancelled) {
+        if (e->phase == SL_ELASTIC_TRAINING)
+            emit(out, SL_ELASTIC_STOP)->reason = "the job was cancelled";
+        e->phase = SL_ELASTIC_CANCELLED;
+        memset(&e->cur, 0, sizeof e->cur);
+        goto done;
+    }
+    if (e->phase == SL_ELASTIC_TRAINING) {
+        const char *why = ends(e, &an, find_world(&an, &e->cur));
+        if (!why)
+            goto done;
+        emit(out, SL_ELASTIC_STOP)->reason = why;
+        e->phase = SL_ELASTIC_IDLE;
+        memset(&e->cur, 0, sizeof e->cur);
+    }
+    if (e->phase == SL_ELASTIC_WAITING) {
+        int x = find_world(&an, &e->cur);
+        if (trainable(&an, x) && an.worlds[x].w->count >= e->cfg.min_nodes) {
+            start(e, &an, x, out);
+            goto done;
+        }
+        if (!gives_up(e, &an, x, now_ms))
+            goto done;
+        e->phase = SL_ELASTIC_IDLE;
+        memset(&e->cur, 0, sizeof e->cur);
+    }
+    /* idle: join the newest world that has a place for this peer (not
+     * from a replica that has not caught up since this peer started: it
+     * would join a world the others left long ago) */
+    int x = view->synced ? pick(e, &an, &tip) : -1;
+    if (x >= 0) {
+        sl_elastic_action_t *a = emit(out, SL_ELASTIC_WRITE_ACK);
+        set_id(a->ack.peer, e->self);
+        a->ack.world = an.worlds[x].w->id;
+        a->ack.tip = tip;
+        a->ack.step = local->step;
+        a->ack.has_state = local->has_state;
+        a->ack.state_world = local->state_world;
+        e->phase = SL_ELASTIC_WAITING;
+        e->cur = a->ack.world;
+        e->since_ms = now_ms;
+        goto done;
+    }
+    /* volunteer above every world it knows of */
+    uint64_t my_vol = 0;
+    for (size_t i = 0; i < view->vol_count; i++)
+        if (strcmp(view->vols[i].peer, e->self) == 0)
+            my_vol = view->vols[i].round;
+    if (my_vol <= max_round) {
+        sl_elastic_action_t *a = emit(out, SL_ELASTIC_WRITE_VOL);
+        set_id(a->vol.peer, e->self);
+        a->vol.round = max_round + 1;
+        my_vol = a->vol.round;
+    }
+    lead(e, &an, my_vol, max_round, now_ms, out);
+done:
+    an_free(&an);
+    return SL_OK;
+}
+
+sl_err sl_elastic_check(const sl_elastic_t *e, char *why, size_t why_len) {
+    bool in_world = e->phase == SL_ELASTIC_WAITING || e->phase == SL_ELASTIC_TRAINING;
+    if (e->phase > SL_ELASTIC_CANCELLED) {
+        snprintf(why, why_len, "phase %d is none", (int)e->phase);
+        return SL_EINTERNAL;
+    }
+    if (in_world != (e->cur.round > 0)) {
+        snprintf(why, why_len, "%s %s with world round %llu", e->self,
+                 sl_elastic_phase_name(e->phase), (unsigned long long)e->cur.round);
+        return SL_EINTERNAL;
+    }
+    return SL_OK;
+}

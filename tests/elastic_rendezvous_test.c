@@ -1,0 +1,407 @@
+/* The rendezvous core (src/elastic/rendezvous.c) on hand-made stores: the
+ * first world, a death, a joiner, a leader killed before its world
+ * starts, cancel; and the partition rule on records written as a split
+ * brain would write them (a minority never seals, two children of one
+ * world are never both established, split votes and hollow worlds do not
+ * block the lineage). The simulation test (sim_elastic_test) runs the same
+ * core under random faults. */
+#include <stdlib.h>
+
+#include "starling/elastic.h"
+#include "testlib.h"
+
+#define NP 5
+#define CAP 64
+
+/* One store every peer reads at once (a replica that is always in sync),
+ * each peer's view of who is alive, and its trainer's state. */
+typedef struct {
+    sl_elastic_world_t worlds[CAP];
+    const sl_elastic_world_t *wp[CAP];
+    size_t nw;
+    sl_elastic_ack_t acks[CAP * NP];
+    const sl_elastic_ack_t *ap[CAP * NP];
+    size_t na;
+    sl_elastic_vol_t vols[NP];
+    size_t nv;
+    bool up[NP];             /* running */
+    sl_elastic_t *core[NP];
+    sl_elastic_local_t local[NP];
+    int rank[NP];            /* -1: not training */
+    uint64_t started_round[NP];
+    bool cancelled;
+    int64_t now;
+} cluster_t;
+
+static const char *ids[NP] = {"ann", "bob", "cat", "dan", "eve"};
+
+static void view_of(cluster_t *c, int p, sl_elastic_view_t *v, sl_round_member_t *m) {
+    for (int q = 0; q < NP; q++) {
+        m[q].id = ids[q];
+        m[q].alive = c->up[q] && c->up[p];
+        m[q].free_slots = 0;
+    }
+    for (size_t i = 0; i < c->nw; i++)
+        c->wp[i] = &c->worlds[i];
+    for (size_t i = 0; i < c->na; i++)
+        c->ap[i] = &c->acks[i];
+    *v = (sl_elastic_view_t){.worlds = c->wp, .world_count = c->nw, .acks = c->ap,
+                             .ack_count = c->na, .vols = c->vols, .vol_count = c->nv,
+                             .members = m, .member_count = NP, .cancelled = c->cancelled,
+                             .synced = true};
+}
+
+static void boot(cluster_t *c, int p, uint32_t min, uint32_t max) {
+    sl_elastic_config_t cfg = {.job_id = "job-t", .min_nodes = min, .max_nodes = max,
+                               .settle_ms = 200, .ack_timeout_ms = 2000};
+    CHECK_OK(sl_elastic_new(&cfg, ids[p], &c->core[p]));
+    c->up[p] = true;
+    c->rank[p] = -1;
+    memset(&c->local[p], 0, sizeof c->local[p]);
+}
+
+static void crash(cluster_t *c, int p) {
+    sl_elastic_destroy(&c->core[p]);
+    c->up[p] = false;
+    c->rank[p] = -1;
+}
+
+/* Every running peer takes a turn; then 50 ms pass and the trainers of
+ * complete worlds take a step. */
+static void tick(cluster_t *c) {
+    for (int p = 0; p < NP; p++) {
+        if (!c->up[p])
+            continue;
+        sl_elastic_view_t v;
+        sl_round_member_t m[NP];
+        view_of(c, p, &v, m);
+        sl_elastic_out_t out;
+        CHECK_OK(sl_elastic_step(c->core[p], &v, &c->local[p], c->now, &out));
+        for (size_t i = 0; i < out.count; i++) {
+            const sl_elastic_action_t *a = &out.actions[i];
+            switch (a->kind) {
+            case SL_ELASTIC_WRITE_VOL: {
+                size_t k = 0;
+                while (k < c->nv && strcmp(c->vols[k].peer, ids[p]) != 0)
+                    k++;
+                if (k == c->nv)
+                    c->nv++;
+                c->vols[k] = a->vol;
+                break;
+            }
+            case SL_ELASTIC_WRITE_WORLD: c->worlds[c->nw++] = a->world; break;
+            case SL_ELASTIC_WRITE_ACK: c->acks[c->na++] = a->ack; break;
+            case SL_ELASTIC_START:
+                c->rank[p] = (int)a->rank;
+                c->started_round[p] = a->world.id.round;
+                c->local[p].step = a->start_step;
+                c->local[p].has_state = true;
+                c->local[p].state_world = a->world.id;
+                break;
+            case SL_ELASTIC_STOP: c->rank[p] = -1; break;
+            }
+        }
+    }
+    c->now += 50;
+    /* a step for everyone training (the test's worlds are always whole) */
+    for (int p = 0; p < NP; p++)
+        if (c->up[p] && c->rank[p] >= 0)
+            c->local[p].step++;
+}
+
+static void run_for(cluster_t *c, int64_t ms) {
+    for (int64_t end = c->now + ms; c->now < end;)
+        tick(c);
+}
+
+static int training(const cluster_t *c) {
+    int n = 0;
+    for (int p = 0; p < NP; p++)
+        n += c->up[p] && c->rank[p] >= 0;
+    return n;
+}
+
+static cluster_t C;
+
+static void reset(void) {
+    for (int p = 0; p < NP; p++)
+        sl_elastic_destroy(&C.core[p]);
+    memset(&C, 0, sizeof C);
+}
+
+static void test_first_world_and_changes(void) {
+    reset();
+    for (int p = 0; p < 3; p++)
+        boot(&C, p, 2, 4);
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 3);
+    CHECK_INT(C.nw, 1);               /* one world, sealed once */
+    CHECK_INT(C.worlds[0].count, 3);
+    CHECK_INT(C.worlds[0].parent.round, 0);
+    bool ranks[3] = {false};          /* ranks 0..2, each once */
+    for (int p = 0; p < 3; p++)
+        if (C.rank[p] >= 0 && C.rank[p] < 3)
+            ranks[C.rank[p]] = true;
+    CHECK(ranks[0] && ranks[1] && ranks[2]);
+    /* a joiner: the world ends at a step boundary and grows */
+    uint64_t before = C.local[0].step;
+    boot(&C, 3, 2, 4);
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 4);
+    CHECK_INT(C.started_round[3], C.started_round[0]);
+    /* it got the state, not step 0 (steps here tick per peer, so within one) */
+    CHECK(C.local[3].step + 1 >= C.local[0].step && C.local[3].step > before);
+    CHECK(C.local[0].step > before);
+    /* a fifth volunteer over max: the world of four keeps training */
+    uint64_t round = C.started_round[0];
+    boot(&C, 4, 2, 4);
+    run_for(&C, 1000);
+    CHECK_INT(C.started_round[0], round);
+    CHECK_INT(C.rank[4], -1);
+    /* a member dies: the others carry on without it, from their step */
+    crash(&C, 1);
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 4); /* eve takes its place */
+    CHECK(C.started_round[0] > round);
+    CHECK_INT(C.rank[4] >= 0, 1);
+}
+
+/* The leader of the next round dies after sealing, before its world
+ * starts: the others give up on it and another leader seals. */
+static void test_leader_dies_before_start(void) {
+    reset();
+    for (int p = 0; p < 3; p++)
+        boot(&C, p, 2, 3);
+    /* run until a world is sealed, then kill its leader at once */
+    while (C.nw == 0)
+        tick(&C);
+    int leader = -1;
+    for (int p = 0; p < NP; p++)
+        if (strcmp(ids[p], C.worlds[0].id.leader) == 0)
+            leader = p;
+    CHECK(leader >= 0);
+    crash(&C, leader);
+    run_for(&C, 3000);
+    CHECK_INT(training(&C), 2);
+    for (int p = 0; p < 3; p++)
+        if (p != leader)
+            CHECK(C.started_round[p] > 1);
+}
+
+static void test_cancel(void) {
+    reset();
+    for (int p = 0; p < 2; p++)
+        boot(&C, p, 1, 2);
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 2);
+    C.cancelled = true;
+    tick(&C);
+    CHECK_INT(training(&C), 0);
+    CHECK_INT(sl_elastic_phase_of(C.core[0]), SL_ELASTIC_CANCELLED);
+    size_t nw = C.nw;
+    run_for(&C, 1000);
+    CHECK_INT(C.nw, nw);
+}
+
+/* ---- the partition rule on hand-written records ---- */
+
+static sl_elastic_world_t WS[8];
+static const sl_elastic_world_t *WP[8];
+static sl_elastic_ack_t AS[32];
+static const sl_elastic_ack_t *AP[32];
+static size_t nws, nas;
+
+static sl_elastic_ref_t ref(uint64_t round, const char *leader) {
+    sl_elastic_ref_t r;
+    memset(&r, 0, sizeof r);
+    r.round = round;
+    if (leader)
+        snprintf(r.leader, sizeof r.leader, "%s", leader);
+    return r;
+}
+
+static void world(uint64_t round, const char *leader, uint64_t pr, const char *pl,
+                  const char *members) {
+    sl_elastic_world_t *w = &WS[nws];
+    memset(w, 0, sizeof *w);
+    w->id = ref(round, leader);
+    w->parent = ref(pr, pl);
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", members);
+    for (char *t = strtok(buf, " "); t; t = strtok(NULL, " "))
+        snprintf(w->members[w->count++], sizeof w->members[0], "%s", t);
+    WP[nws] = w;
+    nws++;
+}
+
+static void ack(const char *peer, uint64_t round, const char *leader, uint64_t tr,
+                const char *tl) {
+    sl_elastic_ack_t *a = &AS[nas];
+    memset(a, 0, sizeof *a);
+    snprintf(a->peer, sizeof a->peer, "%s", peer);
+    a->world = ref(round, leader);
+    a->tip = ref(tr, tl);
+    AP[nas] = a;
+    nas++;
+}
+
+static sl_elastic_status_t status(uint64_t round, const char *leader) {
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas};
+    sl_elastic_ref_t r = ref(round, leader);
+    sl_elastic_status_t st;
+    CHECK_OK(sl_elastic_status(&v, &r, &st));
+    return st;
+}
+
+/* The root world 1/ann of ann, bob, cat, established and all acked. */
+static void root3(void) {
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob cat");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    ack("cat", 1, "ann", 0, NULL);
+}
+
+static void test_partition_minority_never_continues(void) {
+    root3();
+    CHECK(status(1, "ann").established);
+    CHECK(status(1, "ann").trainable);
+    /* partition {ann} | {bob, cat}: ann alone seals and acks 2/ann, the
+     * others 3/bob */
+    world(2, "ann", 1, "ann", "ann");
+    ack("ann", 2, "ann", 1, "ann");
+    CHECK(!status(2, "ann").established); /* 1 of 3 */
+    world(3, "bob", 1, "ann", "bob cat");
+    ack("bob", 3, "bob", 1, "ann");
+    ack("cat", 3, "bob", 1, "ann");
+    CHECK(status(3, "bob").established);   /* 2 of 3 */
+    CHECK(status(2, "ann").dead);          /* no majority can come any more */
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas};
+    sl_elastic_ref_t head;
+    CHECK_OK(sl_elastic_head(&v, &head));
+    CHECK_INT(head.round, 3);
+    /* after the heal ann continues through its dead world: 4/bob of all
+     * three is established by bob and cat alone, and ann counts too */
+    world(4, "bob", 3, "bob", "bob cat ann");
+    ack("bob", 4, "bob", 3, "bob");
+    ack("cat", 4, "bob", 3, "bob");
+    CHECK(status(4, "bob").established);
+    ack("ann", 4, "bob", 2, "ann");
+    CHECK(status(4, "bob").trainable);
+}
+
+static void test_two_children_never_both_established(void) {
+    root3();
+    /* two leaders each seal a child of 1/ann: whatever order the acks
+     * come in, ann (who acks both, in rising rounds) counts for one */
+    world(2, "bob", 1, "ann", "ann bob cat");
+    world(3, "cat", 1, "ann", "ann cat");
+    ack("ann", 2, "bob", 1, "ann");
+    ack("bob", 2, "bob", 1, "ann");
+    ack("ann", 3, "cat", 2, "bob"); /* ann moved on to round 3 */
+    ack("cat", 3, "cat", 1, "ann");
+    CHECK(status(2, "bob").established);
+    CHECK(!status(3, "cat").established);
+    CHECK(status(3, "cat").dead);
+}
+
+static void test_split_vote_does_not_block(void) {
+    /* a world of four; two leaders seal the next round; the votes split
+     * two and two: both dead, and a third world gathers all four */
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob cat dan");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    ack("cat", 1, "ann", 0, NULL);
+    ack("dan", 1, "ann", 0, NULL);
+    world(2, "ann", 1, "ann", "ann bob cat dan");
+    world(2, "cat", 1, "ann", "ann bob cat dan");
+    ack("ann", 2, "ann", 1, "ann");
+    ack("bob", 2, "ann", 1, "ann");
+    ack("cat", 2, "cat", 1, "ann");
+    ack("dan", 2, "cat", 1, "ann");
+    CHECK(status(2, "ann").dead);
+    CHECK(status(2, "cat").dead);
+    world(3, "bob", 1, "ann", "ann bob cat dan");
+    ack("ann", 3, "bob", 2, "ann");
+    ack("bob", 3, "bob", 2, "ann");
+    ack("cat", 3, "bob", 2, "cat");
+    CHECK(status(3, "bob").established); /* 3 of 4, through dead worlds */
+    ack("dan", 3, "bob", 2, "cat");
+    CHECK(status(3, "bob").trainable);
+}
+
+static void test_hollow_world_does_not_block(void) {
+    /* 2/bob is established by bob and cat but dan acked 2/dan: it never
+     * starts; bob, cat and ann (whose chain reaches 1/ann) continue it */
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob cat");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    ack("cat", 1, "ann", 0, NULL);
+    world(2, "bob", 1, "ann", "bob cat ann dan");
+    world(2, "dan", 1, "ann", "ann dan");
+    ack("bob", 2, "bob", 1, "ann");
+    ack("cat", 2, "bob", 1, "ann");
+    ack("ann", 2, "dan", 1, "ann");
+    ack("dan", 2, "dan", 0, NULL);
+    CHECK(status(2, "bob").established);
+    CHECK(!status(2, "bob").trainable);
+    CHECK(status(2, "dan").dead);
+    world(3, "cat", 2, "bob", "bob cat ann dan");
+    ack("bob", 3, "cat", 2, "bob");
+    ack("cat", 3, "cat", 2, "bob");
+    CHECK(!status(3, "cat").established); /* 2 of 4 is no majority */
+    ack("ann", 3, "cat", 2, "dan");
+    CHECK(status(3, "cat").established);  /* ann holds 1/ann's state: 3 of 4 */
+    ack("dan", 3, "cat", 2, "dan");
+    CHECK(status(3, "cat").trainable);
+}
+
+static void test_lineages_ordered_by_root(void) {
+    /* two roots sealed apart: the first (lower round, then smaller
+     * leader) survives */
+    nws = nas = 0;
+    world(1, "bob", 0, NULL, "bob");
+    ack("bob", 1, "bob", 0, NULL);
+    world(1, "ann", 0, NULL, "ann");
+    ack("ann", 1, "ann", 0, NULL);
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas};
+    sl_elastic_ref_t head;
+    CHECK_OK(sl_elastic_head(&v, &head));
+    CHECK_STR(head.leader, "ann");
+    CHECK(!status(1, "bob").trainable);
+}
+
+static void test_bad_views(void) {
+    root3();
+    ack("ann", 1, "ann", 0, NULL); /* a second ack of one round by one peer */
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas};
+    sl_elastic_ref_t head;
+    CHECK_ERR(sl_elastic_head(&v, &head), SL_EINVAL);
+    sl_elastic_config_t cfg = {.job_id = "j", .min_nodes = 3, .max_nodes = 2};
+    sl_elastic_t *e = NULL;
+    CHECK_ERR(sl_elastic_new(&cfg, "ann", &e), SL_EINVAL);
+    cfg.max_nodes = SL_ELASTIC_MAX_NODES + 1;
+    CHECK_ERR(sl_elastic_new(&cfg, "ann", &e), SL_EINVAL);
+    cfg.max_nodes = 3;
+    CHECK_ERR(sl_elastic_new(&cfg, "", &e), SL_EINVAL);
+    CHECK(e == NULL);
+    sl_elastic_destroy(&e); /* idempotent on NULL */
+}
+
+int main(void) {
+    sl_log_set_level(SL_LOG_WARNING);
+    sl_test_run("first_world_and_changes", test_first_world_and_changes);
+    sl_test_run("leader_dies_before_start", test_leader_dies_before_start);
+    sl_test_run("cancel", test_cancel);
+    sl_test_run("partition_minority_never_continues", test_partition_minority_never_continues);
+    sl_test_run("two_children_never_both_established",
+                test_two_children_never_both_established);
+    sl_test_run("split_vote_does_not_block", test_split_vote_does_not_block);
+    sl_test_run("hollow_world_does_not_block", test_hollow_world_does_not_block);
+    sl_test_run("lineages_ordered_by_root", test_lineages_ordered_by_root);
+    sl_test_run("bad_views", test_bad_views);
+    reset();
+    return sl_test_finish();
+}
