@@ -59,6 +59,15 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     sl_study_node_t *sn = ctx;
     if (req->arg_count != 1)
         return reply_text(call, SL_EINVAL, "usage: submit STUDY_JSON");
+    /* checked before anything is written: a spec the store cannot hold
+       once left study/ID/start behind (the spec's put failed after it) */
+    if (req->args[0].len > SL_STORE_MAX_VALUE_LEN) {
+        sl_node_bad_input(node, "study");
+        return reply_text(call, SL_ETOOBIG,
+                          "study refused: the study file is %zu bytes, over the %d a stored "
+                          "value may hold; shorten it (its search space, its command)",
+                          req->args[0].len, SL_STORE_MAX_VALUE_LEN);
+    }
     sl_study_spec_t *spec = sl_calloc(1, sizeof *spec);
     if (!spec)
         return SL_ENOMEM;

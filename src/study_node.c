@@ -55,7 +55,7 @@ static sl_err wrote(sl_study_node_t *sn, const char *key, sl_err err) {
 /* The cache entry of study key `key` ("study/S/..."), if cached. */
 static cached_t *cache_of_key(sl_study_node_t *sn, const uint8_t *key, size_t key_len) {
     if (key_len < 6 + SL_TRIAL_ID_LEN + 1 || memcmp(key, "study/", 6) ||
-        key[6 + SL_TRIAL_ID_LEN] != '/')
+        key[6 + SL_TRIAL_ID_LEN] != '/' || !sl_study_id_valid((const char *)key + 6, SL_TRIAL_ID_LEN))
         return NULL;
     for (int i = 0; i < MAX_STUDIES; i++)
         if (sn->specs[i].id[0] && !memcmp(sn->specs[i].id, key + 6, SL_TRIAL_ID_LEN))
@@ -97,7 +97,7 @@ cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id) {
     snprintf(key, sizeof key, "study/%s/spec", id);
     const uint8_t *v;
     size_t len;
-    if (strlen(id) != SL_TRIAL_ID_LEN || sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
+    if (!sl_study_id_valid(id, strlen(id)) || sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
         return NULL;
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!sn->specs[i].id[0]) {
@@ -121,15 +121,19 @@ const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id) {
     return c ? &c->spec : NULL;
 }
 
-static void ids_add(idlist_t *l, const uint8_t *id) {
+/* Adds a study id from a spec key; false (not added) when malformed. */
+static bool ids_add(idlist_t *l, const uint8_t *id) {
+    if (!sl_study_id_valid((const char *)id, SL_TRIAL_ID_LEN))
+        return false;
     for (int i = 0; i < l->count; i++)
         if (!memcmp(l->ids[i], id, SL_TRIAL_ID_LEN))
-            return;
+            return true;
     if (l->count == MAX_STUDIES)
-        return;
+        return true;
     memcpy(l->ids[l->count], id, SL_TRIAL_ID_LEN);
     l->ids[l->count][SL_TRIAL_ID_LEN] = 0;
     l->count++;
+    return true;
 }
 
 static bool scan_ids(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
@@ -181,8 +185,11 @@ static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
     if (key_len < 6 + SL_TRIAL_ID_LEN + 1 || memcmp(key, "study/", 6) ||
         key[6 + SL_TRIAL_ID_LEN] != '/')
         return;
-    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(key + 6 + SL_TRIAL_ID_LEN, "/spec", 5) && e)
-        ids_add(&sn->ids, key + 6);
+    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(key + 6 + SL_TRIAL_ID_LEN, "/spec", 5) && e &&
+        !ids_add(&sn->ids, key + 6)) {
+        sl_node_bad_input(sn->node, "study"); /* a study id that is not 16 hex digits */
+        return;
+    }
     /* a turn soon (no sooner than the gap allows): an idle loop waits a
        whole tick period otherwise */
     sl_node_tick_soon(sn->node, tick, sn);

@@ -889,6 +889,15 @@ fail:
     return err ? err : SL_EINVAL;
 }
 
+bool sl_study_id_valid(const char *id, size_t len) {
+    if (!id || len != SL_TRIAL_ID_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return false;
+    return true;
+}
+
 void sl_study_spec_id(const sl_study_spec_t *spec, char out[SL_TRIAL_ID_LEN + 1]) {
     /* The spec struct is plain data with deterministic padding (calloc'd
      * and copied whole), but hashing its bytes would tie the id to this

@@ -94,8 +94,8 @@ static void mark_dirty(live_t *lv, trial_row_t *r) {
 /* The row of trial `tid` (tl bytes), added if new; NULL when the id is
  * malformed or out of memory (the view is then marked stale). */
 static trial_row_t *row_get(live_t *lv, const sl_study_spec_t *spec, const char *tid, size_t tl) {
-    if (tl != SL_TRIAL_ID_LEN)
-        return NULL;
+    if (!sl_study_id_valid(tid, tl))
+        return NULL; /* (and never a key or a path) */
     if (!index_reserve(lv, lv->count + 1)) {
         lv->stale = true;
         return NULL;

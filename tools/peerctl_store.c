@@ -107,15 +107,86 @@ int sl_cmd_put(int argc, char **argv) {
     return r;
 }
 
+/* Length of the UTF-8 sequence at p (at most n bytes) that is printable,
+ * or 0: not UTF-8, or a C1 control (U+0080..U+009F). */
+static size_t utf8_printable(const unsigned char *p, size_t n) {
+    size_t len = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+                 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+                 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if (p[0] == 0xc2 && p[1] < 0xa0)
+        return 0; /* C1 control: 0x9b is a CSI to some terminals */
+    return len;
+}
+
+void sl_peerctl_print_safe(FILE *f, const char *s, size_t n, bool keep_lines) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        if (c == '\\') {
+            fputs("\\\\", f);
+            i++;
+        } else if (keep_lines && (c == '\n' || c == '\t')) {
+            fputc(c, f);
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\x%02x", c);
+            i++;
+        } else if (c < 0x80) {
+            fputc(c, f);
+            i++;
+        } else {
+            size_t len = utf8_printable(p + i, n - i);
+            if (len) {
+                fwrite(p + i, 1, len, f);
+                i += len;
+            } else {
+                fprintf(f, "\\x%02x", c);
+                i++;
+            }
+        }
+    }
+}
+
+void sl_peerctl_print_json_safe(FILE *f, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        size_t len = c >= 0x80 ? utf8_printable(p + i, n - i) : 0;
+        if (c >= 0x20 && c < 0x7f) {
+            fputc(c, f);
+            i++;
+        } else if (len) {
+            fwrite(p + i, 1, len, f);
+            i += len;
+        } else if (c == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] < 0xa0) {
+            fprintf(f, "\\u%04x", p[i + 1]); /* a C1 control */
+            i += 2;
+        } else {
+            fprintf(f, "\\u%04x", c);
+            i++;
+        }
+    }
+}
+
 static void json_string(const uint8_t *p, size_t n) {
     putchar('"');
     for (size_t i = 0; i < n; i++) {
-        if (p[i] == '"' || p[i] == '\\')
+        if (p[i] == '"' || p[i] == '\\') {
             printf("\\%c", p[i]);
-        else if (p[i] < 0x20)
+        } else if (p[i] < 0x20 || p[i] == 0x7f) {
             printf("\\u%04x", p[i]);
-        else
+        } else if (p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] < 0xa0) {
+            printf("\\u%04x", p[i + 1]); /* a C1 control */
+            i++;
+        } else {
             putchar(p[i]);
+        }
     }
     putchar('"');
 }
@@ -141,10 +212,15 @@ int sl_cmd_get(int argc, char **argv) {
     size_t n = 0;
     int r = sl_peerctl_call_collect(&sl_peerctl_opts, "get", &key, 1, &out, &n);
     if (r == 0 && !json) {
-        fwrite(out, 1, n, stdout);
-        /* only a person at a terminal gets a newline added: pipes get the bytes */
-        if (n && out[n - 1] != '\n' && isatty(fileno(stdout)))
-            putchar('\n');
+        /* only a person at a terminal gets a newline added and control
+           characters shown as \xNN: pipes get the bytes */
+        if (isatty(fileno(stdout))) {
+            sl_peerctl_print_safe(stdout, out, n, true);
+            if (n && out[n - 1] != '\n')
+                putchar('\n');
+        } else {
+            fwrite(out, 1, n, stdout);
+        }
     } else if (r == 0) {
         printf("{\"key\":");
         json_string((const uint8_t *)key, strlen(key));
@@ -195,26 +271,37 @@ int sl_cmd_keys(int argc, char **argv) {
     size_t n = 0;
     int r = sl_peerctl_call_collect(&sl_peerctl_opts, "keys", &prefix, prefix ? 1 : 0, &out, &n);
     if (r == 0 && json) {
-        printf("%s\n", out);
+        sl_peerctl_print_json_safe(stdout, out, strlen(out));
+        putchar('\n');
     } else if (r == 0) {
-        /* the peer's JSON array of strings, one key a line */
+        /* the peer's JSON array of strings, one key a line, control
+           characters shown as \xNN (sl_peerctl_print_safe) */
+        char *key = malloc(n + 1);
+        if (!key) {
+            sl_free(out);
+            return 1;
+        }
         for (size_t i = 0; i < n; i++) {
             if (out[i] != '"')
                 continue;
+            size_t kl = 0;
             for (i++; i < n && out[i] != '"'; i++) {
                 if (out[i] == '\\' && i + 1 < n) {
                     i++;
                     if (out[i] == 'u' && i + 4 < n) {
-                        putchar((int)strtol((char[5]){out[i + 1], out[i + 2], out[i + 3], out[i + 4], 0},
-                                            NULL, 16));
+                        long u = strtol((char[5]){out[i + 1], out[i + 2], out[i + 3], out[i + 4], 0},
+                                        NULL, 16);
+                        key[kl++] = (char)(u < 0x100 ? u : '?');
                         i += 4;
                         continue;
                     }
                 }
-                putchar(out[i]);
+                key[kl++] = out[i];
             }
+            sl_peerctl_print_safe(stdout, key, kl, false);
             putchar('\n');
         }
+        free(key);
     }
     sl_free(out);
     return r;

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "peerctl_client.h"
+#include "peerctl_store.h"
 #include "starling/common.h"
 
 static int usage(const char *u) {
@@ -154,8 +155,13 @@ static bool print_status(const cJSON *st, bool bars) {
         if (cJSON_IsNumber(cJSON_GetObjectItem(mt, obj)))
             snprintf(m, sizeof m, "%.4g", num_of(mt, obj));
         char *cfg = cJSON_PrintUnformatted(cJSON_GetObjectItem(t, "config"));
-        printf("%-16s %-9s %-10.10s %7s %10s  %s", str_of(t, "trial"), state, str_of(t, "owner"),
-               ep, m, cfg ? cfg : "");
+        /* ids, names and configurations come from the store: shown with
+           control characters as \xNN (sl_peerctl_print_safe) */
+        char row[160];
+        snprintf(row, sizeof row, "%-16.16s %-9.9s %-10.10s %7s %10s  ", str_of(t, "trial"), state,
+                 str_of(t, "owner"), ep, m);
+        sl_peerctl_print_safe(stdout, row, strlen(row), false);
+        sl_peerctl_print_safe(stdout, cfg ? cfg : "", cfg ? strlen(cfg) : 0, false);
         free(cfg);
         if (bars && max_e > 0) {
             int w = 20, done = (int)num_of(t, "epoch") * w / max_e;
@@ -248,7 +254,12 @@ int sl_cmd_logs(int argc, char **argv) {
             return rc;
         if (len < shown)
             shown = 0; /* the log was cut to its tail */
-        fwrite(out + shown, 1, len - shown, stdout);
+        /* a trial's log holds its command's output: lines and tabs kept,
+           other control characters as \xNN at a terminal */
+        if (isatty(fileno(stdout)))
+            sl_peerctl_print_safe(stdout, out + shown, len - shown, true);
+        else
+            fwrite(out + shown, 1, len - shown, stdout);
         fflush(stdout);
         shown = len;
         sl_free(out);

@@ -47,24 +47,30 @@ static void print_change(const char *line, size_t len) {
     cJSON *c = cJSON_ParseWithLength(line, len);
     const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(c, "key"));
     if (!key) {
-        printf("%.*s\n", (int)len, line); /* not ours to read: show it as is */
+        /* not ours to read: shown as is, control characters as \xNN */
+        sl_peerctl_print_safe(stdout, line, len, false);
+        putchar('\n');
         cJSON_Delete(c);
         return;
     }
     stamp();
+    /* keys and values as a person's terminal may show them: a key's NUL
+       ends cJSON's string, and nothing is printed raw (sl_peerctl_print_safe) */
+    sl_peerctl_print_safe(stdout, key, strlen(key), false);
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(c, "type"));
     const cJSON *v = cJSON_GetObjectItem(c, "value");
     if (cJSON_IsTrue(cJSON_GetObjectItem(c, "deleted")))
-        printf("%s deleted\n", key);
+        printf(" deleted\n");
     else if (type && !strcmp(type, "register")) {
         const char *enc = cJSON_GetStringValue(cJSON_GetObjectItem(c, "encoding"));
-        char *s = cJSON_PrintUnformatted(v);
-        printf("%s = %s%s\n", key, enc && !strcmp(enc, "base64") ? "base64:" : "", s ? s : "?");
-        cJSON_free(s);
+        const char *s = cJSON_GetStringValue(v);
+        printf(" = %s\"", enc && !strcmp(enc, "base64") ? "base64:" : "");
+        sl_peerctl_print_safe(stdout, s ? s : "?", s ? strlen(s) : 1, false);
+        printf("\"\n");
     } else if (type && !strcmp(type, "counter"))
-        printf("%s (counter) = %.0f\n", key, cJSON_GetNumberValue(v));
+        printf(" (counter) = %.0f\n", cJSON_GetNumberValue(v));
     else
-        printf("%s (%s changed)\n", key, type ? type : "value");
+        printf(" (%s changed)\n", type ? type : "value");
     cJSON_Delete(c);
 }
 
@@ -80,9 +86,10 @@ static int on_part(void *ctx, const uint8_t *body, size_t len) {
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        if (w->json)
-            printf("%.*s\n", (int)n, p);
-        else
+        if (w->json) {
+            sl_peerctl_print_json_safe(stdout, p, n);
+            putchar('\n');
+        } else
             print_change(p, n);
         p += n + 1;
     }

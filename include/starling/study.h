@@ -168,6 +168,12 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
 /* The study's identity: the hash of its canonical spec (hex, 16 chars):
  * the same file submitted twice is the same study. */
 void sl_study_spec_id(const sl_study_spec_t *spec, char out[SL_TRIAL_ID_LEN + 1]);
+/* Whether `id` (len bytes) is a well-formed study or trial id: exactly
+ * SL_TRIAL_ID_LEN lower-case hex digits. Every id read from the store (a
+ * key's segment) is checked with it before it names a path or a key: the
+ * store is writable by any member, and `study/../../../../x/spec` once
+ * made peers run a study outside their data directories. */
+bool sl_study_id_valid(const char *id, size_t len);
 /* The index of the parameter called `name`, or -1. */
 int sl_study_spec_param(const sl_study_spec_t *spec, const char *name);
 /* Text names ("random", "asha", "builtin", ...). */
