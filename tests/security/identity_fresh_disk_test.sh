@@ -69,3 +69,11 @@ for p in p2 p3; do
     [ "$(ctl "$p" get after)" = "x" ] || fail "$p lacks the key p1 wrote after its return"
 done
 log "p1 caught up in full: 50 old keys and its new write on all three"
+# S5: the retired replica id (p1's before the wipe) leaves the version
+# vectors of the peers that knew whose it was: p2 and p3 list 3 live
+# replicas (p1's new one, p2, p3). p1 itself learnt the old id's dots as
+# any new member does and keeps it (docs/store.md, "Known limits").
+three() { [ "$(stat_of "$1" store.replicas)" = 3 ]; }
+for p in p2 p3; do
+    wait_until 60 "$p's version vector holds 3 replicas (p1's old one retired)" three "$p"
+done
