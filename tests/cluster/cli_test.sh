@@ -55,7 +55,7 @@ PORT[c]=$(free_port)
     --data "$CLUSTER_DIR/data/c" --join "$(addr_of a)" $FAST_TIMERS >>"$CLUSTER_DIR/c.log" 2>&1 &
 PID[c]=$!
 wait_until 30 "a sees c alive" sees a c alive
-members_json b | grep -q "\"addr\":\"tcp://localhost:${PORT[c]}\"" || fail "c's advertised address not used"
+members_json b | grep -q "\"addr\":\"tcp://127.0.0.1:${PORT[c]}\"" || fail "c's advertised address (localhost, resolved once at start) not used"
 expect 0 "^net.msgs_in" "$PEERCTL_BIN" stats --peer "$(addr_of b)"
 expect 0 '"bad_input"' "$PEERCTL_BIN" --peer "$(addr_of b)" stats --json
 log "PASS"
