@@ -321,6 +321,55 @@ static void test_snapshot_fallback(void) {
     sl_disk_close(&d);
 }
 
+/* A crash inside sl_disk_snapshot, after each of its renames: recovery
+ * finds a good snapshot and every log after it. */
+static void test_snapshot_crash_points(void) {
+    char dir[300], a[400], b[400];
+    for (int point = 0; point < 3; point++) {
+        fresh(dir, sizeof dir, "crash");
+        sl_disk_t *d;
+        seen_t s = {0};
+        CHECK_OK(sl_disk_open(dir, &d));
+        CHECK_OK(sl_disk_recover(d, collect, &s));
+        CHECK_OK(sl_disk_append(d, 17, "a", 1));
+        CHECK_OK(sl_disk_snapshot(d, 18, "S1", 2)); /* holds "a" */
+        CHECK_OK(sl_disk_append(d, 17, "bb", 2));
+        CHECK_OK(sl_disk_sync(d));
+        sl_disk_close(&d);
+        /* the renames of the next snapshot, up to the crash */
+        snprintf(a, sizeof a, "%s/snapshot", dir);
+        snprintf(b, sizeof b, "%s/snapshot.prev", dir);
+        CHECK(rename(a, b) == 0);
+        if (point >= 1) {
+            snprintf(a, sizeof a, "%s/wal", dir);
+            snprintf(b, sizeof b, "%s/wal.prev", dir);
+            CHECK(rename(a, b) == 0);
+        }
+        if (point >= 2) { /* the new, empty log of generation 2 in place */
+            static const uint8_t hdr[WAL_HDR] = {'S', 'L', 'W', 'A', 'L', 0, 0, 2, 2};
+            uint8_t h[WAL_HDR];
+            memcpy(h, hdr, WAL_HDR);
+            uint32_t crc = sl_crc32(0, h + 8, 8);
+            for (int i = 0; i < 4; i++)
+                h[16 + i] = (uint8_t)(crc >> (8 * i));
+            snprintf(a, sizeof a, "%s/wal", dir);
+            write_file(a, h, sizeof h);
+        }
+        for (int round = 0; round < 2; round++) {
+            CHECK_OK(sl_disk_open(dir, &d));
+            memset(&s, 0, sizeof s);
+            CHECK_OK(sl_disk_recover(d, collect, &s));
+            /* S1, "bb", and from the second round on "ccc" */
+            CHECK_MSG(s.count == 2 + round && s.types[0] == 18 && s.lens[1] == 2,
+                      "crash point %d, round %d: %d records", point, round, s.count);
+            if (round == 0)
+                CHECK_OK(sl_disk_append(d, 17, "ccc", 3));
+            CHECK_OK(sl_disk_sync(d));
+            sl_disk_close(&d);
+        }
+    }
+}
+
 static void put32le(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (8 * i));
@@ -450,6 +499,7 @@ int main(void) {
     sl_test_run("cut_every_offset", test_cut_every_offset);
     sl_test_run("corrupt_record_and_snapshot", test_corrupt_record_and_snapshot);
     sl_test_run("snapshot_fallback", test_snapshot_fallback);
+    sl_test_run("snapshot_crash_points", test_snapshot_crash_points);
     sl_test_run("format1", test_format1);
     sl_test_run("store_restart", test_store_restart);
     sl_test_run("chunks", test_chunks);
