@@ -38,6 +38,7 @@ typedef struct {
     int leave_wait_ms;                /* --leave-wait MS */
     int slots;                        /* --slots N: trials run at once (0: the study's) */
     int threads;                      /* --threads N: BLAS threads per trial (0: the study's) */
+    const char *trial_user;           /* --trial-user USER: command trials run as USER */
     uint64_t blob_cache_bytes;        /* --blob-cache MB (0: the blob service's default) */
 } opts_t;
 
@@ -84,6 +85,8 @@ static void usage(FILE *f) {
         "  --slots N              trials this peer trains at once (default: the study's concurrency;\n"
         "                         0: none, the peer only coordinates and serves)\n"
         "  --threads N            BLAS threads per builtin trial (default: the study's threads)\n"
+        "  --trial-user USER      run command trials as USER (the peer must run as root; USER\n"
+        "                         must exist and reach --data); default: the peer's own user\n"
         "\n"
         "blobs (docs/store.md):\n"
         "  --blob-cache MB        copies of blobs fetched here for `blob get` without being one of\n"
@@ -217,6 +220,7 @@ static int parse(opts_t *o, int argc, char **argv) {
             return bad("unexpected argument '%s'", a);
         snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
         static const char *const known[] = {
+            "--trial-user",
             "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
             "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
             "--sync-interval", "--leave-wait", "--max-members", "--slots", "--threads", "--blob-cache"};
@@ -290,6 +294,10 @@ static int parse(opts_t *o, int argc, char **argv) {
         } else if (!strcmp(flag, "--threads")) {
             rc = parse_ms(flag, v, 1, 256, &n);
             o->threads = (int)n;
+        } else if (!strcmp(flag, "--trial-user")) {
+            if (!v[0] || strlen(v) > 32)
+                return bad("--trial-user needs a user name, not '%s'", v);
+            o->trial_user = v;
         } else if (!strcmp(flag, "--blob-cache")) {
             rc = parse_ms(flag, v, 0, 1u << 24, &n);
             o->blob_cache_bytes = n ? (uint64_t)n << 20 : 1; /* 0 is the config's "default" */
@@ -536,7 +544,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peer: cannot open the blob store in %s: %s\n", blob_dir, sl_strerror(err));
         goto done;
     }
-    sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads, .blobs = blobs};
+    sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads, .blobs = blobs,
+                                   .trial_user = o.trial_user};
     if ((err = sl_study_node_attach(node, store, &ycfg, &study)) != SL_OK) {
         fprintf(stderr, "peer: cannot start the study runtime: %s\n", sl_strerror(err));
         goto done;

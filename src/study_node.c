@@ -572,6 +572,7 @@ static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
     snprintf(job->dir, sizeof job->dir, "%s", j->dir);
     job->threads = sn->cfg.threads;
     job->data = sn->data;
+    job->user = sn->trial_user;
     j->launch = job;
     /* no checkpoint to restore and nothing in the way: start at once */
     char key[128];
@@ -751,6 +752,7 @@ static bool continue_promoted(sl_study_node_t *sn, job_t *j, const sl_study_spec
     snprintf(job->dir, sizeof job->dir, "%s", j->dir);
     job->threads = sn->cfg.threads;
     job->data = sn->data;
+    job->user = sn->trial_user;
     char key[256], line[160];
     snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", j->study, j->trial, j->rung + 1);
     snprintf(line, sizeof line, "%s (by its owner)", why);
@@ -1360,6 +1362,13 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
         sl_free(sn);
         return SL_EINVAL;
     }
+    char why[320];
+    if ((err = sl_study_user_resolve(sn->cfg.trial_user, &sn->trial_user, why, sizeof why))) {
+        sl_log(SL_LOG_ERR, "STUDY-USER", "%s", why);
+        sl_free(sn);
+        return err;
+    }
+    sn->cfg.trial_user = NULL; /* (resolved: the caller's string is not kept) */
     if (!sn->cfg.tick_ms)
         sn->cfg.tick_ms = 250;
     sn->started_ms = sl_study_node_wall_ms();
@@ -1378,6 +1387,12 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
     snprintf(sn->root, sizeof sn->root, "%s/studies", dd ? dd : "./starling-studies");
     if ((err = sl_plat_mkdirs(sn->root, 0700)) != SL_OK)
         goto fail;
+    if (dd && (err = sl_study_user_reach(&sn->trial_user, dd, why, sizeof why)) == SL_OK)
+        err = sl_study_user_reach(&sn->trial_user, sn->root, why, sizeof why);
+    if (err != SL_OK) {
+        sl_log(SL_LOG_ERR, "STUDY-USER", "%s", why);
+        goto fail;
+    }
     if ((err = sl_study_data_new(&sn->data)) != SL_OK)
         goto fail;
     if ((err = wake_pipe_open(sn->wake)) != SL_OK)

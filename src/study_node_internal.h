@@ -212,6 +212,7 @@ struct sl_study_node {
     sl_study_worker_t *orphans[MAX_JOBS]; /* cancelled workers still ending */
     int orphan_count;                /* entries in orphans */
     int wake[2];                     /* pipe: workers write a byte per event (read, write) */
+    sl_study_user_t trial_user;      /* command trials run as this user (set) */
     bool check_view;                 /* compare the live views with the store every turn */
     bool plant_lost_change;          /* test-only: drop a change in 50 from the live views */
     uint64_t plant_count;            /* changes seen while planted */

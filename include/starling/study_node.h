@@ -42,6 +42,9 @@ typedef struct {
     int threads;        /* BLAS threads per builtin trial (0: the spec's) */
     uint32_t tick_ms;   /* period of the study loop (0: 250) */
     sl_blob_node_t *blobs; /* where checkpoints go (required) */
+    const char *trial_user; /* command trials run as this user (peer --trial-user;
+                               NULL: as the peer's); attach refuses a user that does
+                               not exist, root, or a peer not running as root */
 } sl_study_node_config_t;
 
 sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
