@@ -376,7 +376,8 @@ static void put32le(uint8_t *p, uint32_t v) {
 }
 
 /* A directory of format 1 (wal "SLWAL\0\0\1", 9-byte record headers, a
- * 12-byte incarnation file) is read, and rewritten as format 2. */
+ * snapshot "SLSNAP\0\1", a 12-byte incarnation file) is read, and
+ * rewritten as format 2. */
 static void test_format1(void) {
     char dir[300], p[400];
     fresh(dir, sizeof dir, "format1");
@@ -397,14 +398,27 @@ static void test_format1(void) {
     }
     snprintf(p, sizeof p, "%s/wal", dir);
     write_file(p, wal, sizeof wal);
+    /* a format 1 snapshot: magic, u64 length, u32 CRC of (type, body), type, body */
+    uint8_t snap[8 + 8 + 4 + 1 + 3] = {'S', 'L', 'S', 'N', 'A', 'P', 0, 1, 3};
+    snap[20] = 18;
+    memcpy(snap + 21, "OLD", 3);
+    put32le(snap + 16, sl_crc32(0, snap + 20, 4));
+    char sp[400];
+    snprintf(sp, sizeof sp, "%s/snapshot", dir);
+    write_file(sp, snap, sizeof snap);
     sl_disk_t *d;
     for (int round = 0; round < 2; round++) {
         CHECK_OK(sl_disk_open(dir, &d));
         CHECK_INT(sl_disk_incarnation(d), 42 + round);
         seen_t s = {0};
         CHECK_OK(sl_disk_recover(d, collect, &s));
-        CHECK_INT(s.count, 3);
-        CHECK(s.first[2] == 'c');
+        CHECK_INT(s.count, 4); /* the snapshot, then the 3 records */
+        CHECK(s.types[0] == 18 && s.lens[0] == 3 && s.first[0] == 'O');
+        CHECK(s.first[3] == 'c');
+        size_t sl;
+        uint8_t *now_snap = sl_test_read_file(sp, &sl);
+        CHECK(now_snap && memcmp(now_snap, "SLSNAP\0\2", 8) == 0);
+        free(now_snap);
         sl_disk_close(&d);
         size_t len;
         uint8_t *now = sl_test_read_file(p, &len);
