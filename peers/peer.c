@@ -39,6 +39,9 @@ typedef struct {
     int slots;                        /* --slots N: trials run at once (0: the study's) */
     int threads;                      /* --threads N: BLAS threads per trial (0: the study's) */
     const char *trial_user;           /* --trial-user USER: command trials run as USER */
+    char control[SL_NET_CONTROL_MAX]; /* --control: "" for the default, "none", ipc:// or tcp:// */
+    bool allow_commands;              /* --allow-commands */
+    bool test_faults;                 /* --test-faults */
     uint64_t blob_cache_bytes;        /* --blob-cache MB (0: the blob service's default) */
 } opts_t;
 
@@ -66,7 +69,17 @@ static void usage(FILE *f) {
         "                         and directory is the same member with a higher incarnation\n"
         "  --key FILE             cluster key (from `peerctl keygen`): CurveZMQ on every\n"
         "                         connection, only key holders can join or ask. Without it\n"
-        "                         the cluster is open to anyone who can reach the port\n"
+        "                         the cluster is open: anyone who can reach the port can join,\n"
+        "                         read and write the store (docs/security.md)\n"
+        "  --control ENDPOINT     where peerctl asks this peer (default ipc://DATA/control.sock,\n"
+        "                         a Unix socket only this user may open); HOST:PORT or\n"
+        "                         tcp://HOST:PORT for TCP (off loopback only with --key);\n"
+        "                         none for no control. The gossip port never serves it\n"
+        "  --allow-commands       open cluster (no --key): run studies' command trainers\n"
+        "                         anyway. Anyone who can write to the cluster can then run\n"
+        "                         commands as this peer's user; give it to every peer\n"
+        "  --test-faults          answer test-only fault commands (store-fault); never in\n"
+        "                         production\n"
         "  --meta KEY=VALUE       metadata shown to other members (repeatable; up to %d)\n"
         "  --log-level LEVEL      err, warning, notice, info (default) or debug\n"
         "  --help, --version\n"
@@ -209,6 +222,10 @@ static int parse(opts_t *o, int argc, char **argv) {
             return -1;
         }
         if (!strcmp(a, "--version")) {
+        if (!strcmp(a, "--allow-commands") || !strcmp(a, "--test-faults")) {
+            *(a[2] == 'a' ? &o->allow_commands : &o->test_faults) = true;
+            continue;
+        }
             printf("peer %s\n", SL_VERSION);
             return -1;
         }
@@ -223,7 +240,8 @@ static int parse(opts_t *o, int argc, char **argv) {
             "--trial-user",
             "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
             "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
-            "--sync-interval", "--leave-wait", "--max-members", "--slots", "--threads", "--blob-cache"};
+            "--sync-interval", "--leave-wait", "--max-members", "--slots", "--threads", "--blob-cache",
+            "--control"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= !strcmp(flag, known[k]);
@@ -240,6 +258,15 @@ static int parse(opts_t *o, int argc, char **argv) {
         uint32_t n;
         if (!strcmp(flag, "--listen")) {
             if (sl_net_addr_normalize(v, o->listen, sizeof o->listen) != SL_OK)
+        } else if (!strcmp(flag, "--control")) {
+            char tmp[SL_NET_CONTROL_MAX];
+            if (!strcmp(v, "none") || (!strncmp(v, "ipc://", 6) && v[6] && strlen(v) < sizeof tmp))
+                snprintf(o->control, sizeof o->control, "%s", v);
+            else if (sl_net_addr_normalize(v, tmp, sizeof tmp) == SL_OK)
+                snprintf(o->control, sizeof o->control, "%s", tmp);
+            else
+                return bad("--control needs ipc://PATH, HOST:PORT, tcp://HOST:PORT or none, not '%s'",
+                           v);
                 return bad("--listen needs HOST:PORT, not '%s'", v);
         } else if (!strcmp(flag, "--advertise")) {
             if (sl_net_addr_normalize(v, o->advertise, sizeof o->advertise) != SL_OK)
@@ -499,6 +526,9 @@ int main(int argc, char **argv) {
         .name = o.name,
         .listen = o.listen,
         .advertise = o.advertise,
+        .control = o.control[0] ? o.control : NULL,
+        .allow_commands = o.allow_commands,
+        .test_faults = o.test_faults,
         .data_dir = o.data_dir,
         .key = has_key ? &key : NULL,
         .seeds = (const char *const *)o.seeds,
@@ -507,6 +537,13 @@ int main(int argc, char **argv) {
         .meta_len = meta_len,
         .swim = o.swim,
         .leave_wait_ms = o.leave_wait_ms,
+    if (err == SL_EAUTH) {
+        fprintf(stderr, "peer: refusing a TCP control endpoint off loopback (%s) without a "
+                        "cluster key: anyone who reaches it could run commands; use --key FILE, "
+                        "or --control 127.0.0.1:PORT, or the default Unix socket\n",
+                o.control);
+        goto done;
+    }
     };
     sl_err err = sl_node_new(&cfg, &node);
     if (err == SL_EBUSY) {
@@ -516,16 +553,17 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (err != SL_OK) {
-        fprintf(stderr, "peer: cannot start: %s (listen %s, data %s)\n", sl_strerror(err),
-                o.listen, o.data_dir);
+        fprintf(stderr, "peer: cannot start: %s (listen %s, data %s, control %s)\n",
+                sl_strerror(err), o.listen, o.data_dir, o.control[0] ? o.control : "default");
         goto done;
     }
     if (!has_key)
         sl_log(SL_LOG_WARNING, "PEER-OPEN",
-               "no --key: this cluster is open; anyone who can reach %s can join and read it "
-               "(make a key with `peerctl keygen > cluster.key`, then start every peer with "
-               "--key cluster.key)",
-               o.listen);
+               "no --key: this cluster is open; anyone who can reach %s can join it, read and "
+               "write its store%s (make a key with `peerctl keygen > cluster.key`, then start "
+               "every peer with --key cluster.key)",
+               o.listen, o.allow_commands ? ", and, with --allow-commands, run commands here"
+                                          : "");
     char store_dir[4200];
     snprintf(store_dir, sizeof store_dir, "%s/store", o.data_dir);
     sl_store_node_config_t scfg = {.dir = store_dir};

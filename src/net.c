@@ -3,6 +3,8 @@
  * See include/starling/net.h and docs/transport.md. */
 #include <errno.h>
 #include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,10 @@ struct sl_net {
     } watches[SL_NET_MAX_WATCHES];
     size_t watch_count;
     size_t next_conn;          /* where the next DEALER read scan starts (fairness) */
+    void *control;             /* control ROUTER (sl_net_control_listen), NULL when none */
+    int control_fd;            /* its ZMQ_FD (edge-triggered, as router_fd) */
+    bool control_may_read;     /* may hold input (as router_may_read) */
+    char control_endpoint[SL_NET_CONTROL_MAX]; /* its bound endpoint, "" when none */
 };
 
 /* ---- Keys ---- */
@@ -294,7 +300,7 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->max_msg_len = cfg->max_msg_len ? cfg->max_msg_len : SL_MSG_MAX_LEN;
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
-    net->fds = sl_calloc(net->max_conns + 3 + SL_NET_MAX_WATCHES, sizeof *net->fds);
+    net->fds = sl_calloc(net->max_conns + 4 + SL_NET_MAX_WATCHES, sizeof *net->fds);
     net->item_conn = sl_calloc(net->max_conns, sizeof *net->item_conn);
     net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
     if (!net->conns || !net->fds || !net->item_conn || !net->shared)
@@ -398,6 +404,11 @@ void sl_net_destroy(sl_net_t **pnet) {
     }
     if (net->monitor)
         zmq_close(net->monitor);
+    if (net->control) {
+        zmq_close(net->control);
+        if (!strncmp(net->control_endpoint, "ipc://", 6))
+            unlink(net->control_endpoint + 6); /* a stale socket file would say we listen */
+    }
     if (net->zap)
         zmq_close(net->zap);
     if (net->ctx)
@@ -432,6 +443,115 @@ bool sl_net_in_from(const sl_net_t *net, const char *addr) {
         pl -= 7;
     }
     return strlen(host) == pl && !memcmp(host, peer, pl);
+}
+
+/* ---- The control endpoint ---- */
+
+bool sl_net_host_is_loopback(const char *host, size_t len) {
+    if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
+        host++;
+        len -= 2;
+    }
+    if ((len == 9 && !memcmp(host, "localhost", 9)) || (len == 3 && !memcmp(host, "::1", 3)))
+        return true;
+    /* 127.0.0.0/8, written as four numbers */
+    if (len < 9 || len > 15 || memcmp(host, "127.", 4))
+        return false;
+    int dots = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (host[i] == '.')
+            dots++;
+        else if (host[i] < '0' || host[i] > '9')
+            return false;
+    }
+    return dots == 3;
+}
+
+sl_err sl_net_control_listen(sl_net_t *net, const char *endpoint) {
+    if (net->control || !endpoint)
+        return SL_EINVAL;
+    char ep[SL_NET_CONTROL_MAX];
+    bool ipc = !strncmp(endpoint, "ipc://", 6);
+    if (ipc) {
+        /* the kernel's limit on a Unix socket's path (sun_path, 108 with its NUL) */
+        size_t path_len = strlen(endpoint + 6);
+        if (path_len == 0 || path_len > 107) {
+            sl_log(SL_LOG_ERR, "NET-CONTROL",
+                   "control socket path is %zu bytes, over the 107 a Unix socket allows: give a "
+                   "shorter --data, or --control ipc://SHORTER/PATH", path_len);
+            return SL_ETOOBIG;
+        }
+        snprintf(ep, sizeof ep, "%s", endpoint);
+    } else {
+        if (sl_net_addr_normalize(endpoint, ep, sizeof ep) != SL_OK)
+            return SL_EINVAL;
+        const char *host = ep + 6, *colon = strrchr(host, ':');
+        if (!net->has_key && !sl_net_host_is_loopback(host, (size_t)(colon - host))) {
+            sl_log(SL_LOG_ERR, "NET-CONTROL",
+                   "control endpoint %s is off loopback and the cluster has no key: anyone who "
+                   "reaches it could run commands; use --key, or a loopback or ipc:// endpoint",
+                   ep);
+            return SL_EAUTH;
+        }
+    }
+    sl_err err = SL_EIO;
+    void *sock = zmq_socket(net->ctx, ZMQ_ROUTER);
+    if (!sock)
+        return SL_EIO;
+    set_int(sock, ZMQ_LINGER, 0);
+    set_int(sock, ZMQ_ROUTER_MANDATORY, 1);
+    set_int(sock, ZMQ_SNDHWM, 1024);
+    set_int(sock, ZMQ_RCVHWM, net->rcvhwm);
+    set_int(sock, ZMQ_HANDSHAKE_IVL, HANDSHAKE_IVL_MS);
+    int64_t maxmsg = (int64_t)net->max_msg_len * 2 + 64;
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (net->has_key && !ipc) {
+        /* TCP with a key: CurveZMQ and the same ZAP check as the ROUTER */
+        set_int(sock, ZMQ_CURVE_SERVER, 1);
+        if (zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, net->key.secret_z85,
+                           SL_NET_KEY_Z85_LEN + 1) != 0) {
+            err = SL_EUNSUPPORTED;
+            goto fail;
+        }
+        zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN));
+    }
+    /* A Unix socket is created with mode 0600 (the umask is set around
+     * the bind, which ZeroMQ makes in this thread), then chmod'ed to be
+     * sure: only the peer's own user may connect. */
+    mode_t old_mask = 0;
+    if (ipc)
+        old_mask = umask(0077);
+    int rc = zmq_bind(sock, ep);
+    int bind_errno = errno;
+    if (ipc)
+        umask(old_mask);
+    if (rc != 0) {
+        err = bind_errno == EADDRINUSE ? SL_EBUSY : bind_errno == EINVAL ? SL_EINVAL : SL_EIO;
+        sl_log(SL_LOG_ERR, "NET-CONTROL", "cannot listen for control on %s: %s", ep,
+               zmq_strerror(bind_errno));
+        goto fail;
+    }
+    if (ipc && chmod(ep + 6, 0600) != 0) {
+        sl_log(SL_LOG_ERR, "NET-CONTROL", "cannot make %s private (mode 0600): %s", ep + 6,
+               strerror(errno));
+        goto fail;
+    }
+    size_t ep_len = sizeof net->control_endpoint;
+    size_t fd_len = sizeof(int);
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, net->control_endpoint, &ep_len) != 0 ||
+        zmq_getsockopt(sock, ZMQ_FD, &net->control_fd, &fd_len) != 0)
+        goto fail;
+    net->control = sock;
+    net->control_may_read = true;
+    return SL_OK;
+fail:
+    zmq_close(sock);
+    net->control_endpoint[0] = 0;
+    return err;
+}
+
+const char *sl_net_control_endpoint(const sl_net_t *net) {
+    return net->control_endpoint;
 }
 
 /* ---- Outbound ---- */
@@ -747,14 +867,18 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
 static bool router_send(sl_net_t *net, const sl_net_route_t *route,
                         const uint8_t header[SL_WIRE_HEADER_LEN], const uint8_t *body,
                         size_t body_len) {
-    net->router_may_read = true; /* (a send may take in the reader's wake-up: try_send) */
-    if (route->len == 0 || route->len > SL_NET_ROUTE_MAX ||
-        zmq_send(net->router, route->id, route->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    void *sock = route->control ? net->control : net->router;
+    if (route->control)
+        net->control_may_read = true;
+    else
+        net->router_may_read = true; /* (a send may take in the reader's wake-up: try_send) */
+    if (!sock || route->len == 0 || route->len > SL_NET_ROUTE_MAX ||
+        zmq_send(sock, route->id, route->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return false;
     /* Multipart messages are atomic: once the first frame is in, the rest
      * goes in too. */
-    zmq_send(net->router, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(net->router, body, body_len, ZMQ_DONTWAIT);
+    zmq_send(sock, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(sock, body, body_len, ZMQ_DONTWAIT);
     return true;
 }
 
@@ -1001,12 +1125,13 @@ static void release_in(sl_net_t *net) {
     net->in_peer[0] = 0;
 }
 
-/* Reads one message from the ROUTER (with its routing id) or, when `c` is
- * not NULL, from that outbound DEALER (header and body only: a reply to
- * something we sent). SL_OK: a good message; SL_EAGAIN: nothing;
- * SL_EPROTO: a bad one, counted and dropped (more may follow). */
-static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
-    void *sock = c ? c->sock : net->router;
+/* Reads one message from `router` (the ROUTER or the control ROUTER, with
+ * its routing id) or, when `c` is not NULL, from that outbound DEALER
+ * (header and body only: a reply to something we sent). SL_OK: a good
+ * message; SL_EAGAIN: nothing; SL_EPROTO: a bad one, counted and dropped
+ * (more may follow). */
+static sl_err read_one(sl_net_t *net, void *router, conn_t *c, sl_net_in_t *in) {
+    void *sock = c ? c->sock : router;
     bool ok;
     if (!c) {
         if (zmq_msg_recv(&net->in_route, sock, ZMQ_DONTWAIT) < 0)
@@ -1051,14 +1176,15 @@ static sl_err read_one(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
         in->route.len = zmq_msg_size(&net->in_route);
         memcpy(in->route.id, zmq_msg_data(&net->in_route), in->route.len);
         in->route.fd = zmq_msg_get(&net->in_header, ZMQ_SRCFD);
+        in->route.control = router == net->control;
     }
     return SL_OK;
 }
 
 /* read_one past bad messages. */
-static sl_err read_good(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
+static sl_err read_good(sl_net_t *net, void *router, conn_t *c, sl_net_in_t *in) {
     sl_err err;
-    while ((err = read_one(net, c, in)) == SL_EPROTO) {
+    while ((err = read_one(net, router, c, in)) == SL_EPROTO) {
     }
     return err;
 }
@@ -1071,16 +1197,21 @@ static sl_err read_good(sl_net_t *net, conn_t *c, sl_net_in_t *in) {
  * 30 connections spend a third of its time in poll(2) and getpid(2). */
 static sl_err read_any(sl_net_t *net, sl_net_in_t *in) {
     if (net->router_may_read) {
-        if (read_good(net, NULL, in) == SL_OK)
+        if (read_good(net, net->router, NULL, in) == SL_OK)
             return SL_OK;
         net->router_may_read = false;
+    }
+    if (net->control && net->control_may_read) {
+        if (read_good(net, net->control, NULL, in) == SL_OK)
+            return SL_OK;
+        net->control_may_read = false;
     }
     for (size_t k = 0; k < net->max_conns; k++) {
         size_t i = (net->next_conn + k) % net->max_conns;
         conn_t *c = &net->conns[i];
         if (!c->sock || !c->may_read)
             continue;
-        if (read_good(net, c, in) == SL_OK) {
+        if (read_good(net, NULL, c, in) == SL_OK) {
             net->next_conn = (i + 1) % net->max_conns;
             return SL_OK;
         }
@@ -1136,6 +1267,9 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         size_t n = 2;
         if (net->zap)
             fds[n++] = (struct pollfd){.fd = net->zap_fd, .events = POLLIN};
+        size_t control_at = n;
+        if (net->control)
+            fds[n++] = (struct pollfd){.fd = net->control_fd, .events = POLLIN};
         size_t first_watch = n;
         for (size_t w = 0; w < net->watch_count; w++)
             fds[n++] = (struct pollfd){.fd = net->watches[w].fd, .events = POLLIN};
@@ -1157,6 +1291,8 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
             net->zap_may_read |= (fds[2].revents & POLLIN) != 0;
         serve_side_sockets(net);
         bool readable = net->router_may_read |= (fds[0].revents & POLLIN) != 0;
+        if (net->control)
+            readable |= net->control_may_read |= (fds[control_at].revents & POLLIN) != 0;
         for (size_t j = first_conn; j < n; j++)
             if (fds[j].revents & POLLIN)
                 readable = net->conns[net->item_conn[j - first_conn]].may_read = true;
@@ -1203,9 +1339,16 @@ struct sl_net_client {
 
 sl_err sl_net_client_new(const char *addr, const sl_net_key_t *key, sl_net_client_t **out) {
     *out = NULL;
-    char ep[SL_ADDR_MAX + 16];
-    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
+    char ep[SL_NET_CONTROL_MAX];
+    bool ipc = addr && !strncmp(addr, "ipc://", 6);
+    if (ipc) {
+        if (!addr[6] || strlen(addr) >= sizeof ep)
+            return SL_EINVAL;
+        snprintf(ep, sizeof ep, "%s", addr);
+        key = NULL; /* a Unix socket is guarded by its file's permissions */
+    } else if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK) {
         return SL_EINVAL;
+    }
     sl_net_client_t *c = sl_calloc(1, sizeof *c);
     if (!c)
         return SL_ENOMEM;

@@ -126,6 +126,13 @@ struct sl_node {
     sl_net_route_t back_route;         /* the ROUTER connection it came in on */
     char back_addr[SL_ADDR_MAX + 1];   /* its sender's advertised address */
     size_t back_addr_len;              /* bytes of back_addr */
+    bool has_key;                      /* a keyed cluster */
+    bool allow_commands;               /* --allow-commands */
+    bool test_faults;                  /* --test-faults */
+    uint64_t ctl_refused;              /* control requests refused on the gossip port, or
+                                          other messages on the control endpoint */
+    uint64_t ctl_refused_logged;       /* ctl_refused when last logged */
+    uint64_t ctl_refused_log_ns;       /* when last logged (rate limit) */
 };
 
 static int64_t now_ms(void) {
@@ -257,6 +264,8 @@ static sl_err reply_json(sl_ctl_call_t *call, cJSON *root) {
     return err;
 }
 
+static void add_u64(cJSON *o, const char *k, uint64_t v);
+
 static sl_err ctl_members(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                           sl_ctl_call_t *call) {
     cJSON *arr = cJSON_CreateArray();
@@ -274,7 +283,7 @@ static sl_err ctl_members(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         cJSON_AddItemToObject(o, "name", json_bytes(m.name));
         cJSON_AddItemToObject(o, "addr", json_bytes(m.addr));
         cJSON_AddStringToObject(o, "state", state_name(m.state));
-        cJSON_AddNumberToObject(o, "incarnation", (double)m.incarnation);
+        add_u64(o, "incarnation", m.incarnation); /* exact: a double keeps 53 bits */
         cJSON_AddItemToObject(o, "meta", json_meta(m.meta));
         cJSON_AddBoolToObject(o, "self", m.is_self);
         cJSON_AddNumberToObject(o, "state_age_ms",
@@ -392,6 +401,7 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     cJSON *ctl = cJSON_AddObjectToObject(root, "ctl");
     add_u64(ctl, "requests", node->ctl_requests);
     add_u64(ctl, "unknown", node->ctl_unknown);
+    add_u64(ctl, "refused", node->ctl_refused);
     for (size_t i = 0; i < node->stats_hook_count; i++) {
         const stats_hook_t *h = &node->stats_hooks[i];
         sl_node_counter_t c[SL_NODE_MAX_COUNTERS];
@@ -662,9 +672,51 @@ static void handle_ctl(sl_node_t *node, const sl_net_route_t *route, const sl_ct
     }
 }
 
+/* Counts and logs (at most every 10 s) a control request on the gossip
+ * port or another message on the control endpoint. */
+static void ctl_refuse_note(sl_node_t *node, const char *what) {
+    node->ctl_refused++;
+    sl_node_bad_input(node, "ctl");
+    uint64_t now = sl_plat_now_ns();
+    if (node->ctl_refused_log_ns && now - node->ctl_refused_log_ns < 10000000000ull)
+        return;
+    sl_log(SL_LOG_WARNING, "PEER-CTL-REFUSED", "refused %" PRIu64 " message(s) (last: %s); "
+           "control is served only on %s", node->ctl_refused - node->ctl_refused_logged, what,
+           sl_net_control_endpoint(node->net)[0] ? sl_net_control_endpoint(node->net)
+                                                 : "no endpoint (--control none)");
+    node->ctl_refused_logged = node->ctl_refused;
+    node->ctl_refused_log_ns = now;
+}
+
+/* A control request on the gossip port: answered with where control is
+ * served, never run (docs/security.md, "The control endpoint"). */
+static void refuse_ctl_on_gossip(sl_node_t *node, const sl_net_route_t *route,
+                                 const sl_ctl_req_t *req) {
+    ctl_refuse_note(node, "a control request on the gossip port");
+    sl_ctl_call_t call = {.node = node, .route = *route, .id = req->id};
+    const char *ep = sl_net_control_endpoint(node->net);
+    char msg[512];
+    int n;
+    if (!ep[0])
+        n = snprintf(msg, sizeof msg, "control requests are not served on the gossip port, and "
+                     "this peer has no control endpoint (--control none)");
+    else if (!strncmp(ep, "ipc://", 6))
+        n = snprintf(msg, sizeof msg, "control requests are not served on the gossip port: "
+                     "this peer's control endpoint is the Unix socket %s; on its machine, as its "
+                     "user, run peerctl --peer %s (or --peer DATA_DIR)", ep + 6, ep);
+    else
+        n = snprintf(msg, sizeof msg, "control requests are not served on the gossip port: "
+                     "this peer's control endpoint is %s; run peerctl --peer %s", ep, ep + 6);
+    sl_ctl_reply(&call, SL_EAUTH, msg, n < 0 ? 0 : (size_t)n, false);
+}
+
 static void handle_in(sl_node_t *node, const sl_net_in_t *in) {
     const uint8_t *h = in->header;
     uint8_t type = h[3];
+    if (in->route.control && type != SL_MSG_CTL_REQ) {
+        ctl_refuse_note(node, "a peer message on the control endpoint");
+        return; /* the control endpoint serves clients only */
+    }
     if (h[0] == SL_WIRE_MAGIC0 && h[1] == SL_WIRE_MAGIC1 && h[2] == SL_WIRE_VERSION && type >= 16 &&
         type <= 63) {
         for (size_t i = 0; i < node->route_count; i++)
@@ -691,6 +743,8 @@ static void handle_in(sl_node_t *node, const sl_net_in_t *in) {
     case SL_MSG_CTL_REQ:
         if (in->on_outbound)
             node->unrouted++; /* nobody to answer on that connection */
+        else if (!in->route.control)
+            refuse_ctl_on_gossip(node, &in->route, &msg.u.ctl_req);
         else
             handle_ctl(node, &in->route, &msg.u.ctl_req);
         break;
@@ -734,6 +788,9 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
     node->start_ns = sl_plat_now_ns();
     node->lock_fd = -1;
     node->leave_wait_ms = cfg->leave_wait_ms;
+    node->has_key = cfg->key != NULL;
+    node->allow_commands = cfg->allow_commands;
+    node->test_faults = cfg->test_faults;
     snprintf(node->name, sizeof node->name, "%s", cfg->name);
     if (sl_net_addr_normalize(cfg->advertise ? cfg->advertise : cfg->listen, node->addr,
                               sizeof node->addr) != SL_OK)
@@ -780,6 +837,21 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
         snprintf(node->addr + (port - node->addr), sizeof node->addr - (size_t)(port - node->addr),
                  "%s", real);
     }
+    /* The control endpoint, apart from gossip (docs/security.md). */
+    char control[SL_NET_CONTROL_MAX];
+    control[0] = 0;
+    if (cfg->control && strcmp(cfg->control, "none"))
+        snprintf(control, sizeof control, "%s", cfg->control);
+    else if (!cfg->control && cfg->data_dir &&
+             snprintf(control, sizeof control, "ipc://%s/control.sock", cfg->data_dir) >=
+                 (int)sizeof control) {
+        sl_log(SL_LOG_ERR, "PEER-CONTROL", "data directory path too long for a control socket: "
+               "give a shorter --data, or --control ipc://SHORTER/PATH");
+        err = SL_ETOOBIG;
+        goto fail;
+    }
+    if (control[0] && (err = sl_net_control_listen(node->net, control)) != SL_OK)
+        goto fail;
     /* One connection a pair (docs/transport.md): the transport needs our
      * address to know which side of a pair keeps its connection. */
     sl_net_set_self(node->net, node->addr);
@@ -799,9 +871,11 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
     if ((err = sl_swim_join(node->swim, now_ms(), cfg->seeds, cfg->seed_count)) != SL_OK)
         goto fail;
     sl_log(SL_LOG_NOTICE, "PEER-START",
-           "%s listening on %s, advertising %s, incarnation %" PRIu64 ", %zu seed(s), data %s",
+           "%s listening on %s, advertising %s, incarnation %" PRIu64 ", %zu seed(s), data %s, "
+           "control %s",
            node->name, sl_net_endpoint(node->net), node->addr, inc, cfg->seed_count,
-           cfg->data_dir ? cfg->data_dir : "(none)");
+           cfg->data_dir ? cfg->data_dir : "(none)",
+           control[0] ? sl_net_control_endpoint(node->net) : "none");
     flush_swim(node);
     *out = node;
     return SL_OK;
@@ -824,6 +898,18 @@ void sl_node_destroy(sl_node_t **pnode) {
 
 const sl_swim_t *sl_node_swim(const sl_node_t *node) {
     return node->swim;
+}
+
+const char *sl_node_control_endpoint(const sl_node_t *node) {
+    return sl_net_control_endpoint(node->net);
+}
+
+bool sl_node_commands_allowed(const sl_node_t *node) {
+    return node->has_key || node->allow_commands;
+}
+
+bool sl_node_test_faults(const sl_node_t *node) {
+    return node->test_faults;
 }
 
 const sl_net_t *sl_node_net(const sl_node_t *node) {

@@ -971,7 +971,11 @@ static sl_err ctl_keys(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_c
  * splits the store's traffic only (bench/store/cluster.py). */
 static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
     sl_store_node_t *sn = ctx;
-    (void)node;
+    if (!sl_node_test_faults(node)) { /* never in production (docs/security.md) */
+        sl_node_bad_input(node, "store");
+        return reply_err(call, SL_EAUTH, "store-fault is a test-only command: it answers only a "
+                         "peer started with --test-faults");
+    }
     if (req->arg_count == 1 && req->args[0].len == 4 && !memcmp(req->args[0].ptr, "heal", 4)) {
         sl_free(sn->blocked);
         sn->blocked = NULL;

@@ -55,7 +55,6 @@ static sl_err reply_big(sl_ctl_call_t *call, const void *data, size_t len) {
 
 static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                          sl_ctl_call_t *call) {
-    (void)node;
     sl_study_node_t *sn = ctx;
     if (req->arg_count != 1)
         return reply_text(call, SL_EINVAL, "usage: submit STUDY_JSON");
@@ -77,6 +76,17 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (err != SL_OK) {
         sl_free(spec);
         return reply_text(call, err, "study refused: %s", why);
+    }
+    if (spec->trainer == SL_TRAINER_COMMAND && !sl_node_commands_allowed(node)) {
+        /* anyone who reaches an open cluster could run commands as the
+           peers' user (docs/security.md) */
+        sl_free(spec);
+        sl_node_bad_input(node, "study");
+        return reply_text(call, SL_EAUTH,
+                          "study refused: command trainers are off in an open cluster (anyone "
+                          "who reaches it could run commands as the peers' user); start every "
+                          "peer with --key FILE, or with --allow-commands if every client that "
+                          "can reach the peers is trusted");
     }
     char id[SL_TRIAL_ID_LEN + 1], key[96], body[256];
     sl_study_spec_id(spec, id);

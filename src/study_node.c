@@ -108,6 +108,13 @@ cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id) {
                        why);
                 return NULL;
             }
+            if (c->spec.trainer == SL_TRAINER_COMMAND && !sl_node_commands_allowed(sn->node)) {
+                /* (a spec written to the store directly: told once per load) */
+                sl_node_bad_input(sn->node, "study");
+                sl_log(SL_LOG_WARNING, "STUDY-COMMAND-REFUSED",
+                       "study %s has a command trainer and this open cluster's peer was not "
+                       "started with --allow-commands: it will not run its trials", id);
+            }
             snprintf(c->id, sizeof c->id, "%s", id);
             /* read whole at the first refresh; the listener keeps it from then on */
             c->live.stale = true;
@@ -1009,6 +1016,10 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
        for its own, and a replica restored from disk after a kill -9 still
+    /* a command trainer in an open cluster without --allow-commands: never
+       claimed here (sl_study_node_cache told it once) */
+    if (spec->trainer == SL_TRAINER_COMMAND && !sl_node_commands_allowed(sn->node))
+        return;
        shows this peer's old claims, which others may have taken over
        since (an equal claim epoch would then go to the smaller name) */
     if (!may_claim(sn, spec, now)) {

@@ -822,7 +822,7 @@ static void test_upload_kept(void) {
     }
     WAIT_FOR(sl_blob_node_holders(c->blobs, hash[0]) == 2 && sl_blob_node_holders(c->blobs, hash[1]) == 2);
     fetch(ps, c, hash[0]);
-    upload_t u = {.addr = sl_node_addr(c->node), .data = blob[0], .len = SL_BLOB_CHUNK_LEN};
+    upload_t u = {.addr = sl_node_control_endpoint(c->node), .data = blob[0], .len = SL_BLOB_CHUNK_LEN};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, upload_chunk, &u) == 0);
     WAIT_FOR(atomic_load(&u.finished));

@@ -84,7 +84,7 @@ static sl_err call(sl_node_t **nodes, size_t count, size_t at, const char *cmd, 
                    char *out, size_t cap, uint32_t *status) {
     sl_node_t *n = nodes[at];
     sl_net_client_t *c = NULL;
-    sl_err err = sl_net_client_new(sl_node_addr(n), NULL, &c);
+    sl_err err = sl_net_client_new(sl_node_control_endpoint(n), NULL, &c);
     if (err != SL_OK)
         return err;
     sl_msg_t req;
@@ -289,7 +289,7 @@ static void test_backlog_loses_nothing(void) {
     counted_calls = 0;
     sl_net_client_t *c[CLIENTS] = {NULL};
     for (int k = 0; k < CLIENTS; k++) {
-        CHECK_OK(sl_net_client_new(sl_node_addr(n), NULL, &c[k]));
+        CHECK_OK(sl_net_client_new(sl_node_control_endpoint(n), NULL, &c[k]));
         for (uint32_t i = 0; i < PER_CLIENT; i++) {
             sl_msg_t req;
             memset(&req, 0, sizeof req);

@@ -61,7 +61,7 @@ static bool has(peer_t *p, const char *key, const char *want) {
 static sl_err call(peer_t *ps, size_t np, peer_t *to, const char *cmd, const char *a0, const char *a1,
                    char *out, size_t cap, uint32_t *status) {
     sl_net_client_t *c = NULL;
-    sl_err err = sl_net_client_new(sl_node_addr(to->node), NULL, &c);
+    sl_err err = sl_net_client_new(sl_node_control_endpoint(to->node), NULL, &c);
     if (err)
         return err;
     sl_msg_t req;

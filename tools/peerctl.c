@@ -52,12 +52,18 @@ static const command_t commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: peerctl [--peer HOST:PORT] [--key FILE] [--timeout MS] COMMAND [ARGS]\n"
+            "usage: peerctl [--peer DATA_DIR|ipc://PATH|HOST:PORT] [--key FILE] [--timeout MS]\n"
+            "               COMMAND [ARGS]\n"
             "\n"
             "Talks to a running `peer` (see docs/cli.md).\n"
             "\n"
             "global options:\n"
-            "  --peer HOST:PORT  the peer to ask (default: $STARLING_PEER, else 127.0.0.1:%d)\n"
+            "  --peer WHERE      the peer to ask, at its control endpoint (never its gossip\n"
+            "                    port): its data directory DIR (the Unix socket\n"
+            "                    DIR/control.sock, on the peer's machine, as its user),\n"
+            "                    ipc://PATH, or HOST:PORT of a `peer --control HOST:PORT`.\n"
+            "                    Default: $STARLING_PEER, else the data directory of a peer\n"
+            "                    started with no options ($HOME/.local/share/starling/HOST-%d)\n"
             "  --key FILE        the cluster key file, for a closed cluster (default: $STARLING_KEY)\n"
             "  --timeout MS      how long to wait for each reply (default %d)\n"
             "\n"

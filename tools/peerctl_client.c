@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "peerctl_client.h"
@@ -14,13 +15,44 @@
 
 sl_peerctl_opts_t sl_peerctl_opts;
 
+int sl_peerctl_resolve(const char *v, char *out, size_t cap) {
+    char norm[SL_NET_CONTROL_MAX];
+    struct stat st;
+    int n = -1;
+    if (!v || !v[0])
+        return -1;
+    if (!strncmp(v, "ipc://", 6))
+        n = v[6] ? snprintf(out, cap, "%s", v) : -1;
+    else if (!strncmp(v, "tcp://", 6) || (!strchr(v, '/') && stat(v, &st) != 0))
+        n = sl_net_addr_normalize(v, norm, sizeof norm) == SL_OK ? snprintf(out, cap, "%s", norm)
+                                                                  : -1;
+    else /* a peer's data directory (it need not exist yet: the error then says so) */
+        n = snprintf(out, cap, "ipc://%s%scontrol.sock", v, v[strlen(v) - 1] == '/' ? "" : "/");
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
 void sl_peerctl_opts_defaults(sl_peerctl_opts_t *o) {
     memset(o, 0, sizeof *o);
     const char *env = getenv("STARLING_PEER");
-    if (env && env[0])
-        snprintf(o->peer, sizeof o->peer, "%s", env);
-    else
-        snprintf(o->peer, sizeof o->peer, "127.0.0.1:%d", SL_NET_DEFAULT_PORT);
+    if (env && env[0]) {
+        if (sl_peerctl_resolve(env, o->peer, sizeof o->peer) != 0) {
+            fprintf(stderr, "peerctl: ignoring STARLING_PEER='%s': it is not HOST:PORT, "
+                            "ipc://PATH or a peer's data directory\n", env);
+            env = NULL;
+        }
+    }
+    if (!env || !env[0]) {
+        /* the control socket of a peer started with no options */
+        char host[256], dir[SL_NET_CONTROL_MAX];
+        if (sl_plat_hostname(host, sizeof host) != SL_OK)
+            snprintf(host, sizeof host, "peer");
+        if (sl_plat_home())
+            snprintf(dir, sizeof dir, "%.80s/.local/share/starling/%.40s-%d", sl_plat_home(), host,
+                     SL_NET_DEFAULT_PORT);
+        else
+            snprintf(dir, sizeof dir, "./starling-data/%.40s-%d", host, SL_NET_DEFAULT_PORT);
+        snprintf(o->peer, sizeof o->peer, "ipc://%.140s/control.sock", dir);
+    }
     const char *key = getenv("STARLING_KEY");
     o->key_file = key && key[0] ? key : NULL;
     o->timeout_ms = SL_PEERCTL_TIMEOUT_MS;
@@ -49,13 +81,12 @@ int sl_peerctl_opts_take(sl_peerctl_opts_t *o, int argc, char **argv, int *i) {
     bool missing = false;
     const char *v;
     if ((v = flag_value("--peer", argc, argv, i, &missing)) || missing) {
-        char norm[SL_ADDR_MAX + 16];
-        if (!v || sl_net_addr_normalize(v, norm, sizeof norm) != SL_OK) {
-            fprintf(stderr, "peerctl: --peer needs HOST:PORT (for example 127.0.0.1:%d)\n",
-                    SL_NET_DEFAULT_PORT);
+        if (!v || sl_peerctl_resolve(v, o->peer, sizeof o->peer) != 0) {
+            fprintf(stderr, "peerctl: --peer needs a peer's data directory (its --data), "
+                            "ipc://PATH of its control socket, or HOST:PORT of a TCP control "
+                            "endpoint (peer --control), not '%s'\n", v ? v : "");
             return -1;
         }
-        snprintf(o->peer, sizeof o->peer, "%s", v);
         (*i)++;
         return 1;
     }
@@ -86,10 +117,17 @@ int sl_peerctl_opts_take(sl_peerctl_opts_t *o, int argc, char **argv, int *i) {
 static void explain_silence(const sl_peerctl_opts_t *o, sl_net_client_t *c) {
     switch (sl_net_client_state_get(c)) {
     case SL_NET_CLIENT_NEVER_CONNECTED:
-        fprintf(stderr,
-                "peerctl: cannot reach peer at %s: is `peer` running? "
-                "set --peer HOST:PORT or STARLING_PEER\n",
-                o->peer);
+        if (!strncmp(o->peer, "ipc://", 6))
+            fprintf(stderr,
+                    "peerctl: nothing answers on the control socket %s: is `peer` running with "
+                    "that --data? set --peer DATA_DIR or STARLING_PEER\n",
+                    o->peer + 6);
+        else
+            fprintf(stderr,
+                    "peerctl: cannot reach a control endpoint at %s: is `peer` running with "
+                    "--control %s? (the gossip port --listen does not serve peerctl; on the "
+                    "peer's machine use --peer DATA_DIR) set --peer or STARLING_PEER\n",
+                    o->peer, o->peer + 6);
         break;
     case SL_NET_CLIENT_HANDSHAKE_FAILED:
     case SL_NET_CLIENT_TCP_ONLY:
@@ -148,6 +186,24 @@ sl_peerctl_conn_t *sl_peerctl_connect(const sl_peerctl_opts_t *o) {
         }
         has_key = true;
     }
+    if (!strncmp(o->peer, "ipc://", 6)) {
+        /* a missing or forbidden socket file: say so now, not after the timeout */
+        const char *path = o->peer + 6;
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            fprintf(stderr, "peerctl: no control socket at %s: is `peer` running with --data "
+                            "%.*s? set --peer DATA_DIR (or STARLING_PEER) to the peer's data "
+                            "directory\n", path,
+                    (int)(strrchr(path, '/') ? strrchr(path, '/') - path : 1),
+                    strrchr(path, '/') ? path : ".");
+            return NULL;
+        }
+        if (access(path, R_OK | W_OK) != 0) {
+            fprintf(stderr, "peerctl: cannot open the control socket %s: %s; run peerctl as "
+                            "the user the peer runs as\n", path, strerror(errno));
+            return NULL;
+        }
+    }
     sl_peerctl_conn_t *c = sl_calloc(1, sizeof *c);
     if (!c) {
         fprintf(stderr, "peerctl: out of memory\n");
@@ -156,8 +212,8 @@ sl_peerctl_conn_t *sl_peerctl_connect(const sl_peerctl_opts_t *o) {
     sl_err err = sl_net_client_new(o->peer, has_key ? &key : NULL, &c->client);
     memset(&key, 0, sizeof key);
     if (err != SL_OK) {
-        fprintf(stderr, "peerctl: cannot connect to %s: %s; set --peer HOST:PORT\n", o->peer,
-                sl_strerror(err));
+        fprintf(stderr, "peerctl: cannot connect to %s: %s; set --peer DATA_DIR, ipc://PATH "
+                        "or HOST:PORT\n", o->peer, sl_strerror(err));
         sl_free(c);
         return NULL;
     }

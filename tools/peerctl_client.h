@@ -18,7 +18,7 @@
 
 /* Options every client command shares (set by peerctl's global flags). */
 typedef struct {
-    char peer[SL_ADDR_MAX + 16]; /* "host:port" as the user wrote it (or the default) */
+    char peer[SL_NET_CONTROL_MAX]; /* the control endpoint: "tcp://host:port" or "ipc://path" */
     const char *key_file;        /* --key FILE or $STARLING_KEY; NULL for an open cluster */
     int timeout_ms;              /* --timeout MS: wait for each reply */
 } sl_peerctl_opts_t;
@@ -26,9 +26,16 @@ typedef struct {
 /* The options in force; main() fills them before dispatching. */
 extern sl_peerctl_opts_t sl_peerctl_opts;
 
-/* Sets defaults: --peer from $STARLING_PEER else 127.0.0.1:SL_NET_DEFAULT_PORT,
- * --key from $STARLING_KEY. */
+/* Sets defaults: --peer from $STARLING_PEER, else the control socket of a
+ * peer started with no options (ipc://$HOME/.local/share/starling/
+ * HOSTNAME-7600/control.sock); --key from $STARLING_KEY. */
 void sl_peerctl_opts_defaults(sl_peerctl_opts_t *o);
+
+/* Turns what --peer takes into a control endpoint in `out`: "ipc://PATH"
+ * as is; "HOST:PORT" or "tcp://HOST:PORT" (no '/', not an existing file)
+ * normalised to TCP; anything else is a peer's data directory DIR,
+ * meaning ipc://DIR/control.sock. 0 on success, -1 when it is none. */
+int sl_peerctl_resolve(const char *v, char *out, size_t cap);
 
 /* Consumes a global flag at argv[*i] (--peer X, --peer=X, --key X,
  * --timeout MS). Returns 1 when consumed (advancing *i), 0 when argv[*i]

@@ -19,7 +19,8 @@ static int parse_args(const char *cmd, const char *help, int argc, char **argv, 
             continue;
         }
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: peerctl [--peer HOST:PORT] [--key FILE] %s [--json]\n\n%s\n", cmd, help);
+            printf("usage: peerctl [--peer DATA_DIR|ipc://PATH|HOST:PORT] [--key FILE] %s [--json]\n\n%s\n",
+                   cmd, help);
             return -1;
         }
         int r = sl_peerctl_opts_take(&sl_peerctl_opts, argc, argv, &i);
@@ -34,6 +35,54 @@ static int parse_args(const char *cmd, const char *help, int argc, char **argv, 
     return 0;
 }
 
+/* A copy of JSON `text` with each bare integer of 16 digits or more put
+ * in quotes, so that cJSON (whose numbers are doubles, exact to 2^53)
+ * keeps its digits as a string: incarnations and store.state_hash use all
+ * 64 bits. NULL when out of memory. */
+static char *quote_big_ints(const char *text) {
+    size_t len = strlen(text);
+    char *out = malloc(len * 2 + 1), *o = out;
+    if (!out)
+        return NULL;
+    bool in_str = false;
+    for (size_t i = 0; i < len;) {
+        char ch = text[i];
+        if (in_str) {
+            *o++ = ch;
+            i++;
+            if (ch == '\\' && i < len)
+                *o++ = text[i++];
+            else if (ch == '"')
+                in_str = false;
+            continue;
+        }
+        if (ch == '"') {
+            in_str = true;
+            *o++ = text[i++];
+            continue;
+        }
+        size_t j = i;
+        while (j < len && text[j] >= '0' && text[j] <= '9')
+            j++;
+        bool number_ends = j == len || !strchr(".eE", text[j]);
+        if (j - i >= 16 && number_ends && (i == 0 || !strchr(".-+eE", text[i - 1]))) {
+            *o++ = '"';
+            memcpy(o, text + i, j - i);
+            o += j - i;
+            *o++ = '"';
+            i = j;
+        } else if (j > i) {
+            memcpy(o, text + i, j - i);
+            o += j - i;
+            i = j;
+        } else {
+            *o++ = text[i++];
+        }
+    }
+    *o = 0;
+    return out;
+}
+
 static const char *str_of(const cJSON *obj, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     return cJSON_IsString(v) ? v->valuestring : "";
@@ -45,7 +94,9 @@ static int by_name(const void *a, const void *b) {
 }
 
 static int print_members_table(const char *text) {
-    cJSON *arr = cJSON_Parse(text);
+    char *exact = quote_big_ints(text);
+    cJSON *arr = exact ? cJSON_Parse(exact) : NULL;
+    free(exact);
     if (!cJSON_IsArray(arr)) {
         fprintf(stderr, "peerctl members: the peer sent a reply that is not a member list\n");
         cJSON_Delete(arr);
@@ -85,8 +136,13 @@ static int print_members_table(const char *text) {
         for (int s = 0; s < 4; s++)
             if (!strcmp(state, states[s]))
                 counts[s]++;
-        printf("%-*s  %-*s  %-7s  %11.0f  ", name_w, name, addr_w, str_of(m, "addr"), state,
-               cJSON_IsNumber(inc) ? inc->valuedouble : 0.0);
+        char inc_text[32];
+        if (cJSON_IsString(inc))
+            snprintf(inc_text, sizeof inc_text, "%.20s", inc->valuestring);
+        else
+            snprintf(inc_text, sizeof inc_text, "%.0f", cJSON_IsNumber(inc) ? inc->valuedouble : 0.0);
+        printf("%-*s  %-*s  %-7s  %11s  ", name_w, name, addr_w, str_of(m, "addr"), state,
+               inc_text);
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(m, "meta");
         const cJSON *kv;
         bool first = true;
@@ -162,7 +218,9 @@ int sl_cmd_stats(int argc, char **argv) {
     if (json) {
         printf("%s%s", text, len && text[len - 1] == '\n' ? "" : "\n");
     } else {
-        cJSON *obj = cJSON_Parse(text);
+        char *exact = quote_big_ints(text);
+        cJSON *obj = exact ? cJSON_Parse(exact) : NULL;
+        free(exact);
         if (!cJSON_IsObject(obj)) {
             fprintf(stderr, "peerctl stats: the peer sent a reply that is not a JSON object\n");
             rc = 1;

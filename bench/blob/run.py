@@ -43,7 +43,7 @@ def main():
     ports = [free_port(), free_port()]
     procs = []
     def ctl(i, *args, timeout=600):
-        return subprocess.run([peerctl, '--peer', '127.0.0.1:%d' % ports[i], '--timeout', '20000', *args],
+        return subprocess.run([peerctl, '--peer', os.path.join(tmp, 'p%d' % i), '--timeout', '20000', *args],
                               capture_output=True, text=True, timeout=timeout)
     try:
         for i in range(2):

@@ -80,14 +80,17 @@ class Cluster:
         self.ports = []
         for _ in range(n):
             self.ports.append(free_port(self.ports))
-        self.addrs = ['127.0.0.1:%d' % p for p in self.ports]
+        self.addrs = ['127.0.0.1:%d' % p for p in self.ports]  # gossip (--listen)
+        # control: each peer's Unix socket in its data directory (docs/security.md)
+        self.ctls = ['ipc://%s/p%d/control.sock' % (os.path.abspath(root), i) for i in range(n)]
         self.procs = []
 
     def start(self):
         os.makedirs(self.root, exist_ok=True)
         for i in range(self.n):
             cmd = [self.peer, '--name', 'p%d' % i, '--listen', self.addrs[i],
-                   '--data', os.path.join(self.root, 'p%d' % i), '--log-level', 'warning']
+                   '--data', os.path.join(self.root, 'p%d' % i), '--log-level', 'warning',
+                   '--test-faults']  # store-fault makes the partitions
             if i:
                 cmd += ['--join', self.addrs[0]]
             self.procs.append(subprocess.Popen(
@@ -112,7 +115,7 @@ class Cluster:
         self.procs = []
 
     def ctl(self, i, *args):
-        r = subprocess.run([self.peerctl, '--peer', self.addrs[i], '--timeout', '10000', *args],
+        r = subprocess.run([self.peerctl, '--peer', self.ctls[i], '--timeout', '10000', *args],
                            capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError('peerctl %s on p%d: %s' % (' '.join(args), i, r.stderr.strip()))
@@ -129,7 +132,7 @@ class Cluster:
 
     def client_run(self, mode, *args, addrs=None):
         """Runs sl-store-client and returns its JSON summary line."""
-        cmd = [self.client, mode, *args, *(addrs or self.addrs)]
+        cmd = [self.client, mode, *args, *(addrs or self.ctls)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         out = r.stdout.strip().splitlines()
         if r.returncode or not out:
@@ -138,7 +141,7 @@ class Cluster:
         return json.loads(out[-1])
 
     def call(self, i, *args):
-        r = subprocess.run([self.client, 'call', self.addrs[i], *args], capture_output=True, text=True)
+        r = subprocess.run([self.client, 'call', self.ctls[i], *args], capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError('call %s on p%d: %s' % (' '.join(args), i, r.stderr.strip()))
 
@@ -232,9 +235,9 @@ def run_partition(c, a, results):
             c.client_run('burst', '--writers', str(len(side[s])), '--count', str(d),
                          '--first', str((2 * r + s) * d % a.keys), '--no-observe',
                          '--prefix', 'part/', '--tag', 'r%d-%d' % (r, s), '--timeout', '300',
-                         addrs=[c.addrs[i] for i in side[s]])
+                         addrs=[c.ctls[i] for i in side[s]])
         for s in (0, 1):
-            c.client_run('agree', '--timeout', '120', addrs=[c.addrs[i] for i in side[s]])
+            c.client_run('agree', '--timeout', '120', addrs=[c.ctls[i] for i in side[s]])
         hashes = {c.stats(i)['store']['state_hash'] for i in (0, c.n - 1)}
         if len(hashes) != 2:
             raise RuntimeError('the halves agree before the heal: the block did not hold')

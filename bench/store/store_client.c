@@ -3,7 +3,9 @@
  * per command and waits for each answer, which caps it at a few hundred
  * writes a second; this keeps one DEALER per peer open and pipelines
  * requests on all of them from one zmq_poll loop. Open clusters only (no
- * --key). Modes:
+ * --key). An ADDR is a peer's control endpoint: ipc://DATA_DIR/control.sock
+ * (its --data), or HOST:PORT of a `peer --control HOST:PORT`; the gossip
+ * port serves no control (docs/security.md). Modes:
  *
  *   call ADDR CMD [ARG...]
  *       one request (any command, e.g. `store-fault block ADDR...`); prints
@@ -65,7 +67,7 @@ typedef struct {
 
 typedef struct {
     void *sock;           /* DEALER to the peer */
-    char addr[SL_ADDR_MAX + 16]; /* "host:port" */
+    char addr[SL_NET_CONTROL_MAX]; /* its control endpoint: "ipc://PATH" or "host:port" */
     /* as a writer */
     uint32_t next_key;    /* its next key index (steps of writer count) */
     uint32_t in_flight;   /* puts not acknowledged */
@@ -109,8 +111,10 @@ static int die(const char *fmt, const char *arg) {
 }
 
 static sl_err peer_open(void *zctx, peer_t *p, const char *addr) {
-    char ep[SL_ADDR_MAX + 16];
-    if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
+    char ep[SL_NET_CONTROL_MAX];
+    if (!strncmp(addr, "ipc://", 6) && addr[6] && strlen(addr) < sizeof ep)
+        snprintf(ep, sizeof ep, "%s", addr); /* a peer's control socket */
+    else if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK)
         return SL_EINVAL;
     snprintf(p->addr, sizeof p->addr, "%s", addr);
     p->sock = zmq_socket(zctx, ZMQ_DEALER);

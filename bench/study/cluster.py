@@ -85,12 +85,18 @@ class Cluster:
             self.port[name] = free_port()
         return f"127.0.0.1:{self.port[name]}"
 
+    def ctl_dir(self, name):
+        """What peerctl --peer takes: the peer's data directory (its control
+        socket; the gossip port serves no control)."""
+        return os.path.join(self.dir, "data", name)
+
     def start(self, name, join=None, extra=()):
         args = [os.path.join(self.build, "peer"), "--name", name, "--listen", self.addr(name),
                 "--data", os.path.join(self.dir, "data", name), "--log-level", os.environ.get("SL_BENCH_LOG", "notice")]
         if join:
             args += ["--join", join]
-        args += self.extra + list(extra)
+        # the benchmarks' studies run command trainers on an open loopback cluster
+        args += ["--allow-commands"] + self.extra + list(extra)
         with open(os.path.join(self.dir, name + ".log"), "ab") as log:
             self.proc[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                                cwd=ROOT)
@@ -122,7 +128,7 @@ class Cluster:
         return wait_until(what, fn, timeout, every)
 
     def ctl(self, name, *args, timeout=5.0, check=True):
-        r = subprocess.run([os.path.join(self.build, "peerctl"), "--peer", self.addr(name),
+        r = subprocess.run([os.path.join(self.build, "peerctl"), "--peer", self.ctl_dir(name),
                             "--timeout", str(int(timeout * 1000))] + list(args),
                            capture_output=True, text=True, timeout=timeout + 5)
         if check and r.returncode != 0:
@@ -164,7 +170,7 @@ class Cluster:
         the peers being measured would otherwise share). on_poll() runs
         every `every` seconds meanwhile. Returns the value's arrival time."""
         import select
-        w = subprocess.Popen([os.path.join(self.build, "peerctl"), "--peer", self.addr(name),
+        w = subprocess.Popen([os.path.join(self.build, "peerctl"), "--peer", self.ctl_dir(name),
                               "watch", key, "--keys"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
         try:

@@ -95,6 +95,7 @@ typedef struct {
     uint8_t id[SL_NET_ROUTE_MAX]; /* ZeroMQ routing id */
     size_t len;                   /* bytes of id */
     int fd;                       /* its TCP socket, to tell when it closes; -1 unknown */
+    bool control;                 /* came on the control endpoint (sl_net_control_listen) */
 } sl_net_route_t;
 
 /* One inbound message; the pointers stay valid until the next sl_net_poll
@@ -157,6 +158,30 @@ const char *sl_net_in_peer(const sl_net_t *net);
  * (docs/transport.md, "Addresses"). True when the remote address is
  * unknown (not TCP). */
 bool sl_net_in_from(const sl_net_t *net, const char *addr);
+
+/* ---- The control endpoint (docs/security.md, "The control endpoint") ----
+ *
+ * A second ROUTER, apart from the one peers gossip on, for clients
+ * (peerctl): messages that come on it have route.control set, and
+ * replies on such a route go back on it. */
+
+#define SL_NET_CONTROL_MAX 160 /* bytes of a control endpoint ("ipc://" + a path) */
+
+/* Binds the control ROUTER at `endpoint`: "ipc://PATH" (a Unix socket,
+ * created with mode 0600; no CurveZMQ, the file's permissions guard it;
+ * SL_ETOOBIG past the kernel's 107-byte path) or "HOST:PORT" /
+ * "tcp://HOST:PORT" (with the cluster key, CurveZMQ and the ZAP check of
+ * the peers' ROUTER; without one, only a loopback host: SL_EAUTH
+ * otherwise). SL_EBUSY when in use, SL_EINVAL when malformed or already
+ * listening. */
+sl_err sl_net_control_listen(sl_net_t *net, const char *endpoint);
+
+/* The control endpoint bound ("ipc:///d/control.sock"), "" when none. */
+const char *sl_net_control_endpoint(const sl_net_t *net);
+
+/* Whether `host` (len bytes, no port) is a loopback address: 127.x.y.z,
+ * ::1 (bracketed or not) or localhost. */
+bool sl_net_host_is_loopback(const char *host, size_t len);
 
 /* Sends header + body to the peer whose ROUTER is at `addr` (any form
  * sl_net_addr_normalize takes). Never blocks: a message that cannot go out
@@ -236,9 +261,10 @@ void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats);
 
 typedef struct sl_net_client sl_net_client_t;
 
-/* Connects a DEALER to the peer at `addr`, with Curve when `key` is not
- * NULL. Connecting is asynchronous: this does not fail when no peer
- * listens; sl_net_client_recv then times out. */
+/* Connects a DEALER to the peer at `addr` ("HOST:PORT", "tcp://..." or
+ * "ipc://PATH"), with Curve when `key` is not NULL (never on ipc://).
+ * Connecting is asynchronous: this does not fail when no peer listens;
+ * sl_net_client_recv then times out. */
 sl_err sl_net_client_new(const char *addr, const sl_net_key_t *key, sl_net_client_t **out);
 void sl_net_client_destroy(sl_net_client_t **client);
 

@@ -50,6 +50,12 @@ typedef struct {
     size_t meta_len;              /* bytes of meta */
     sl_swim_config_t swim;        /* membership timers and limits */
     int leave_wait_ms;            /* after announcing a leave, keep serving this long */
+    const char *control;          /* control endpoint for clients: "ipc://PATH", "HOST:PORT"
+                                     (sl_net_control_listen) or "none"; NULL means
+                                     ipc://DATA_DIR/control.sock, none without data_dir.
+                                     The gossip ROUTER never serves control requests */
+    bool allow_commands;          /* open cluster: run command trainers anyway */
+    bool test_faults;             /* answer test-only fault commands (store-fault) */
 } sl_node_config_t;
 
 /* Binds, loads and bumps the incarnation under data_dir, and starts
@@ -86,6 +92,17 @@ const char *sl_node_name(const sl_node_t *node);
 /* The state directory (--data), or NULL when the node keeps none. Modules
  * keep their files under it (the store's log, blobs). */
 const char *sl_node_data_dir(const sl_node_t *node);
+
+/* The control endpoint bound ("ipc:///DATA/control.sock"), "" when none. */
+const char *sl_node_control_endpoint(const sl_node_t *node);
+
+/* Whether this peer may run command trainers: in a keyed cluster (key
+ * holders are trusted), or in an open one started with allow_commands
+ * (--allow-commands). docs/security.md. */
+bool sl_node_commands_allowed(const sl_node_t *node);
+
+/* Whether test-only fault commands are enabled (--test-faults). */
+bool sl_node_test_faults(const sl_node_t *node);
 
 /* ---- Control commands ---- */
 

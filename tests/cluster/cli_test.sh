@@ -30,12 +30,13 @@ expect 1 "peerctl keygen" "$PEER_BIN" --key "$CLUSTER_DIR/bad.key"
 expect 0 "usage: peerctl" "$PEERCTL_BIN" --help
 expect 2 "unknown command 'frobnicate'" "$PEERCTL_BIN" frobnicate
 expect 2 "unknown option" "$PEERCTL_BIN" --bogus members
-expect 2 "HOST:PORT" "$PEERCTL_BIN" --peer nonsense members
+expect 2 "data directory" "$PEERCTL_BIN" --peer nonsense:port members
+expect 1 "no control socket at $CLUSTER_DIR/none/control.sock" "$PEERCTL_BIN" --peer "$CLUSTER_DIR/none" members
 expect 2 "unknown argument" "$PEERCTL_BIN" members --bogus
 expect 0 "starling-cluster-key 1" "$PEERCTL_BIN" keygen
 nobody=$(free_port)
 PORT[nobody]=$nobody
-expect 1 "cannot reach peer at 127.0.0.1:$nobody: is \`peer\` running" \
+expect 1 "cannot reach a control endpoint at tcp://127.0.0.1:$nobody: is \`peer\` running" \
     "$PEERCTL_BIN" --peer "127.0.0.1:$nobody" --timeout 500 members
 
 start_peer a --meta zone=lab --meta gpus=0
@@ -45,7 +46,7 @@ wait_until 30 "a and b converge" converged a b
 expect 1 "in use" "$PEER_BIN" --name a --listen "127.0.0.1:$(free_port)" --data "$CLUSTER_DIR/data/a"
 expect 1 "in use" "$PEER_BIN" --name c --listen "$(addr_of a)" --data "$CLUSTER_DIR/data/c"
 
-table=$(STARLING_PEER=$(addr_of a) "$PEERCTL_BIN" members) || fail "members via STARLING_PEER failed"
+table=$(STARLING_PEER=$(dir_of a) "$PEERCTL_BIN" members) || fail "members via STARLING_PEER failed"
 echo "$table" | grep -q "^NAME  *ADDRESS  *STATE  *INCARNATION  *META" || fail "no table header: $table"
 echo "$table" | grep -q "^a (self) .* alive .*gpus=0 version=.* zone=lab" || fail "a's row wrong: $table"
 echo "$table" | grep -q "^2 members: 2 alive, 0 suspect, 0 dead, 0 left" || fail "no summary: $table"
@@ -56,6 +57,8 @@ PORT[c]=$(free_port)
 PID[c]=$!
 wait_until 30 "a sees c alive" sees a c alive
 members_json b | grep -q "\"addr\":\"tcp://127.0.0.1:${PORT[c]}\"" || fail "c's advertised address (localhost, resolved once at start) not used"
-expect 0 "^net.msgs_in" "$PEERCTL_BIN" stats --peer "$(addr_of b)"
-expect 0 '"bad_input"' "$PEERCTL_BIN" --peer "$(addr_of b)" stats --json
+expect 0 "^net.msgs_in" "$PEERCTL_BIN" stats --peer "$(dir_of b)"
+expect 0 '"bad_input"' "$PEERCTL_BIN" --peer "ipc://$(dir_of b)/control.sock" stats --json
+# The gossip port answers peerctl with where control is served.
+expect 1 "not served on the gossip port.*--peer" "$PEERCTL_BIN" --peer "$(addr_of b)" members
 log "PASS"

@@ -86,7 +86,15 @@ free_port() {
     done
 }
 
+# addr_of NAME: NAME's gossip address (--listen, what --join takes).
 addr_of() { echo "127.0.0.1:${PORT[$1]}"; }
+
+# dir_of NAME: NAME's data directory, what peerctl --peer takes to reach
+# its control socket (DIR/control.sock; the gossip port serves no control).
+dir_of() { echo "$CLUSTER_DIR/data/$1"; }
+
+# ctl_addr NAME: NAME's control endpoint as a raw client dials it.
+ctl_addr() { echo "ipc://$CLUSTER_DIR/data/$1/control.sock"; }
 
 # start_peer NAME [peer options...]: starts NAME with fast timers, its own
 # port (kept across restarts), data dir and log.
@@ -105,13 +113,15 @@ start_peer() {
     PID[$name]=$!
 }
 
-# ctl NAME [peerctl args...]: peerctl against NAME, with NAME's key
-# (KEY_OF[NAME], set by start_peer from --key) unless args give another.
+# ctl NAME [peerctl args...]: peerctl against NAME's control socket (in
+# its data directory), with NAME's key (KEY_OF[NAME], set by start_peer
+# from --key; unused on the socket, kept for a TCP --control) unless args
+# give another.
 ctl() {
     local name=$1
     shift
     local key=${KEY_OF[$name]:-}
-    "$PEERCTL_BIN" --peer "$(addr_of "$name")" --timeout 2000 ${key:+--key "$key"} "$@"
+    "$PEERCTL_BIN" --peer "$(dir_of "$name")" --timeout 2000 ${key:+--key "$key"} "$@"
 }
 
 # members_json NAME: NAME's member list as JSON (fails if NAME does not answer).

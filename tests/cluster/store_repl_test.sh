@@ -12,8 +12,8 @@ cluster_init
 CLIENT=$BUILD/sl-store-client
 [ -x "$CLIENT" ] || fail "no $CLIENT (build the sl-store-client target)"
 names=(p0 p1 p2 p3 p4)
-start_peer p0
-for n in "${names[@]:1}"; do start_peer "$n" --join "$(addr_of p0)"; done
+start_peer p0 --test-faults
+for n in "${names[@]:1}"; do start_peer "$n" --test-faults --join "$(addr_of p0)"; done
 wait_until 30 "5 peers converge" converged "${names[@]}"
 
 # has NAME KEY VALUE: NAME reads VALUE under KEY.
@@ -23,7 +23,7 @@ has() { [ "$(ctl "$1" get "$2" 2>/dev/null)" = "$3" ]; }
 all_have() {
     local file=$1 n
     shift
-    for n in "$@"; do "$CLIENT" expect "$(addr_of "$n")" "$file" 2>/dev/null || return 1; done
+    for n in "$@"; do "$CLIENT" expect "$(ctl_addr "$n")" "$file" 2>/dev/null || return 1; done
 }
 # written KEYFILE NAME KEY VALUE: a put on NAME, remembered in KEYFILE.
 written() {
@@ -41,7 +41,7 @@ same_hash() {
     done
 }
 sides_agree() { same_hash p0 p1 && same_hash p2 p3 p4; }
-store_fault() { "$CLIENT" call "$(addr_of "$1")" store-fault "${@:2}" >/dev/null; }
+store_fault() { "$CLIENT" call "$(ctl_addr "$1")" store-fault "${@:2}" >/dev/null; }
 
 # 1. writes on every peer reach every peer
 K=$CLUSTER_DIR/keys
@@ -58,7 +58,7 @@ for i in 0 1 2 3; do
     for j in 0 1 2; do written "$K" "p$i" "down/p$i/$j" "while-p4-down-$i-$j"; done
 done
 wait_until 20 "p0..p3 read every write" all_have "$K" p0 p1 p2 p3
-start_peer p4 --join "$(addr_of p0)"
+start_peer p4 --test-faults --join "$(addr_of p0)"
 wait_until 30 "5 peers converge after the restart" converged "${names[@]}"
 [ "$(stat_of p4 incarnation)" -ge 2 ] || fail "p4 did not restart on its data directory"
 wait_until 20 "the restarted p4 reads every write, its own and those it missed" all_have "$K" p4

@@ -6,8 +6,8 @@
 # name is a key prefix; the peer ends a watch whose client is gone.
 . "$(dirname "$0")/lib.sh"
 cluster_init
-start_peer p0
-start_peer p1 --join "$(addr_of p0)"
+start_peer p0 --allow-commands
+start_peer p1 --allow-commands --join "$(addr_of p0)"
 wait_until 30 "2 peers converge" converged p0 p1
 d=$CLUSTER_DIR
 
@@ -15,7 +15,7 @@ d=$CLUSTER_DIR
 watch_bg() {
     local name=$1
     shift
-    "$PEERCTL_BIN" --peer "$(addr_of "$name")" watch "$@" &
+    "$PEERCTL_BIN" --peer "$(dir_of "$name")" watch "$@" &
 }
 watch_bg p1 runs/ --json >"$d/w-prefix.out" 2>"$d/w-prefix.err"
 EXTRA_PIDS+=($!)
@@ -70,7 +70,7 @@ cat >"$d/study.json" <<'J'
 J
 if SID=$(ctl p0 submit "$d/study.json" 2>"$d/submit.err"); then
     wait_until 30 "p1 knows the study" ctl p1 status "$SID"
-    timeout 10 "$PEERCTL_BIN" --peer "$(addr_of p1)" watch "$SID" >"$d/w-study.out" 2>&1
+    timeout 10 "$PEERCTL_BIN" --peer "$(dir_of p1)" watch "$SID" >"$d/w-study.out" 2>&1
     grep -q "pending\|running\|done" "$d/w-study.out" ||
         fail "watch STUDY did not show the study: $(cat "$d/w-study.out")"
 else

@@ -31,9 +31,9 @@ cat >"$STUDY_FILE" <<'JSON'
   "lease_ms": 3000
 }
 JSON
-start_peer p0
-start_peer p1 --join "$(addr_of p0)"
-start_peer p2 --join "$(addr_of p0)"
+start_peer p0 --allow-commands
+start_peer p1 --allow-commands --join "$(addr_of p0)"
+start_peer p2 --allow-commands --join "$(addr_of p0)"
 wait_until 30 "three peers converge" converged p0 p1 p2
 
 # bad input is refused with the field named
@@ -116,7 +116,7 @@ wait_until 60 "a peer runs a trial far from its rung's end" midway_any
 read -r BOUNCED BOUNCED_TRIAL <"$CLUSTER_DIR/midway2"
 LINES_BEFORE=$(wc -l <"$CLUSTER_DIR/$BOUNCED.log")
 kill_peer "$BOUNCED"
-start_peer "$BOUNCED" --join "$(addr_of "$([ "$BOUNCED" = "$OBS" ] && echo "$OTHER" || echo "$OBS")")"
+start_peer "$BOUNCED" --allow-commands --join "$(addr_of "$([ "$BOUNCED" = "$OBS" ] && echo "$OTHER" || echo "$OBS")")"
 log "$BOUNCED killed (kill -9) while training $BOUNCED_TRIAL and restarted at once"
 released() {
     tail -n +"$((LINES_BEFORE + 1))" "$CLUSTER_DIR/$BOUNCED.log" |
@@ -131,8 +131,8 @@ t1=$(date +%s.%N)
 log "$OTHER left on SIGTERM (exit $STOP_RC) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s"
 [ "$STOP_RC" = 0 ] || fail "$OTHER exited $STOP_RC on SIGTERM"
 python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" || fail "$OTHER took over 2.5 s to leave"
-start_peer "$VICTIM" --join "$(addr_of "$OBS")"
-start_peer "$OTHER" --join "$(addr_of "$OBS")"
+start_peer "$VICTIM" --allow-commands --join "$(addr_of "$OBS")"
+start_peer "$OTHER" --allow-commands --join "$(addr_of "$OBS")"
 wait_until 30 "the peers rejoin" converged p0 p1 p2
 
 finished() {
@@ -242,9 +242,9 @@ wait_until 30 "the cancelled study finishes" cancelled_finished
 # a full-cluster restart: every peer leaves, all come back from their data
 # directories, and every command answers from any peer as before
 for p in p0 p1 p2; do stop_peer "$p"; done
-start_peer p0 --join "$(addr_of p1)"
-start_peer p1 --join "$(addr_of p0)"
-start_peer p2 --join "$(addr_of p0)"
+start_peer p0 --allow-commands --join "$(addr_of p1)"
+start_peer p1 --allow-commands --join "$(addr_of p0)"
+start_peer p2 --allow-commands --join "$(addr_of p0)"
 wait_until 30 "the cluster restarts" converged p0 p1 p2
 ctl p2 status "$SID" --json >"$CLUSTER_DIR/status-after.json" || fail "status after the restart failed"
 python3 - "$CLUSTER_DIR/status.json" "$CLUSTER_DIR/status-after.json" <<'PY' || fail "the study's status changed across the restart"
@@ -260,7 +260,7 @@ ctl p1 --timeout 10000 fetch "$SID" "$FULL" "$CLUSTER_DIR/fetch-again" || fail "
 cmp -s "$CLUSTER_DIR/fetch-p0/$FULL.npz" "$CLUSTER_DIR/fetch-again/$FULL.npz" || fail "the fetched checkpoint differs after the restart"
 ctl p2 logs "$SID" "$T" | grep -q "claim epoch" || fail "no log for $T after the restart"
 ctl p0 plot "$SID" --out "$CLUSTER_DIR/out2" >/dev/null && grep -q "<svg" "$CLUSTER_DIR/out2/curves.svg" || fail "plot after the restart failed"
-timeout 30 "$PEERCTL_BIN" --peer "$(addr_of p1)" watch "$SID" >"$CLUSTER_DIR/watch.txt" || fail "watch of a finished study did not end"
+timeout 30 "$PEERCTL_BIN" --peer "$(dir_of p1)" watch "$SID" >"$CLUSTER_DIR/watch.txt" || fail "watch of a finished study did not end"
 grep -q "$FULL" "$CLUSTER_DIR/watch.txt" || fail "watch shows no trials"
 log "ok: every command answers after a full-cluster restart"
 
@@ -269,8 +269,8 @@ log "ok: every command answers after a full-cluster restart"
 # STUDY-VIEW
 export SL_STUDY_PLANT=lost-change
 MAY_EXIT[q0]=1 MAY_EXIT[q1]=1
-start_peer q0
-start_peer q1 --join "$(addr_of q0)"
+start_peer q0 --allow-commands
+start_peer q1 --allow-commands --join "$(addr_of q0)"
 unset SL_STUDY_PLANT
 cat >"$CLUSTER_DIR/planted.json" <<'JSON'
 {"name": "planted", "seed": 3,
