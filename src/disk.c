@@ -747,7 +747,29 @@ sl_err sl_disk_recover(sl_disk_t *d, sl_disk_record_fn fn, void *ctx) {
         end = prev.len;
         d->gen = prev.gen;
     }
-    if (cur.buf && cur.version == 0) {
+    if (cur.buf && cur.version == 0 && !cur_torn && cur.len > WAL_HDR &&
+        rec_next(cur.buf, cur.len, WAL_HDR - 1) < cur.len) {
+        /* a bad header before good records: the records are replayed (a
+           stale one changes nothing: its dots are known) and the header
+           is written again, so one bad byte costs no record */
+        d->st.corrupt++;
+        sl_log(SL_LOG_ERR, "DISK-CORRUPT", "%s: bad header: its records replayed, header "
+               "written again", path);
+        if ((err = replay_v2(d, &cur, true, fn, ctx, &end)))
+            goto fail;
+        uint8_t hdr[WAL_HDR];
+        memcpy(hdr, WAL_MAGIC, MAGIC_LEN);
+        put64(hdr + 8, base);
+        put32(hdr + 16, sl_crc32(0, hdr + 8, 8));
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || pwrite(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr || fdatasync(fd) != 0)
+            err = io_err("cannot write the header of", path);
+        if (fd >= 0)
+            close(fd);
+        if (err)
+            goto fail;
+        d->gen = base;
+    } else if (cur.buf && cur.version == 0) {
         if (cur_torn) {
             d->st.torn++;
         } else {
@@ -758,8 +780,8 @@ sl_err sl_disk_recover(sl_disk_t *d, sl_disk_record_fn fn, void *ctx) {
         }
     }
     if (end == 0) { /* no live log to go on with: a new one */
-        d->gen = base;
-        if ((err = wal_create(d, "wal", base, NULL, 0)))
+        d->gen = prev.version == 2 && prev.gen > base ? prev.gen : base;
+        if ((err = wal_create(d, "wal", d->gen, NULL, 0)))
             goto fail;
         end = WAL_HDR;
     }

@@ -33,9 +33,10 @@
  *
  * Recovery skips a record that fails its checks and goes on from the next
  * good one (found by its magic), logging DISK-CORRUPT with the offsets and
- * counting it: one bad record costs that record. A bad tail (nothing good
- * after it) is cut and kept in wal.tail.*: DISK-TORN when a crash cut a
- * write short, DISK-CORRUPT otherwise. A snapshot that fails its checks is
+ * counting it: one bad record costs that record (a bad log header costs
+ * none: the records after it are replayed and the header written again).
+ * A bad tail (nothing good after it) is cut and kept in wal.tail.*:
+ * DISK-TORN when a crash cut a write short, DISK-CORRUPT otherwise. A snapshot that fails its checks is
  * refused (DISK-SNAPSHOT-CORRUPT), moved aside to NAME.bad.I and counted;
  * recovery then loads snapshot.prev and replays wal.prev and wal.
  *
