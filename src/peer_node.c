@@ -150,7 +150,8 @@ static sl_err incarnation_path(const sl_node_t *node, char *buf, size_t cap) {
  * checksummed slots rewritten in place (sl_disk_slot_write: no free space
  * needed once it exists, and a torn write leaves the other slot), and
  * INCARNATION_FILE, the same number as text for people, rewritten when
- * the disk has room. The higher good one counts. */
+ * the disk has room. The higher counts; either file present but corrupt
+ * refuses the start. */
 static sl_err incarnation_load(const sl_node_t *node, uint64_t *out) {
     *out = 0;
     char path[4200], slot[4210];
@@ -171,13 +172,15 @@ static sl_err incarnation_load(const sl_node_t *node, uint64_t *out) {
         text_ok = end != (char *)data && (*end == '\n' || *end == 0);
         sl_free(data);
     }
-    if (serr == SL_OK || (serr == SL_ENOTFOUND && (text_ok || err == SL_ENOTFOUND))) {
+    /* either file present but unreadable: refuse, as a corrupt file
+       always was (a full disk leaves the text copy old, never torn) */
+    if ((serr == SL_OK || serr == SL_ENOTFOUND) && (text_ok || err == SL_ENOTFOUND)) {
         *out = text_ok && v > from_slot ? v : from_slot;
         return SL_OK;
     }
-    sl_log(SL_LOG_ERR, "PEER-DATA", "%s%s is corrupt; remove it to start over",
-           serr == SL_ENOTFOUND ? path : slot, serr == SL_ENOTFOUND || text_ok ? "" : " (and its text copy)");
-    return serr == SL_ENOTFOUND ? SL_ECORRUPT : serr;
+    bool slot_bad = serr != SL_OK && serr != SL_ENOTFOUND;
+    sl_log(SL_LOG_ERR, "PEER-DATA", "%s is corrupt; remove it to start over", slot_bad ? slot : path);
+    return slot_bad ? serr : err == SL_OK ? SL_ECORRUPT : err;
 }
 
 static sl_err incarnation_save(sl_node_t *node, uint64_t inc) {
