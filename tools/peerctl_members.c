@@ -7,6 +7,7 @@
 
 #include "peerctl.h"
 #include "peerctl_client.h"
+#include "peerctl_store.h"
 
 /* Parses `[--json] [global options]` after a command name. Returns -1 on
  * --help (already printed), 2 on a bad flag, 0 otherwise. */
@@ -141,13 +142,21 @@ static int print_members_table(const char *text) {
             snprintf(inc_text, sizeof inc_text, "%.20s", inc->valuestring);
         else
             snprintf(inc_text, sizeof inc_text, "%.0f", cJSON_IsNumber(inc) ? inc->valuedouble : 0.0);
-        printf("%-*s  %-*s  %-7s  %11s  ", name_w, name, addr_w, str_of(m, "addr"), state,
-               inc_text);
+        /* names, addresses and metadata come from other peers: shown with
+           control characters as \xNN (sl_peerctl_print_safe) */
+        char line[1024];
+        int ll = snprintf(line, sizeof line, "%-*s  %-*s  %-7s  %11s  ", name_w, name, addr_w,
+                          str_of(m, "addr"), state, inc_text);
+        sl_peerctl_print_safe(stdout, line, ll < (int)sizeof line ? (size_t)ll : sizeof line - 1,
+                              false);
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(m, "meta");
         const cJSON *kv;
         bool first = true;
         cJSON_ArrayForEach(kv, meta) {
-            printf("%s%s=%s", first ? "" : " ", kv->string, cJSON_IsString(kv) ? kv->valuestring : "?");
+            ll = snprintf(line, sizeof line, "%s%s=%s", first ? "" : " ", kv->string,
+                          cJSON_IsString(kv) ? kv->valuestring : "?");
+            sl_peerctl_print_safe(stdout, line,
+                                  ll < (int)sizeof line ? (size_t)ll : sizeof line - 1, false);
             first = false;
         }
         printf("\n");
