@@ -39,10 +39,10 @@ typedef struct {
     int slots;                        /* --slots N: trials run at once (0: the study's) */
     int threads;                      /* --threads N: BLAS threads per trial (0: the study's) */
     const char *trial_user;           /* --trial-user USER: command trials run as USER */
+    uint64_t blob_cache_bytes;        /* --blob-cache MB (0: the blob service's default) */
     char control[SL_NET_CONTROL_MAX]; /* --control: "" for the default, "none", ipc:// or tcp:// */
     bool allow_commands;              /* --allow-commands */
     bool test_faults;                 /* --test-faults */
-    uint64_t blob_cache_bytes;        /* --blob-cache MB (0: the blob service's default) */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -222,12 +222,12 @@ static int parse(opts_t *o, int argc, char **argv) {
             return -1;
         }
         if (!strcmp(a, "--version")) {
+            printf("peer %s\n", SL_VERSION);
+            return -1;
+        }
         if (!strcmp(a, "--allow-commands") || !strcmp(a, "--test-faults")) {
             *(a[2] == 'a' ? &o->allow_commands : &o->test_faults) = true;
             continue;
-        }
-            printf("peer %s\n", SL_VERSION);
-            return -1;
         }
         /* Every other option takes a value: --flag VALUE or --flag=VALUE. */
         const char *eq = strchr(a, '=');
@@ -258,6 +258,10 @@ static int parse(opts_t *o, int argc, char **argv) {
         uint32_t n;
         if (!strcmp(flag, "--listen")) {
             if (sl_net_addr_normalize(v, o->listen, sizeof o->listen) != SL_OK)
+                return bad("--listen needs HOST:PORT, not '%s'", v);
+        } else if (!strcmp(flag, "--advertise")) {
+            if (sl_net_addr_normalize(v, o->advertise, sizeof o->advertise) != SL_OK)
+                return bad("--advertise needs HOST:PORT, not '%s'", v);
         } else if (!strcmp(flag, "--control")) {
             char tmp[SL_NET_CONTROL_MAX];
             if (!strcmp(v, "none") || (!strncmp(v, "ipc://", 6) && v[6] && strlen(v) < sizeof tmp))
@@ -267,10 +271,6 @@ static int parse(opts_t *o, int argc, char **argv) {
             else
                 return bad("--control needs ipc://PATH, HOST:PORT, tcp://HOST:PORT or none, not '%s'",
                            v);
-                return bad("--listen needs HOST:PORT, not '%s'", v);
-        } else if (!strcmp(flag, "--advertise")) {
-            if (sl_net_addr_normalize(v, o->advertise, sizeof o->advertise) != SL_OK)
-                return bad("--advertise needs HOST:PORT, not '%s'", v);
         } else if (!strcmp(flag, "--join")) {
             rc = add_join_list(o, v);
         } else if (!strcmp(flag, "--peers-file")) {
@@ -526,9 +526,6 @@ int main(int argc, char **argv) {
         .name = o.name,
         .listen = o.listen,
         .advertise = o.advertise,
-        .control = o.control[0] ? o.control : NULL,
-        .allow_commands = o.allow_commands,
-        .test_faults = o.test_faults,
         .data_dir = o.data_dir,
         .key = has_key ? &key : NULL,
         .seeds = (const char *const *)o.seeds,
@@ -537,19 +534,22 @@ int main(int argc, char **argv) {
         .meta_len = meta_len,
         .swim = o.swim,
         .leave_wait_ms = o.leave_wait_ms,
-    if (err == SL_EAUTH) {
-        fprintf(stderr, "peer: refusing a TCP control endpoint off loopback (%s) without a "
-                        "cluster key: anyone who reaches it could run commands; use --key FILE, "
-                        "or --control 127.0.0.1:PORT, or the default Unix socket\n",
-                o.control);
-        goto done;
-    }
+        .control = o.control[0] ? o.control : NULL,
+        .allow_commands = o.allow_commands,
+        .test_faults = o.test_faults,
     };
     sl_err err = sl_node_new(&cfg, &node);
     if (err == SL_EBUSY) {
         fprintf(stderr, "peer: %s or data directory %s is in use (another peer running?); choose "
                         "another --listen port, or another --name or --data\n",
                 o.listen, o.data_dir);
+        goto done;
+    }
+    if (err == SL_EAUTH) {
+        fprintf(stderr, "peer: refusing a TCP control endpoint off loopback (%s) without a "
+                        "cluster key: anyone who reaches it could run commands; use --key FILE, "
+                        "or --control 127.0.0.1:PORT, or the default Unix socket\n",
+                o.control);
         goto done;
     }
     if (err != SL_OK) {

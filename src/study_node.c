@@ -1016,12 +1016,12 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
        for its own, and a replica restored from disk after a kill -9 still
+       shows this peer's old claims, which others may have taken over
+       since (an equal claim epoch would then go to the smaller name) */
     /* a command trainer in an open cluster without --allow-commands: never
        claimed here (sl_study_node_cache told it once) */
     if (spec->trainer == SL_TRAINER_COMMAND && !sl_node_commands_allowed(sn->node))
         return;
-       shows this peer's old claims, which others may have taken over
-       since (an equal claim epoch would then go to the smaller name) */
     if (!may_claim(sn, spec, now)) {
         if (sn->joined_ms)
             due_at(due, sn->joined_ms + CATCHUP_MS);
