@@ -5,8 +5,12 @@
  * addresses. Run with arguments it is the attacker of the cluster tests
  * (tests/security/net_dns_test.sh, blob_reflect_test.sh):
  *   net_names_test dns ADDR N          N PINGs gossiping members at host
- *                                      names and N blob GETs answered to
- *                                      host names, to the peer at ADDR
+ *                                      names, N blob GETs and N store
+ *                                      SUMMARYs answered to host names, to
+ *                                      the peer at ADDR
+ *   net_names_test digest ADDR REPLY N N store DIGESTs of a new replica
+ *                                      (empty version vector: "send me
+ *                                      everything") naming REPLY
  *   net_names_test get ADDR REPLY CHUNK BLOB N
  *                                      N blob GETs of chunk CHUNK (hex) to
  *                                      ADDR, naming REPLY for the answer
@@ -28,6 +32,7 @@
 #include "starling/msg.h"
 #include "starling/net.h"
 #include "starling/platform.h"
+#include "starling/store.h"
 #include "testlib.h"
 
 static bool numeric(const char *s) { return sl_addr_is_numeric((const uint8_t *)s, strlen(s)); }
@@ -130,6 +135,36 @@ static int send_get(sl_net_client_t *c, const char *reply, const uint8_t chunk[S
     return rc;
 }
 
+/* A store DIGEST (want everything) or SUMMARY (a fingerprint nobody has)
+ * of a made-up replica, answered to `reply`. */
+static int send_store(sl_net_client_t *c, uint8_t type, const char *reply, uint64_t rid) {
+    sl_store_dmsg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.sender = rid;
+    m.reply_to = (const uint8_t *)reply;
+    m.reply_to_len = (uint32_t)strlen(reply);
+    m.fingerprint = rid * 0x9e3779b97f4a7c15ull;
+    sl_store_msg_t out;
+    if (sl_store_msg_encode(&m, SL_MSG_MAX_LEN, &out) != SL_OK)
+        return 1;
+    int rc = send_raw(c, type, out.body, out.len);
+    sl_store_msg_fini(&out);
+    return rc;
+}
+
+static int attack_digest(const char *addr, const char *reply, int n) {
+    sl_net_client_t *c = NULL;
+    if (sl_net_client_new(addr, NULL, &c) != SL_OK)
+        return 1;
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        bad |= send_store(c, SL_STORE_MSG_DIGEST, reply, 0x5eed0000u + (uint64_t)i);
+    nanosleep(&(struct timespec){0, 200000000}, NULL);
+    sl_net_client_destroy(&c);
+    return bad;
+}
+
 static int unhex(const char *s, uint8_t *out) {
     if (strlen(s) != 2 * SL_BLAKE2B_LEN)
         return 1;
@@ -173,6 +208,7 @@ static int attack_dns(const char *addr, int n) {
         bad |= sl_net_client_send(c, hdr, body, len, 2000) != SL_OK;
         sl_free(body);
         bad |= send_get(c, reply, zero, zero, (uint32_t)i);
+        bad |= send_store(c, SL_STORE_MSG_SUMMARY, reply, 0xd15ea5e0u + (uint64_t)i);
     }
     nanosleep(&(struct timespec){0, 200000000}, NULL); /* zero linger: let the queue drain */
     sl_net_client_destroy(&c);
@@ -264,6 +300,8 @@ int main(int argc, char **argv) {
         return attack_dns(argv[2], atoi(argv[3]));
     if (argc >= 7 && !strcmp(argv[1], "get"))
         return attack_get(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
+    if (argc >= 5 && !strcmp(argv[1], "digest"))
+        return attack_digest(argv[2], argv[3], atoi(argv[4]));
     if (argc >= 4 && !strcmp(argv[1], "flood"))
         return attack_flood(argv[2], atoi(argv[3]));
     if (argc >= 4 && !strcmp(argv[1], "sink"))
