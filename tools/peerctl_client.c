@@ -23,7 +23,7 @@ int sl_peerctl_resolve(const char *v, char *out, size_t cap) {
         return -1;
     if (!strncmp(v, "ipc://", 6))
         n = v[6] ? snprintf(out, cap, "%s", v) : -1;
-    else if (!strncmp(v, "tcp://", 6) || (!strchr(v, '/') && stat(v, &st) != 0))
+    else if (!strncmp(v, "tcp://", 6) || (!strchr(v, '/') && strchr(v, ':') && stat(v, &st) != 0))
         n = sl_net_addr_normalize(v, norm, sizeof norm) == SL_OK ? snprintf(out, cap, "%s", norm)
                                                                   : -1;
     else /* a peer's data directory (it need not exist yet: the error then says so) */

@@ -32,8 +32,8 @@ extern sl_peerctl_opts_t sl_peerctl_opts;
 void sl_peerctl_opts_defaults(sl_peerctl_opts_t *o);
 
 /* Turns what --peer takes into a control endpoint in `out`: "ipc://PATH"
- * as is; "HOST:PORT" or "tcp://HOST:PORT" (no '/', not an existing file)
- * normalised to TCP; anything else is a peer's data directory DIR,
+ * as is; "HOST:PORT" or "tcp://HOST:PORT" (a ':', no '/', not an existing
+ * file) normalised to TCP; anything else is a peer's data directory DIR,
  * meaning ipc://DIR/control.sock. 0 on success, -1 when it is none. */
 int sl_peerctl_resolve(const char *v, char *out, size_t cap);
 
