@@ -181,9 +181,10 @@ int sl_cmd_members(int argc, char **argv) {
     if (sl_peerctl_call_collect(&sl_peerctl_opts, "members", NULL, 0, &text, &len) != 0)
         return 1;
     int rc = 0;
-    if (json)
-        printf("%s%s", text, len && text[len - 1] == '\n' ? "" : "\n");
-    else
+    if (json) { /* names come from other peers: sl_peerctl_print_json_safe */
+        sl_peerctl_print_json_safe(stdout, text, len && text[len - 1] == '\n' ? len - 1 : len);
+        putchar('\n');
+    } else
         rc = print_members_table(text);
     sl_free(text);
     return rc;

@@ -195,8 +195,10 @@ int sl_cmd_status(int argc, char **argv) {
         char *out = NULL;
         size_t len;
         int rc = sl_peerctl_call_collect(&sl_peerctl_opts, "status", args, 1, &out, &len);
-        if (!rc)
-            printf("%s\n", out);
+        if (!rc) { /* C1 controls and stray bytes as \u00NN: sl_peerctl_print_json_safe */
+            sl_peerctl_print_json_safe(stdout, out, len);
+            putchar('\n');
+        }
         sl_free(out);
         return rc;
     }
