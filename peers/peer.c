@@ -585,7 +585,8 @@ int main(int argc, char **argv) {
     sl_study_node_config_t ycfg = {.slots = o.slots, .threads = o.threads, .blobs = blobs,
                                    .trial_user = o.trial_user};
     if ((err = sl_study_node_attach(node, store, &ycfg, &study)) != SL_OK) {
-        fprintf(stderr, "peer: cannot start the study runtime: %s\n", sl_strerror(err));
+        fprintf(stderr, "peer: cannot start the study runtime: %s%s\n", sl_strerror(err),
+                o.trial_user ? " (--trial-user: the STUDY-USER line above says why)" : "");
         goto done;
     }
     err = sl_node_run(node);

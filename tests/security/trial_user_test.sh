@@ -45,6 +45,24 @@ unset "PID[bad]"
 grep -q "no such user" "$CLUSTER_DIR/bad.log" || fail "unclear refusal: $(tail -3 "$CLUSTER_DIR/bad.log")"
 log "ok: an unknown --trial-user is refused at start"
 
+# a peer that is not root cannot switch users: refused at start
+if command -v setpriv >/dev/null; then
+    mkdir -p "$CLUSTER_DIR/data/nonroot"
+    chown nobody "$CLUSTER_DIR/data/nonroot"
+    PORT[nonroot]=$(free_port)
+    rc=0
+    setpriv --reuid "$NOBODY" --regid "$(id -g nobody)" --clear-groups "$PEER_BIN" --name nonroot \
+        --listen "127.0.0.1:${PORT[nonroot]}" --data "$CLUSTER_DIR/data/nonroot" \
+        --trial-user nobody >"$CLUSTER_DIR/nonroot.log" 2>&1 &
+    np=$!
+    EXTRA_PIDS+=($np)
+    wait $np || rc=$?
+    [ $rc -ne 0 ] || fail "a peer not running as root started with --trial-user"
+    grep -q "not root" "$CLUSTER_DIR/nonroot.log" ||
+        fail "unclear refusal for a peer not running as root: $(tail -3 "$CLUSTER_DIR/nonroot.log")"
+    log "ok: a peer not running as root is refused --trial-user at start"
+fi
+
 # shellcheck disable=SC2086
 start_peer p0 --trial-user nobody $ALLOW ${CTLPORT:+--control 127.0.0.1:$CTLPORT}
 wait_until 30 "p0 answers" sees p0 p0 alive
