@@ -17,6 +17,7 @@
 #include <string.h>
 #include <grp.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -231,9 +232,13 @@ static void child_run(const spawn_t *sp, const sigset_t *old_mask) {
         child_fail("trial spawn: cannot open /dev/null\n");
     if (in > 2)
         close(in);
+    /* raw system calls, not glibc's setgroups/setgid/setuid: those apply
+       the change to every thread of the process, and the list of threads
+       they walk is the peer's (this child shares its memory until exec) */
     const sl_study_user_t *u = sp->user;
-    if (u->set && (setgroups((size_t)u->group_count, u->groups) != 0 || setgid(u->gid) != 0 ||
-                   setuid(u->uid) != 0))
+    if (u->set && (syscall(SYS_setgroups, (size_t)u->group_count, u->groups) != 0 ||
+                   syscall(SYS_setresgid, u->gid, u->gid, u->gid) != 0 ||
+                   syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0))
         child_fail("trial spawn: cannot switch to the trial user (setgroups, setgid or setuid "
                    "failed)\n");
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
