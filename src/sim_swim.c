@@ -300,7 +300,7 @@ static sl_err op_deliver(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t from, i
     }
     err = sl_swim_receive(nd->core, now, &msg);
     sl_msg_fini(&msg);
-    if (err && err != SL_EPROTO)
+    if (err && err != SL_EPROTO && err != SL_ETOOBIG) /* ETOOBIG: records over a cap, refused */
         return err;
     return after(c, id);
 }

@@ -49,7 +49,7 @@ void sl_swim_config_defaults(sl_swim_config_t *cfg) {
     t->max_outputs = 4096;
     t->max_members = 4096;
     t->max_new_per_msg = 64;
-    t->max_new_per_period = 256;
+    t->max_new_per_period = 1024;
 }
 
 static void fill_timing(sl_swim_timing_t *t, const sl_swim_timing_t *in) {
@@ -590,26 +590,44 @@ static sl_err refuse(sl_swim_t *s, int why, const sl_member_msg_t *r, const char
 /* Whether one more unknown member may be added now (`from_msg`: learned
  * from a message rather than sl_swim_add_member). */
 static bool new_member_ok(sl_swim_t *s, bool from_msg, const char **why) {
+    /* the answer to our own SYNC brings the whole table */
+    bool budget = from_msg && !s->joining_reply;
+    if (budget) {
+        if (s->now_ms - s->new_window_ms >= sync_interval(s)) {
+            s->new_window_ms = s->now_ms;
+            s->new_in_window = 0;
+        }
+        if (s->msg_new >= s->t.max_new_per_msg) {
+            *why = "too many unknown members in one message (max_new_per_msg)";
+            return false;
+        }
+        if (s->new_in_window >= s->t.max_new_per_period) {
+            *why = "too many unknown members this push-pull interval (max_new_per_period)";
+            return false;
+        }
+    }
     if (s->member_count >= s->t.max_members) {
-        *why = "member table full (max_members)";
-        return false;
+        /* Full: a record of a member given up (DEAD or LEFT, the longest
+         * so) makes room, as reaping would later; made-up members die
+         * when probed, so a flood cannot keep real ones out for good. */
+        uint32_t old = NONE;
+        for (uint32_t i = 0; i < s->member_count; i++)
+            if (i != s->self && !is_up(s->members[i].state) &&
+                (old == NONE ||
+                 s->members[i].state_change_ms < s->members[old].state_change_ms))
+                old = i;
+        if (old == NONE) {
+            *why = "member table full (max_members)";
+            return false;
+        }
+        member_t *m = &s->members[old];
+        ev_push(s, SL_SWIM_EV_REAP, m, m->state, m->incarnation);
+        member_remove(s, old);
     }
-    if (!from_msg || s->joining_reply)
-        return true; /* the answer to our join brings the whole table */
-    if (s->now_ms - s->new_window_ms >= sync_interval(s)) {
-        s->new_window_ms = s->now_ms;
-        s->new_in_window = 0;
+    if (budget) {
+        s->msg_new++;
+        s->new_in_window++;
     }
-    if (s->msg_new >= s->t.max_new_per_msg) {
-        *why = "too many unknown members in one message (max_new_per_msg)";
-        return false;
-    }
-    if (s->new_in_window >= s->t.max_new_per_period) {
-        *why = "too many unknown members this push-pull interval (max_new_per_period)";
-        return false;
-    }
-    s->msg_new++;
-    s->new_in_window++;
     return true;
 }
 
@@ -802,6 +820,8 @@ void sl_swim_destroy(sl_swim_t **pp) {
     }
     intern_put(s->pool, s->probe.target);
     intern_put(s->pool, s->probe_next);
+    for (uint32_t i = 0; i < SYNC_ASKED_MAX; i++)
+        intern_put(s->pool, s->asked[i]);
     for (uint32_t i = 0; i < s->seed_count; i++)
         intern_put(s->pool, s->seeds[i].addr);
     if (s->own_pool)
@@ -843,7 +863,26 @@ static void send_gossip_only(sl_swim_t *s, uint32_t idx) {
     out_push(s, &o);
 }
 
+/* Whether we sent a SYNC request to `addr` within the last push-pull
+ * interval; forgets it (one answer per request). */
+static bool sync_asked(sl_swim_t *s, sl_bytes_t addr) {
+    for (uint32_t i = 0; i < SYNC_ASKED_MAX; i++)
+        if (s->asked[i] && istr_eq(s->asked[i], addr.ptr, addr.len) &&
+            s->now_ms - s->asked_at[i] <= sync_interval(s)) {
+            intern_put(s->pool, s->asked[i]);
+            s->asked[i] = NULL;
+            return true;
+        }
+    return false;
+}
+
 static void send_sync(sl_swim_t *s, sl_istr_t *addr, sl_istr_t *name, bool join, bool reply) {
+    if (!reply) {
+        uint32_t k = s->asked_next++ % SYNC_ASKED_MAX;
+        intern_put(s->pool, s->asked[k]);
+        s->asked[k] = intern_ref(addr);
+        s->asked_at[k] = s->now_ms;
+    }
     out_t o = {0};
     o.type = SL_MSG_SYNC;
     o.join = join;
@@ -1155,9 +1194,11 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
         if (sy->member_count > SL_SYNC_MAX_MEMBERS || (sy->member_count && !sy->members))
             return SL_EPROTO;
         bool was_alone = s->alive_count <= 1;
-        /* The answer to our join brings the whole table (up to
-         * max_members); any other SYNC adds few members we did not know. */
-        s->joining_reply = sy->reply && was_alone;
+        /* The answer to a SYNC we sent (our push-pull, or any answer while
+         * we are alone: a seed may answer from another address than the
+         * one we dialled) brings the whole table, up to max_members; any
+         * other message adds few members we did not know. */
+        s->joining_reply = sy->reply && (sync_asked(s, msg->from_addr) || was_alone);
         for (size_t i = 0; i < sy->member_count; i++) {
             sl_err e = apply(s, &sy->members[i], true);
             if (e && !err)

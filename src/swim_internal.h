@@ -165,6 +165,7 @@ typedef struct {
 } seed_t;
 
 #define EVENT_CAP 65536 /* queued events; beyond: oldest dropped */
+#define SYNC_ASKED_MAX 8 /* SYNC requests remembered, to know their answers */
 
 struct sl_swim {
     sl_swim_timing_t t;       /* timing in force */
@@ -237,7 +238,10 @@ struct sl_swim {
     uint32_t scratch_cap;          /* records allocated */
 
     bool any_addr;            /* names allowed in addresses (simulator) */
-    bool joining_reply;       /* the message being applied answers our join */
+    bool joining_reply;       /* the message being applied answers a SYNC we sent */
+    sl_istr_t *asked[SYNC_ASKED_MAX]; /* where our latest SYNC requests went (refs) */
+    int64_t asked_at[SYNC_ASKED_MAX]; /* when each was sent */
+    uint32_t asked_next;      /* next slot of asked to overwrite */
     uint32_t msg_new;         /* unknown members added by the message being applied */
     int64_t new_window_ms;    /* start of the current max_new_per_period window */
     uint32_t new_in_window;   /* unknown members added from messages in it */

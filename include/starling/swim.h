@@ -91,10 +91,11 @@ typedef struct {
     uint32_t max_members;           /* records held, self included; beyond:
                                        unknown members refused (4096) */
     uint32_t max_new_per_msg;       /* unknown members one message may add,
-                                       but for the answer to our join (64) */
+                                       but for the answer to a SYNC we sent
+                                       or to our join (64) */
     uint32_t max_new_per_period;    /* unknown members all messages together
                                        may add per push-pull interval, but
-                                       for the answer to our join (256) */
+                                       for those answers (1024) */
 } sl_swim_timing_t;
 
 typedef struct {
