@@ -728,6 +728,43 @@ static void test_events(void) {
     sl_swim_destroy(&a);
 }
 
+static void test_table_cap(void) {
+    /* max_members bounds the table; a full one forgets the member given
+     * up longest to take a new one, never a live one */
+    sl_swim_timing_t tm = {0};
+    tm.max_members = 4;
+    sl_swim_t *s = make(0, 0, &tm);
+    sl_member_msg_t r = {0};
+    char name[16], addr[32];
+    for (int i = 1; i <= 3; i++) {
+        name_of(i, name, sizeof name);
+        addr_of(i, addr, sizeof addr);
+        r.name = sl_bytes_str(name);
+        r.addr = sl_bytes_str(addr);
+        r.incarnation = 1;
+        r.state = SL_STATE_ALIVE;
+        CHECK_OK(sl_swim_add_member(s, 10 * i, &r));
+    }
+    CHECK_INT(sl_swim_member_count(s), 4);
+    r.name = sl_bytes_str("m9");
+    r.addr = sl_bytes_str("tcp://m9");
+    CHECK_ERR(sl_swim_add_member(s, 100, &r), SL_ETOOBIG);
+    sl_swim_stats_t st;
+    sl_swim_stats(s, &st);
+    CHECK_INT(st.refused_new, 1);
+    sl_member_msg_t d = {.name = sl_bytes_str("m2"), .addr = sl_bytes_str("tcp://m2"),
+                         .incarnation = 1, .state = SL_STATE_DEAD};
+    CHECK_OK(sl_swim_add_member(s, 200, &d));
+    CHECK_OK(sl_swim_add_member(s, 300, &r));
+    CHECK_INT(sl_swim_member_count(s), 4);
+    sl_swim_member_t m;
+    CHECK_ERR(sl_swim_member_find(s, sl_bytes_str("m2"), &m), SL_ENOTFOUND);
+    CHECK_OK(sl_swim_member_find(s, sl_bytes_str("m9"), &m));
+    CHECK_OK(sl_swim_member_find(s, sl_bytes_str("m1"), &m));
+    CHECK_OK(sl_swim_check(s));
+    sl_swim_destroy(&s);
+}
+
 static void test_reap(void) {
     sl_swim_timing_t tm = {0};
     tm.reap_ms = 20000;
@@ -775,5 +812,6 @@ int main(void) {
     sl_test_run("seeds_redialled", test_seeds_redialled);
     sl_test_run("events", test_events);
     sl_test_run("reap", test_reap);
+    sl_test_run("table_cap", test_table_cap);
     return sl_test_finish();
 }
