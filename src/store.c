@@ -467,6 +467,7 @@ void sl_store_destroy(sl_store_t **sp) {
     sl_free(s->gc_cut_next);
     sl_free(s->gc_target);
     sl_free(s->gc_cut);
+    sl_free(s->gc_done);
     sl_store_destroy(&s->shadow);
     sl_free(s);
     *sp = NULL;

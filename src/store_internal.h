@@ -46,6 +46,11 @@ typedef struct {
     uint32_t vv_count;          /* entries */
     sl_store_range_t *retired;  /* its last digest's retired list */
     uint32_t retired_count;     /* entries */
+    uint64_t own_seen;          /* our own seq its digests last reported, when
+                                   not past our counter (0: never) */
+    uint64_t resend_from;       /* a heal: our own atoms past this seq go to it
+                                   again (rule 9) ... */
+    bool resend;                /* ... until one answer carried them all */
 } peer_t;
 
 struct sl_store {
@@ -81,6 +86,10 @@ struct sl_store {
     uint32_t gc_len;            /* entries in the two above */
     uint64_t *gc_cut;           /* by rix: the last completed cut */
     uint32_t gc_cut_len;        /* entries */
+    uint64_t *gc_done;          /* by rix: every replica held these dots before the
+                                   last collection (its target; after a reset, our
+                                   vv then): a removal of them may be gone */
+    uint32_t gc_done_len;       /* entries */
     uint64_t snap_from;         /* snapshot being received: sender */
     uint64_t snap_id;           /* its id */
     uint32_t snap_next;         /* next chunk expected */

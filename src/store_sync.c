@@ -230,9 +230,12 @@ static sl_err flush_delta(sl_store_t *s, builder_t *b, sl_store_out_t *out, size
 }
 
 /* Appends DELTA messages holding every atom `peer_vv` lacks (bounded by
- * max_sync_len); never the peer's own atoms. */
+ * max_sync_len); never the peer's own atoms. With `resend`, our own atoms
+ * from seq `own_from` on go too, even those the peer counts as seen (a
+ * heal, rule 9); `*cut`: the answer stopped at max_sync_len. */
 static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_range_t *pvv,
-                           uint32_t pn, sl_store_out_t *out) {
+                           uint32_t pn, bool resend, uint64_t own_from, bool *cut,
+                           sl_store_out_t *out) {
     /* replicas in rid order, with what the peer has */
     uint32_t *order = sl_calloc(s->rep_count, sizeof *order);
     uint64_t *from = sl_calloc(s->rep_count, sizeof *from);
@@ -250,6 +253,8 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
     for (uint32_t i = 0; i < s->rep_count; i++) {
         const replica_t *r = &s->reps[i];
         from[i] = pairs_get(pvv, pn, r->rid, NULL);
+        if (resend && i == s->self_rix && own_from < from[i])
+            from[i] = own_from;
         /* a range claims at most SL_STORE_MAX_DOT_LEAD dots: the rest
          * goes with the next digest */
         top[i] = r->seq > from[i] && r->seq - from[i] > SL_STORE_MAX_DOT_LEAD
@@ -302,6 +307,8 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
                 cands = c;
             }
             cands[ncand++] = (cand_t){((uint64_t)rank[rix] << SEQ_BITS) | seq, i, a};
+            if (resend && rix == s->self_rix && seq <= pairs_get(pvv, pn, s->rid, NULL))
+                s->st.resent++;
         }
     }
     if (ncand)
@@ -367,6 +374,8 @@ static sl_err build_deltas(sl_store_t *s, uint64_t peer_rid, const sl_store_rang
     }
     if (!stop)
         err = flush_delta(s, &b, out, &total);
+    if (cut)
+        *cut = stop;
 fail:
     sl_free(order);
     sl_free(from);
@@ -510,14 +519,21 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
             rep->retired = 0;
             rep->retire_pending = 1;
         }
-        if (rep->retired || rep->seq >= r->to)
+        if (rep->retired)
             continue; /* all seen */
         if (rep->seq < r->from && !(trusted && r->rid == s->rid)) {
             /* (our own log may jump: a heal moved the counter) */
             s->st.gaps++;
             continue;
         }
-        ok[g] = 1;
+        /* 1: join the atoms past our entry; 2: every atom, from the
+         * replica that made them (rule 4: its word on its own dots
+         * outranks a claim that moved our entry past atoms we never got;
+         * joins are idempotent, so honest duplicates change nothing) */
+        if (r->rid == m->sender && r->rid != s->rid)
+            ok[g] = 2;
+        else if (rep->seq < r->to)
+            ok[g] = 1;
     }
     uint64_t hs[16];
     for (uint32_t i = 0; i < PF_SLOT && i < m->item_count; i++)
@@ -529,18 +545,30 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
         uint32_t g;
         if (!range_of(m, item->it.dot.rid, &g) || !ok[g])
             continue;
-        if (item->it.dot.seq <= s->reps[rixs[g]].seq) {
+        bool seen = item->it.dot.seq <= s->reps[rixs[g]].seq;
+        /* (not under the last collection: a removal of it may be gone,
+         * and only a stale duplicate brings such an atom) */
+        if (seen && (ok[g] == 1 || (rixs[g] < s->gc_done_len &&
+                                    item->it.dot.seq <= s->gc_done[rixs[g]]))) {
             s->st.dup++;
             continue;
         }
         bool ch;
         if ((err = store_apply_item_h(s, item->key, item->key_len, h, &item->it, rixs[g], &ch)))
             break;
-        if (ch)
+        if (ch) {
             s->st.applied++;
+            *changed = true;
+        }
+        if (seen) {
+            if (ch)
+                s->st.rejoined++;
+            else
+                s->st.dup++;
+        }
     }
     for (uint32_t g = 0; !err && g < m->range_count; g++)
-        if (ok[g]) {
+        if (ok[g] && s->reps[rixs[g]].seq < m->ranges[g].to) {
             s->reps[rixs[g]].seq = m->ranges[g].to;
             *changed = true;
         }
@@ -624,12 +652,18 @@ static sl_err reset_complete(sl_store_t *s, const sl_store_dmsg_t *m) {
         return err;
     swap_maps(s, sh);
     sl_store_destroy(&s->shadow); /* now holding the old map */
-    /* replica numbers changed: garbage collection starts afresh */
+    /* replica numbers changed: garbage collection starts afresh (and
+     * what the sender may have collected is under our vv now) */
     sl_free(s->gc_cut);
     sl_free(s->gc_cut_next);
     sl_free(s->gc_target);
+    sl_free(s->gc_done);
     s->gc_cut = s->gc_cut_next = s->gc_target = NULL;
     s->gc_cut_len = s->gc_len = 0;
+    s->gc_done = sl_calloc(s->rep_count ? s->rep_count : 1, sizeof *s->gc_done);
+    s->gc_done_len = s->gc_done ? s->rep_count : 0;
+    for (uint32_t i = 0; i < s->gc_done_len; i++)
+        s->gc_done[i] = s->reps[i].seq;
     s->gc_active = false;
     s->want_reset = false;
     return SL_OK;
@@ -769,11 +803,26 @@ uint64_t sl_store_caught_up_ms(const sl_store_t *s) { return s->caught_up_ms; }
  * counter moves past what the peer believes (check_claims bounded it by
  * SL_STORE_MAX_DOT_LEAD); the next write's range starts where the counter
  * was, so the WAL records the move (S4 unique dots) and peers take it. */
-static void heal(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms) {
+static void heal(sl_store_t *s, peer_t *p, const sl_store_dmsg_t *m, uint64_t now_ms) {
     replica_t *self = &s->reps[s->self_rix];
     uint64_t claim = pairs_get(m->ranges, m->range_count, s->rid, NULL);
-    if (claim <= self->seq)
+    if (claim <= self->seq) {
+        p->own_seen = claim;
         return;
+    }
+    /* Which of our writes may the peer count as seen without holding
+     * them? Those past what it last reported (the forged range started
+     * at or below its real entry): they go to it again, original dots and
+     * all, and it joins them from us although its vv covers them (rule
+     * 4). Only this window, so a forger repeating small claims costs us
+     * our recent writes, not the whole store. */
+    uint64_t from = p->own_seen;
+    if (self->seq - from > SL_STORE_MAX_DOT_LEAD)
+        from = self->seq - SL_STORE_MAX_DOT_LEAD;
+    if (self->seq > from && (!p->resend || from < p->resend_from)) {
+        p->resend_from = from;
+        p->resend = true;
+    }
     if (!s->heal_pending) {
         s->heal_pending = true;
         s->heal_from = self->seq;
@@ -817,14 +866,20 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t no
     p->vv_count = m->range_count;
     p->retired = ret;
     p->retired_count = m->retired_count;
-    heal(s, m, now_ms);
+    heal(s, p, m, now_ms);
     sl_err err;
     /* a replica that itself waits for a reset may hold stale atoms: it
      * answers with deltas only */
-    if (!s->want_reset && (m->want_reset || needs_reset(s, p)))
+    if (!s->want_reset && (m->want_reset || needs_reset(s, p))) {
         err = build_snapshot(s, SL_STORE_SNAP_RESET, s->cfg.max_msg_len, replies);
-    else
-        err = build_deltas(s, m->sender, m->ranges, m->range_count, replies);
+        p->resend = false; /* a reset carries all our atoms */
+    } else {
+        bool cut = false;
+        err = build_deltas(s, m->sender, m->ranges, m->range_count, p->resend, p->resend_from,
+                           &cut, replies);
+        if (!err && !cut)
+            p->resend = false;
+    }
     if (err)
         return err;
     if (m->reply) {
@@ -879,6 +934,7 @@ static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t n
         p->vv_count = vn;
         p->retired = ret;
         p->retired_count = rn;
+        p->own_seen = pairs_get(vv, vn, s->rid, NULL);
         if (m->reply)
             return SL_OK;
         sl_store_msg_t d;
@@ -1153,7 +1209,9 @@ start:
     s->gc_cut = s->gc_cut_next;
     s->gc_cut_len = s->gc_len;
     s->gc_cut_next = NULL;
-    sl_free(s->gc_target);
+    sl_free(s->gc_done);
+    s->gc_done = s->gc_target;
+    s->gc_done_len = s->gc_len;
     s->gc_target = NULL;
     s->gc_len = 0;
     s->gc_active = false;

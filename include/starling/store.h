@@ -319,6 +319,13 @@ typedef struct {
                                  chunks that disagree, control characters in keys) */
     uint64_t healed;          /* times a peer believed this replica's counter past
                                  its own, and the counter moved past that */
+    uint64_t resent;          /* atoms of this replica sent again to a peer that
+                                 believed it had them (after a heal: those with
+                                 seq past what the peer last reported, rule 9) */
+    uint64_t rejoined;        /* atoms joined from the replica that made them
+                                 although the vv counted their dots seen (and
+                                 that changed the state: a forged claim had
+                                 moved the vv, rule 4) */
 } sl_store_stats_t;
 
 void sl_store_stats(const sl_store_t *s, sl_store_stats_t *out);

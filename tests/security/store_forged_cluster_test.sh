@@ -6,6 +6,8 @@
 # p0 too. Now p1 refuses it and counts it (bad_input, store.forged), p0's
 # 20 later writes reach p1 and p2, the three state hashes agree, and p0
 # still reads them after a restart.
+# Then a claim only 5 dots past p0's counter (within the bound, p1 takes
+# it, and no heal fires): p0's next 20 writes must still all reach p1.
 # The forger is tests/security/store_forged_delta_test's `send` mode
 # ($SL_FORGER to use another build of it).
 . "$(dirname "$0")/../cluster/lib.sh"
@@ -26,10 +28,10 @@ wait_until 20 "p1 and p2 read p0's first write" eval 'has p1 before 1 && has p2 
 bad0=$(stat_of p1 bad_input)
 "$FORGER" send "tcp://$(addr_of p1)" "$rid" || fail "the forged delta could not be sent"
 for i in $(seq 1 20); do ctl p0 put "after/$i" "v$i" >/dev/null || fail "put after/$i on p0 failed"; done
-# all_read NAME: NAME reads p0's 20 later writes.
+# all_read NAME [PREFIX]: NAME reads p0's 20 later writes (PREFIX/1..20).
 all_read() {
     local i
-    for i in $(seq 1 20); do has "$1" "after/$i" "v$i" || return 1; done
+    for i in $(seq 1 20); do has "$1" "${2:-after}/$i" "v$i" || return 1; done
 }
 wait_until 30 "p1 reads p0's 20 writes made after the forgery" all_read p1
 wait_until 30 "p2 reads them" all_read p2
@@ -44,8 +46,26 @@ same_hash() {
 wait_until 30 "p0, p1 and p2 report one state_hash" same_hash
 log "p1: bad_input $(stat_of p1 bad_input), store.rejected $(stat_of p1 store.rejected), store.forged $(stat_of p1 store.forged)"
 
+# A claim only 5 dots past p0's counter: within the bound, so p1 takes it,
+# and p0's next writes pass it before any DIGEST could show it (no heal).
+# Before, p1 dropped p0's next 5 writes as seen, for good; now it joins
+# them from their writer (proto/store.md rule 4, store.rejoined).
+wait_until 30 "p0, p1 and p2 agree before the second forgery" same_hash
+seq0=$(stat_of p0 store.seq)
+[ -n "$seq0" ] && [ "$seq0" -gt 0 ] || fail "no store.seq in p0's stats"
+"$FORGER" send "tcp://$(addr_of p1)" "$rid" "$seq0" $((seq0 + 5)) ||
+    fail "the forged delta 5 dots ahead could not be sent"
+for i in $(seq 1 20); do ctl p0 put "few/$i" "v$i" >/dev/null || fail "put few/$i on p0 failed"; done
+wait_until 30 "p1 reads p0's 20 writes made after a claim 5 dots ahead" all_read p1 few
+wait_until 30 "p2 reads them" all_read p2 few
+wait_until 10 "p1 took 5 of them from p0 although its vv counted them seen" \
+    stat_at_least p1 store.rejoined 1
+wait_until 30 "the hashes agree" same_hash
+log "p1: store.rejoined $(stat_of p1 store.rejoined), store.forged $(stat_of p1 store.forged)"
+
 stop_peer p0
 start_peer p0 --join "$(addr_of p1)"
 wait_until 30 "p0, restarted, still reads its 20 writes" all_read p0
+wait_until 30 "and its 20 writes after the claim 5 dots ahead" all_read p0 few
 wait_until 30 "and the hashes agree again" same_hash
 log "PASS"

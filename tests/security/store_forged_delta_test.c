@@ -16,11 +16,18 @@
  *                  DIGEST beyond the lead is refused, the counter is kept
  *   cut_ranges     a replica with more than 2^32 dots is still relayed
  *                  (ranges are cut at the lead, not refused)
+ *   few_ahead      a claim only 5 dots ahead, then 20 writes: the victim's
+ *                  counter passes it before any DIGEST shows it (no heal);
+ *                  the poisoned peer joins the 5 from their writer anyway
+ *   heal_resend    writes the poisoned peer counted as seen and never got
+ *                  (its pushes lost) go to it again at the heal: exactly
+ *                  those past what it last reported
+ *   stale_after_gc the writer's word never brings back a collected delete
  *
- * `store_forged_delta_test send ADDR RID_HEX` sends the issue's forged
- * DELTA (dots of RID up to 2^40, no atom) to the peer at ADDR, as a raw
- * ZeroMQ client with no key: store_forged_cluster_test.sh uses it on real
- * peers. `store_forged_delta_test future ADDR N` sends N DELTAs whose
+ * `store_forged_delta_test send ADDR RID_HEX [FROM TO]` sends the issue's
+ * forged DELTA (dots of RID up to 2^40, or (FROM, TO], no atom) to the
+ * peer at ADDR, as a raw ZeroMQ client with no key:
+ * store_forged_cluster_test.sh uses it on real peers. `store_forged_delta_test future ADDR N` sends N DELTAs whose
  * atom is stamped an hour ahead (each refused, HLC-REJECT).
  */
 #include <stdlib.h>
@@ -41,6 +48,13 @@
 #else
 #define FORGED(st) (st).forged
 #define HEALED(st) (st).healed
+#endif
+#ifdef SL_STORE_OLD_STATS /* before the re-send (rule 9) and the originator's word (rule 4) */
+#define RESENT(st) 0
+#define REJOINED(st) 0
+#else
+#define RESENT(st) (st).resent
+#define REJOINED(st) (st).rejoined
 #endif
 
 typedef struct {
@@ -313,10 +327,183 @@ static void test_cut_ranges(void) {
     sl_store_destroy(&c);
 }
 
-/* The forged DELTA on the wire, to a real peer. */
-static int send_forged(const char *addr, const char *rid_hex) {
+static sl_store_stats_t stats(sl_store_t *s) {
+    sl_store_stats_t st;
+    sl_store_stats(s, &st);
+    return st;
+}
+
+/* How many of keys PREFIX/0..n-1 `s` lacks. */
+static int missing_of(sl_store_t *s, const char *prefix, int n) {
+    char k[48];
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof k, "%s/%d", prefix, i);
+        missing += !has_key(s, k);
+    }
+    return missing;
+}
+
+/* The gap the heal left: a forged claim only 5 dots ahead of the victim's
+ * counter, then 20 writes by the victim, each delivered to both peers at
+ * once. The first 5 look old to the poisoned peer, and the victim's
+ * counter passes the claim before any DIGEST could show it: no heal ever
+ * fires. The poisoned peer joins them anyway, from the replica that made
+ * them (rule 4). A restart of the victim from its WAL issues no dot twice. */
+static void test_few_ahead(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c};
+    wal_t w = {0};
+    put_send(a, &w, bc, 2, "before", "1");
+    rounds(all, 3, 1);
+    uint64_t counter = sl_store_vv_get(a, 0xa1);
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, counter, counter + 5, NULL));
+    CHECK_INT(sl_store_vv_get(b, 0xa1), counter + 5);
+    char k[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "after/%d", i);
+        put_send(a, &w, bc, 2, k, "v");
+    }
+    rounds(all, 3, 3);
+    int missing = missing_of(b, "after", 20);
+    CHECK_MSG(missing == 0, "%d of the victim's 20 writes after a claim 5 dots ahead never "
+              "reached the poisoned peer", missing);
+    CHECK_INT(missing_of(c, "after", 20), 0);
+    CHECK_INT(HEALED(stats(a)), 0); /* no DIGEST ever showed the claim ahead */
+    CHECK_INT(REJOINED(stats(b)), 5);
+    CHECK_MSG(sl_store_state_hash(a) == sl_store_state_hash(b) &&
+                  sl_store_state_hash(b) == sl_store_state_hash(c),
+              "state hashes differ: %016" PRIx64 " %016" PRIx64 " %016" PRIx64,
+              sl_store_state_hash(a), sl_store_state_hash(b), sl_store_state_hash(c));
+    CHECK_OK(sl_store_check(b));
+    /* restart of the victim from its WAL: its next write takes a new dot,
+     * past every dot any peer holds of it, and reaches both */
+    sl_store_t *a2 = mk(0xa1);
+    for (size_t i = 0; i < w.count; i++)
+        CHECK_OK(sl_store_replay(a2, w.msgs[i].type, w.msgs[i].body, w.msgs[i].len));
+    CHECK(sl_store_state_hash(a2) == sl_store_state_hash(a));
+    uint64_t top = sl_store_vv_get(b, 0xa1) > sl_store_vv_get(c, 0xa1) ? sl_store_vv_get(b, 0xa1)
+                                                                         : sl_store_vv_get(c, 0xa1);
+    put_send(a2, NULL, bc, 2, "restarted", "r");
+    sl_store_entry_t e;
+    CHECK_OK(sl_store_lookup(a2, "restarted", 9, &e));
+    CHECK_MSG(e.dot.seq > top, "the restarted victim issued dot %" PRIu64 " again (peers hold up "
+              "to %" PRIu64 ")", e.dot.seq, top);
+    CHECK(has_key(b, "restarted") && has_key(c, "restarted"));
+    wal_free(&w);
+    sl_store_destroy(&a2);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+/* Writes the victim made while the poisoned peer already counted their
+ * dots as seen and that never reached it directly (its pushes lost): the
+ * victim's next round with it heals, and sends it again exactly its own
+ * atoms past what that peer last reported; 100 older writes, which the
+ * peer had confirmed, do not go again. A second forgery costs only the
+ * writes since. */
+static void test_heal_resend(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c}, *only_c[] = {c};
+    char k[32];
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof k, "old/%d", i);
+        put_send(a, NULL, bc, 2, k, "o");
+    }
+    rounds(all, 3, 1);
+    uint64_t counter = sl_store_vv_get(a, 0xa1);
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, counter, counter + 1000, NULL));
+    for (int i = 0; i < 5; i++) {
+        snprintf(k, sizeof k, "hidden/%d", i);
+        put_send(a, NULL, only_c, 1, k, "h");
+    }
+    CHECK_INT(missing_of(b, "hidden", 5), 5);
+    exchange(a, b); /* b's DIGEST shows the claim: a heals and sends again */
+    CHECK_INT(HEALED(stats(a)), 1);
+    int missing = missing_of(b, "hidden", 5);
+    CHECK_MSG(missing == 0, "%d of 5 writes the poisoned peer counted as seen never reached it "
+              "after the heal", missing);
+    CHECK_INT(RESENT(stats(a)), 5); /* the window, not the 100 older writes */
+    rounds(all, 3, 2);
+    CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
+    CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
+    /* again: only the writes since b's last report go */
+    counter = sl_store_vv_get(a, 0xa1);
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, counter, counter + 1000, NULL));
+    for (int i = 0; i < 3; i++) {
+        snprintf(k, sizeof k, "hidden2/%d", i);
+        put_send(a, NULL, only_c, 1, k, "h");
+    }
+    rounds(all, 3, 2);
+    CHECK_INT(missing_of(b, "hidden2", 3), 0);
+    CHECK_INT(HEALED(stats(a)), 2);
+    CHECK_INT(RESENT(stats(a)), 8);
+    CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
+    CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
+    CHECK_OK(sl_store_check(b));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+/* The originator's word (rule 4) never brings back what garbage
+ * collection removed: a stale copy of a write, delivered again by its
+ * writer's connection after a delete of it was collected everywhere,
+ * stays dead. */
+static void test_stale_after_gc(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c}, *ac[] = {a, c};
+    uint64_t rids[] = {0xa1, 0xb2, 0xc3};
+    for (int i = 0; i < 3; i++) {
+        uint64_t others[2];
+        int n = 0;
+        for (int j = 0; j < 3; j++)
+            if (j != i)
+                others[n++] = rids[j];
+        CHECK_OK(sl_store_set_live(all[i], others, 2));
+    }
+    sl_store_msg_t stale;
+    CHECK_OK(sl_store_put(a, "k", 1, "1", 1, NOW, &stale));
+    for (int i = 0; i < 2; i++) {
+        sl_store_out_t o;
+        sl_store_out_init(&o);
+        CHECK_OK(sl_store_receive(bc[i], stale.type, stale.body, stale.len, NOW, &o, &(bool){0}));
+        sl_store_out_fini(&o);
+    }
+    sl_store_msg_t d;
+    CHECK_OK(sl_store_del(b, "k", 1, NOW + 1, &d));
+    for (int i = 0; i < 2; i++) {
+        sl_store_out_t o;
+        sl_store_out_init(&o);
+        CHECK_OK(sl_store_receive(ac[i], d.type, d.body, d.len, NOW + 1, &o, &(bool){0}));
+        sl_store_out_fini(&o);
+    }
+    sl_store_msg_fini(&d);
+    for (int r = 0; r < 6 && stats(b).gc_dropped == 0; r++) {
+        rounds(all, 3, 1);
+        for (int i = 0; i < 3; i++)
+            sl_store_gc(all[i]);
+    }
+    CHECK_MSG(stats(b).gc_dropped == 1, "the tombstone was not collected (%" PRIu64 ")",
+              stats(b).gc_dropped);
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    CHECK_OK(sl_store_receive(b, stale.type, stale.body, stale.len, NOW + 2, &o, &(bool){0}));
+    sl_store_out_fini(&o);
+    sl_store_msg_fini(&stale);
+    CHECK_MSG(!has_key(b, "k"), "a stale copy brought a collected delete's key back");
+    CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+/* The forged DELTA on the wire, to a real peer: dots (from, to] of RID
+ * (default 0, 2^40). */
+static int send_forged(const char *addr, const char *rid_hex, uint64_t from, uint64_t to) {
     uint64_t rid = strtoull(rid_hex, NULL, 16);
-    sl_store_range_t r = {rid, 0, UINT64_C(1) << 40};
+    sl_store_range_t r = {rid, from, to};
     sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = 0xf00d, .ranges = &r,
                          .range_count = 1};
     sl_store_msg_t msg;
@@ -327,8 +514,8 @@ static int send_forged(const char *addr, const char *rid_hex) {
     sl_err err = sl_net_client_new(addr, NULL, &c);
     if (!err)
         err = sl_net_client_send(c, h, msg.body, msg.len, 5000);
-    fprintf(stderr, "sent a %zu-byte DELTA claiming dots 1..2^40 of %016" PRIx64 " to %s: %s\n",
-            msg.len + 4, rid, addr, sl_strerror(err));
+    fprintf(stderr, "sent a %zu-byte DELTA claiming dots %" PRIu64 "..%" PRIu64 " of %016" PRIx64
+            " to %s: %s\n", msg.len + 4, from + 1, to, rid, addr, sl_strerror(err));
     sl_net_client_destroy(&c); /* lingers until sent */
     sl_store_msg_fini(&msg);
     return err ? 1 : 0;
@@ -363,7 +550,10 @@ static int send_future(const char *addr, int n) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "send") == 0)
-        return send_forged(argv[2], argv[3]);
+        return send_forged(argv[2], argv[3], 0, UINT64_C(1) << 40);
+    if (argc == 6 && strcmp(argv[1], "send") == 0)
+        return send_forged(argv[2], argv[3], strtoull(argv[4], NULL, 10),
+                           strtoull(argv[5], NULL, 10));
     if (argc == 4 && strcmp(argv[1], "future") == 0)
         return send_future(argv[2], atoi(argv[3]));
     sl_log_set_level(SL_LOG_ERR);
@@ -372,5 +562,8 @@ int main(int argc, char **argv) {
     sl_test_run("heal_quiet", test_heal_quiet);
     sl_test_run("own_claims", test_own_claims);
     sl_test_run("cut_ranges", test_cut_ranges);
+    sl_test_run("few_ahead", test_few_ahead);
+    sl_test_run("heal_resend", test_heal_resend);
+    sl_test_run("stale_after_gc", test_stale_after_gc);
     return sl_test_finish();
 }
