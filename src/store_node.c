@@ -594,6 +594,27 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
         (!sl_addr_is_numeric((const uint8_t *)out.reply_to, strlen(out.reply_to)) ||
          !sl_net_in_from(sl_node_net(node), out.reply_to))) {
         sl_node_bad_input(node, "store");
+        /* one line per 10 s, whatever the flood (a static: one clock for
+           every store node of the process is enough for a log's rate) */
+        static uint64_t logged_ns, unlogged;
+        if (logged_ns && now_ns - logged_ns < 10000000000ull) {
+            unlogged++;
+        } else {
+            for (char *c = out.reply_to; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = '?';
+            const char *peer = sl_net_in_peer(sl_node_net(node));
+            sl_log(SL_LOG_WARNING, "STORE-REFUSED",
+                   "refused a store %s whose reply address %s is %s (it came from %s); %" PRIu64
+                   " more refused since the last such line",
+                   type == SL_STORE_MSG_DIGEST ? "DIGEST" : "SUMMARY", out.reply_to,
+                   sl_addr_is_numeric((const uint8_t *)out.reply_to, strlen(out.reply_to))
+                       ? "not the sender's own"
+                       : "not a numeric HOST:PORT",
+                   peer[0] ? peer : "?", unlogged);
+            logged_ns = now_ns ? now_ns : 1;
+            unlogged = 0;
+        }
         out.reply_to[0] = 0;
     }
     if (err == SL_OK) {
