@@ -55,3 +55,14 @@ void sl_log(int level, const char *id, const char *fmt, ...) {
     sl_logv(level, id, fmt, ap);
     va_end(ap);
 }
+
+bool sl_log_limit(sl_log_limit_t *lim, uint64_t now_ms, uint64_t every_ms, uint64_t *left_out) {
+    if (lim->last_ms && now_ms >= lim->last_ms && now_ms - lim->last_ms < every_ms) {
+        lim->left_out++;
+        return false;
+    }
+    *left_out = lim->left_out;
+    lim->last_ms = now_ms ? now_ms : 1;
+    lim->left_out = 0;
+    return true;
+}

@@ -354,6 +354,8 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "conns_shared_closed", ns.conns_shared_closed);
     add_u64(net, "conns_redialled", ns.conns_redialled);
     add_u64(net, "sends_refused", ns.sends_refused);
+    add_u64(net, "names_refused", ns.names_refused);
+    add_u64(net, "inbound_refused", ns.inbound_refused);
 
     cJSON *dec = cJSON_AddObjectToObject(root, "decode");
     add_u64(dec, "ok", node->decode_ok);
@@ -372,11 +374,12 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
         add_u64(bim, node->bad_input[i].module, node->bad_input[i].count);
         by_modules += node->bad_input[i].count;
     }
-    add_u64(root, "bad_input", ns.bad_frames + ns.oversized + ns.handshake_failed +
-                                   node->decode_bad + node->swim_rejected + by_modules);
-
     sl_swim_stats_t ss;
     sl_swim_stats(node->swim, &ss);
+    add_u64(root, "bad_input", ns.bad_frames + ns.oversized + ns.handshake_failed +
+                                   ns.inbound_refused + node->decode_bad + node->swim_rejected +
+                                   ss.records_refused + by_modules);
+
     cJSON *sw = cJSON_AddObjectToObject(root, "swim");
     add_u64(sw, "probes", ss.probes);
     add_u64(sw, "probe_acks", ss.probe_acks);
@@ -400,6 +403,11 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(sw, "outputs_dropped", ss.outputs_dropped);
     add_u64(sw, "events_dropped", ss.events_dropped);
     add_u64(sw, "seed_dials", ss.seed_dials);
+    add_u64(sw, "records_refused", ss.records_refused);
+    add_u64(sw, "refused_incarnation", ss.refused_inc);
+    add_u64(sw, "refused_address", ss.refused_addr);
+    add_u64(sw, "refused_name", ss.refused_name);
+    add_u64(sw, "refused_new", ss.refused_new);
 
     cJSON *ctl = cJSON_AddObjectToObject(root, "ctl");
     add_u64(ctl, "requests", node->ctl_requests);

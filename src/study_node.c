@@ -47,8 +47,11 @@ static const char *self_name(sl_study_node_t *sn) { return sl_node_name(sn->node
 /* Counts the write and says when it failed. */
 static sl_err wrote(sl_study_node_t *sn, const char *key, sl_err err) {
     sn->writes++;
-    if (err != SL_OK)
-        sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s", key, sl_strerror(err));
+    uint64_t left_out;
+    if (err != SL_OK &&
+        sl_log_limit(&sn->write_failed_log, sl_study_node_wall_ms(), 10000, &left_out))
+        sl_log(SL_LOG_WARNING, "STUDY-PUT", "cannot write %s: %s (%" PRIu64 " more failed writes unlogged)",
+               key, sl_strerror(err), left_out);
     return err;
 }
 

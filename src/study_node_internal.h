@@ -219,6 +219,7 @@ struct sl_study_node {
     idlist_t ids;                    /* studies in the store, kept by the listener */
     bool ids_stale;                  /* read them again (a RESET snapshot came) */
     uint64_t writes;                 /* store writes made by the loop */
+    sl_log_limit_t write_failed_log; /* STUDY-PUT: once per 10 s (a full disk fails every write) */
     uint64_t turns;                  /* study turns taken (stats) */
     uint64_t turn_ns_total;          /* their cost (stats) */
     uint64_t claims;                 /* trials claimed here (stats) */

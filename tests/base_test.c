@@ -107,6 +107,25 @@ static void test_remove_tree(void) {
     sl_plat_remove_tree(base); /* gone already: nothing to do */
 }
 
+/* A limited line: the first passes, repeats within the interval are
+ * counted, the next after it passes with the count, which starts again. */
+static void test_log_limit(void) {
+    sl_log_limit_t lim = {0};
+    uint64_t left = 99;
+    CHECK(sl_log_limit(&lim, 0, 10000, &left));
+    CHECK(left == 0);
+    for (int i = 0; i < 5; i++)
+        CHECK(!sl_log_limit(&lim, 1000 + (uint64_t)i, 10000, &left));
+    CHECK(!sl_log_limit(&lim, 9999, 10000, &left));
+    CHECK(sl_log_limit(&lim, 10001, 10000, &left));
+    CHECK(left == 6);
+    CHECK(!sl_log_limit(&lim, 10002, 10000, &left));
+    CHECK(sl_log_limit(&lim, 30000, 10000, &left));
+    CHECK(left == 1);
+    /* a clock that went back does not silence the line for good */
+    CHECK(sl_log_limit(&lim, 5, 10000, &left));
+}
+
 int main(void) {
     CHECK_OK(sl_init());
     sl_test_run("errors", test_errors);
@@ -114,5 +133,6 @@ int main(void) {
     sl_test_run("hashes", test_hashes);
     sl_test_run("alloc_failure_injection", test_alloc_failure_injection);
     sl_test_run("remove_tree", test_remove_tree);
+    sl_test_run("log_limit", test_log_limit);
     return sl_test_finish();
 }

@@ -71,6 +71,20 @@ void sl_log(int level, const char *id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sl_logv(int level, const char *id, const char *fmt, va_list ap);
 
+/* A line that input can repeat (one per refused message, one per failed
+ * write) is written at most once per interval, saying how many were left
+ * out since: a flood of hostile messages costs no disk. Embed one limiter
+ * per line; `now_ms` is the caller's clock (cores log on their own). */
+typedef struct {
+    uint64_t last_ms;  /* when the last line was written (0: never) */
+    uint64_t left_out; /* lines not written since */
+} sl_log_limit_t;
+
+/* True when the line may be written now (the first ever, or `every_ms`
+ * after the last); then `*left_out` is how many were left out since the
+ * last one. False (and one more left out) otherwise. */
+bool sl_log_limit(sl_log_limit_t *lim, uint64_t now_ms, uint64_t every_ms, uint64_t *left_out);
+
 /* ---- Allocation ---- */
 
 /* Every allocation in the library goes through these, so tests can inject
