@@ -75,11 +75,23 @@ cluster_init() {
     trap 'exit 130' INT TERM
 }
 
-# Prints a TCP port that is free now on 127.0.0.1 (not used by this test yet).
+# Prints a TCP port that is free now on 127.0.0.1 (not used by this test
+# yet), below 32768: the kernel hands out ports from 32768 up for outgoing
+# connections, so a port of ours there could be taken between two starts.
 free_port() {
     local p
     while :; do
-        p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        p=$(python3 -c '
+import random, socket
+while True:
+    p = random.randrange(20000, 32768)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    print(p)
+    break')
         local used=0
         for q in "${PORT[@]}"; do [ "$q" = "$p" ] && used=1; done
         [ $used = 0 ] && { echo "$p"; return; }

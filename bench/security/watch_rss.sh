@@ -3,11 +3,12 @@
 # that never read (SIGSTOPped once open) while PUTS puts of 64-byte values
 # happen; then the clients are killed. Prints RSS (MB) at each step.
 # A measurement run by hand for issue 12, item 9 (bench/results/security/
-# studies.md), not a test (ctest takes only *_test.sh).
+# studies.md), not a test.
 B=$1; N=$2; PUTS=$3
 D=$(mktemp -d "${TMPDIR:-/tmp}/sl-watch-rss.XXXX")
-P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-C=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+. "$(dirname "$0")/../../tests/cluster/lib.sh" # free_port
+P=$(free_port)
+C=$(free_port)
 CTL=127.0.0.1:$P; EXTRA=
 if $B/peer --help 2>&1 | grep -q -- '--control '; then CTL=127.0.0.1:$C; EXTRA="--control $CTL"; fi
 $B/peer --name w0 --listen 127.0.0.1:$P --data $D/data $EXTRA --log-level notice >$D/peer.log 2>&1 &
