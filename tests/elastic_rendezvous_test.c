@@ -2,9 +2,10 @@
  * first world, a death, a joiner, a leader killed before its world
  * starts, cancel; and the partition rule on records written as a split
  * brain would write them (a minority never seals, two children of one
- * world are never both established, split votes and hollow worlds do not
- * block the lineage). The simulation test (sim_elastic_test) runs the same
- * core under random faults. */
+ * world are never both established, split votes and worlds that never
+ * start do not block the lineage, the newest lineage survives, the source
+ * is the newest state). The simulation test (sim_elastic_test) runs the
+ * same core under random faults. */
 #include <stdlib.h>
 
 #include "starling/elastic.h"
@@ -29,6 +30,7 @@ typedef struct {
     sl_elastic_local_t local[NP];
     int rank[NP];            /* -1: not training */
     uint64_t started_round[NP];
+    sl_elastic_ref_t world_of[NP]; /* the world each trains in */
     bool cancelled;
     int64_t now;
 } cluster_t;
@@ -96,7 +98,7 @@ static void tick(cluster_t *c) {
                 c->started_round[p] = a->world.id.round;
                 c->local[p].step = a->start_step;
                 c->local[p].has_state = true;
-                c->local[p].state_world = a->world.id;
+                c->world_of[p] = a->world.id; /* its steps are this world's */
                 break;
             case SL_ELASTIC_STOP: c->rank[p] = -1; break;
             }
@@ -105,8 +107,10 @@ static void tick(cluster_t *c) {
     c->now += 50;
     /* a step for everyone training (the test's worlds are always whole) */
     for (int p = 0; p < NP; p++)
-        if (c->up[p] && c->rank[p] >= 0)
+        if (c->up[p] && c->rank[p] >= 0) {
             c->local[p].step++;
+            c->local[p].state_world = c->world_of[p];
+        }
 }
 
 static void run_for(cluster_t *c, int64_t ms) {
@@ -331,9 +335,10 @@ static void test_split_vote_does_not_block(void) {
     CHECK(status(3, "bob").trainable);
 }
 
-static void test_hollow_world_does_not_block(void) {
-    /* 2/bob is established by bob and cat but dan acked 2/dan: it never
-     * starts; bob, cat and ann (whose chain reaches 1/ann) continue it */
+static void test_world_that_never_starts_does_not_block(void) {
+    /* 2/bob is established by bob and cat but ann acked 2/dan: it never
+     * starts; bob, cat and ann (whose chain reaches 1/ann through the dead
+     * 2/dan: it committed to nothing established since) continue it */
     nws = nas = 0;
     world(1, "ann", 0, NULL, "ann bob cat");
     ack("ann", 1, "ann", 0, NULL);
@@ -358,19 +363,77 @@ static void test_hollow_world_does_not_block(void) {
     CHECK(status(3, "cat").trainable);
 }
 
-static void test_lineages_ordered_by_root(void) {
-    /* two roots sealed apart: the first (lower round, then smaller
-     * leader) survives */
+static void test_newest_lineage_survives(void) {
+    /* two roots sealed apart in one round: the larger leader id wins */
     nws = nas = 0;
     world(1, "bob", 0, NULL, "bob");
     ack("bob", 1, "bob", 0, NULL);
-    world(1, "ann", 0, NULL, "ann");
+    world(1, "ann", 0, NULL, "ann cat");
     ack("ann", 1, "ann", 0, NULL);
+    ack("cat", 1, "ann", 0, NULL);
     sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas};
     sl_elastic_ref_t head;
     CHECK_OK(sl_elastic_head(&v, &head));
-    CHECK_STR(head.leader, "ann");
+    CHECK_STR(head.leader, "bob");
+    CHECK(!status(1, "ann").trainable);
+    /* ann moved on to a newer root with dan and eve (cat never heard of
+     * it; ann is its joiner, dan and eve establish it): its lineage is the
+     * newest and survives; 1/ann's could never gather a majority again */
+    world(2, "dan", 0, NULL, "ann dan eve");
+    ack("ann", 2, "dan", 1, "ann");
+    ack("dan", 2, "dan", 0, NULL);
+    ack("eve", 2, "dan", 0, NULL);
+    v.world_count = nws;
+    v.ack_count = nas;
+    CHECK_OK(sl_elastic_head(&v, &head));
+    CHECK_INT(head.round, 2);
+    CHECK(status(2, "dan").trainable);
     CHECK(!status(1, "bob").trainable);
+}
+
+/* The source is the state last stepped by the newest world, not the
+ * highest step: 2/ann restarted from the checkpoint at 0 and stepped to
+ * 10, so ann's state at step 50 (from 1/ann) is older than bob's. */
+static void test_source_is_the_newest_state(void) {
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob cat");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    ack("cat", 1, "ann", 0, NULL);
+    world(2, "ann", 1, "ann", "ann bob cat");
+    ack("ann", 2, "ann", 1, "ann");
+    ack("bob", 2, "ann", 1, "ann");
+    ack("cat", 2, "ann", 1, "ann");
+    world(3, "bob", 2, "ann", "cat bob ann");
+    ack("bob", 3, "bob", 2, "ann");
+    AS[nas - 1].has_state = true;
+    AS[nas - 1].step = 10;
+    AS[nas - 1].state_world = ref(2, "ann");
+    ack("cat", 3, "bob", 2, "ann"); /* restarted: no state */
+    sl_elastic_config_t cfg = {.job_id = "job-t", .min_nodes = 2, .max_nodes = 3,
+                               .settle_ms = 200, .ack_timeout_ms = 2000};
+    sl_elastic_t *e = NULL;
+    CHECK_OK(sl_elastic_new(&cfg, "ann", &e));
+    sl_round_member_t m[3] = {{"ann", true, 0}, {"bob", true, 0}, {"cat", true, 0}};
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas,
+                           .members = m, .member_count = 3, .synced = true};
+    sl_elastic_local_t local = {.step = 50, .has_state = true, .state_world = ref(1, "ann")};
+    sl_elastic_out_t out;
+    CHECK_OK(sl_elastic_step(e, &v, &local, 0, &out));
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.actions[0].kind, SL_ELASTIC_WRITE_ACK);
+    AS[nas] = out.actions[0].ack;
+    AP[nas] = &AS[nas];
+    nas++;
+    v.ack_count = nas;
+    CHECK_OK(sl_elastic_step(e, &v, &local, 50, &out));
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.actions[0].kind, SL_ELASTIC_START);
+    CHECK_INT(out.actions[0].rank, 2);
+    CHECK_INT(out.actions[0].source, 1); /* bob */
+    CHECK_INT(out.actions[0].start_step, 10);
+    CHECK_INT(sl_elastic_phase_of(e), SL_ELASTIC_TRAINING);
+    sl_elastic_destroy(&e);
 }
 
 static void test_bad_views(void) {
@@ -399,8 +462,10 @@ int main(void) {
     sl_test_run("two_children_never_both_established",
                 test_two_children_never_both_established);
     sl_test_run("split_vote_does_not_block", test_split_vote_does_not_block);
-    sl_test_run("hollow_world_does_not_block", test_hollow_world_does_not_block);
-    sl_test_run("lineages_ordered_by_root", test_lineages_ordered_by_root);
+    sl_test_run("world_that_never_starts_does_not_block",
+                test_world_that_never_starts_does_not_block);
+    sl_test_run("newest_lineage_survives", test_newest_lineage_survives);
+    sl_test_run("source_is_the_newest_state", test_source_is_the_newest_state);
     sl_test_run("bad_views", test_bad_views);
     reset();
     return sl_test_finish();

@@ -19,7 +19,10 @@
  * started has min..max members; E3 a world starts from a state that
  * exists (the source's step, trained in this lineage), from the lineage's
  * newest state whenever a member holds it, and applies its steps one after
- * the other from there; E5 no two established worlds continue one
+ * the other from there; E4 every step's samples (the real schedule,
+ * src/elastic/schedule.c, cut by the world's size) are new to the state's
+ * epoch, and each epoch ends with every sample seen once, whatever the
+ * world sizes were, a joiner getting what the source has seen; E5 no two established worlds continue one
  * world (in the union of every replica), and a world steps only while it
  * is the head of the surviving lineage in every member's replica (a member
  * that has seen a newer world, or a lineage that outranks its own, has
@@ -70,7 +73,8 @@ typedef struct {
     sl_elastic_t *core;       /* volatile */
     bool has_state;           /* trainer: parameters in memory */
     uint64_t step;            /* trainer: the step they are at */
-    sl_elastic_ref_t state_world; /* trainer: the world they were trained in */
+    sl_elastic_ref_t state_world; /* trainer: the last world that applied a step to them */
+    uint64_t seen;            /* trainer: samples of the current epoch its state has seen */
     int training;             /* registry world it trains in, -1 */
     int64_t booted;           /* when it last started */
     bool synced;              /* merged another replica since (or alone for SYNC_ALONE_MS) */
@@ -92,6 +96,7 @@ typedef struct {
     int nw;
     sl_elastic_ack_t *acks;
     int na;
+    sl_elastic_sched_t sched; /* E4: the job's step schedule (at most 62 samples) */
     uint64_t lineage_step[MAX_W]; /* by root index: the lineage's last applied step */
     int lineage_world[MAX_W];     /* by root index: the world that applied it (-1: none) */
     int64_t lineage_stepped[MAX_W]; /* by root index: when it last applied one */
@@ -177,6 +182,51 @@ static void build_view(world_t *w, int p, sl_elastic_view_t *v) {
     v->members = vm;
     v->member_count = (size_t)w->n;
     v->synced = p < 0 || w->peers[p].synced || w->now - w->peers[p].booted >= SYNC_ALONE_MS;
+}
+
+/* ---- E4: the samples of a step, with the real schedule ---- */
+
+/* The samples (a bit each) that step `step` gives the ranks of a world of
+ * `size`: the rank slices must be contiguous, in rank order, and cover the
+ * step's batch. */
+static uint64_t step_samples(world_t *w, uint64_t step, uint32_t size) {
+    sl_elastic_batch_t b;
+    uint32_t order[64];
+    uint64_t mask = 0, end = 0;
+    for (uint32_t r = 0; r < size; r++) {
+        if (sl_elastic_batch(&w->sched, step, r, size, &b) != SL_OK) {
+            violate(w, "E4: no batch for step %llu rank %u", (unsigned long long)step, r);
+            return 0;
+        }
+        if (r == 0) {
+            end = b.cursor;
+            sl_elastic_epoch_order(&w->sched, b.epoch, order);
+        }
+        if (b.offset != end)
+            violate(w, "E4: step %llu: rank %u's slice starts at %llu, not %llu",
+                    (unsigned long long)step, r, (unsigned long long)b.offset,
+                    (unsigned long long)end);
+        for (uint64_t i = b.offset; i < b.offset + b.count; i++) {
+            if (mask >> order[i] & 1)
+                violate(w, "E4: step %llu gives sample %u twice", (unsigned long long)step,
+                        order[i]);
+            mask |= 1ull << order[i];
+        }
+        end = b.offset + b.count;
+        if (r == size - 1 && end != b.cursor + b.total)
+            violate(w, "E4: step %llu's slices end at %llu, its batch at %llu",
+                    (unsigned long long)step, (unsigned long long)end,
+                    (unsigned long long)(b.cursor + b.total));
+    }
+    return mask;
+}
+
+/* What a state restored (or initialised) at `step` has seen of its epoch. */
+static uint64_t seen_before(world_t *w, uint64_t step) {
+    uint64_t per = sl_elastic_steps_per_epoch(&w->sched), mask = 0;
+    for (uint64_t s = step - step % per; s < step; s++)
+        mask |= step_samples(w, s, 1);
+    return mask;
 }
 
 /* ---- the peers' writes ---- */
@@ -310,7 +360,13 @@ static void start(world_t *w, int p, const sl_elastic_view_t *v, const sl_elasti
     if (sent) {
         me->has_state = true;
         me->step = a->start_step;
-        me->state_world = wd->id;
+        if (a->source >= 0) {
+            me->state_world = w->peers[q].state_world;
+            me->seen = w->peers[q].seen;
+        } else { /* initialised (the test has no checkpoints) */
+            memset(&me->state_world, 0, sizeof me->state_world);
+            me->seen = seen_before(w, a->start_step);
+        }
     }
 }
 
@@ -407,8 +463,30 @@ static void train(world_t *w) {
                 violate(w, "E1: members of round %llu are at steps %llu and %llu",
                         (unsigned long long)r->w.id.round, (unsigned long long)s,
                         (unsigned long long)w->peers[idx[i]].step);
-        for (uint32_t i = 0; i < r->w.count; i++)
+        /* E4: every sample once per epoch, whatever the world sizes */
+        uint64_t m = step_samples(w, s, r->w.count), seen = w->peers[idx[0]].seen;
+        uint64_t per = sl_elastic_steps_per_epoch(&w->sched);
+        uint64_t all = w->sched.sample_count == 64 ? ~0ull : (1ull << w->sched.sample_count) - 1;
+        for (uint32_t i = 1; i < r->w.count; i++)
+            if (w->peers[idx[i]].seen != seen)
+                violate(w, "E4: members of round %llu have seen different samples this epoch",
+                        (unsigned long long)r->w.id.round);
+        if (seen & m)
+            violate(w, "E4: step %llu of round %llu gives samples seen this epoch already",
+                    (unsigned long long)s, (unsigned long long)r->w.id.round);
+        seen |= m;
+        if ((s + 1) % per == 0) {
+            if (seen != all)
+                violate(w, "E4: epoch %llu ends with %d of %llu samples seen",
+                        (unsigned long long)(s / per), __builtin_popcountll(seen),
+                        (unsigned long long)w->sched.sample_count);
+            seen = 0;
+        }
+        for (uint32_t i = 0; i < r->w.count; i++) {
             w->peers[idx[i]].step = s + 1;
+            w->peers[idx[i]].seen = seen;
+            w->peers[idx[i]].state_world = r->w.id;
+        }
         r->steps++;
         w->total_steps++;
         if (r->root < 0)
@@ -571,6 +649,9 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
     if (w->max > SL_ELASTIC_MAX_NODES)
         w->max = SL_ELASTIC_MAX_NODES;
     w->faults_until = faults ? 8000 + (int64_t)sl_rng_below(&w->rng, 17000) : 0;
+    w->sched.seed = seed;
+    w->sched.sample_count = 5 + sl_rng_below(&w->rng, 58);       /* 5..62 */
+    w->sched.global_batch = 1 + (uint32_t)sl_rng_below(&w->rng, 9); /* 1..9 */
     for (int p = 0; p < w->n; p++) {
         snprintf(w->peers[p].id, sizeof w->peers[p].id, "peer-%d", p);
         w->peers[p].training = -1;
@@ -606,6 +687,21 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
     }
     if (!w->violation[0])
         check_union(w);
+    if (trace) { /* the union's worlds, as every reader will see them */
+        static sl_elastic_view_t v;
+        build_view(w, -1, &v);
+        if (sl_elastic_status_all(&v, union_status) == SL_OK)
+            for (size_t i = 0; i < v.world_count; i++) {
+                printf("world %llu/%s parent %llu/%s:", (unsigned long long)v.worlds[i]->id.round,
+                       v.worlds[i]->id.leader, (unsigned long long)v.worlds[i]->parent.round,
+                       v.worlds[i]->parent.leader);
+                for (uint32_t j = 0; j < v.worlds[i]->count; j++)
+                    printf(" %s", v.worlds[i]->members[j]);
+                printf("%s%s%s\n", union_status[i].established ? " established" : "",
+                       union_status[i].dead ? " dead" : "",
+                       union_status[i].all_acked ? " all-acked" : "");
+            }
+    }
     /* progress: quiet, the job trains with min(max, n) members */
     if (!w->violation[0]) {
         int want = w->max < w->n ? w->max : w->n;

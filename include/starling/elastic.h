@@ -6,6 +6,13 @@
  *               view and `now`, says what this peer writes next (a
  *               volunteer record, a world as round leader, an ack) and when
  *               it starts and stops training
+ *   schedule    (src/elastic/schedule.c) which samples each rank trains on
+ *               at each step: one shuffled order per epoch and a cursor,
+ *               so every sample is seen once per epoch whatever the world
+ *               size does
+ *   ring        (src/elastic/ring.c) the ring all-reduce schedule
+ *               (reduce-scatter then all-gather, chunked) that averages
+ *               the gradients of a world
  *
  * The records (one writer per key, as study claims):
  *
@@ -14,13 +21,13 @@
  *                    world (the one it continues) and its members in rank
  *                    order
  *   job/J/ack/R/P    peer P joins the world (R, L), naming the world it
- *                    acked before (its tip), its step and whether it holds
- *                    that state in memory
+ *                    acked before (its tip), its step, whether it holds
+ *                    that state in memory and the world that last stepped it
  *
  * The partition rule (docs/elastic.md, "Partitions"): a world with a
  * parent is established only when a strict majority of the parent's
  * members acked it as continuers (their chain of acks leads back to the
- * parent through worlds that can never be established). A peer acks at
+ * parent's round through worlds that can never be established). A peer acks at
  * most once per round and in rising rounds, so two children of one world
  * can never both be established: a lineage never forks, and only the side
  * of a partition holding a majority of the last world continues it. */
@@ -63,7 +70,7 @@ typedef struct {
     sl_elastic_ref_t tip;             /* the world it acked before (round 0: none) */
     uint64_t step;                    /* the step its state is at (or its checkpoint's) */
     bool has_state;                   /* holds that state in memory */
-    sl_elastic_ref_t state_world;     /* the world that state was trained in */
+    sl_elastic_ref_t state_world;     /* the last world that applied a step to it */
 } sl_elastic_ack_t;
 
 /* A volunteer record (job/J/vol/P): `peer` wants a place from `round` on. */
@@ -106,7 +113,10 @@ typedef struct {
 typedef struct {
     uint64_t step;                /* the step its state is at (no state: the checkpoint's) */
     bool has_state;               /* it holds parameters in memory */
-    sl_elastic_ref_t state_world; /* the world it last trained in (round 0: none) */
+    sl_elastic_ref_t state_world; /* the last world that applied a step to these
+                                     parameters (kept from the source when they
+                                     were sent; round 0: initialised, or restored
+                                     from a checkpoint) */
 } sl_elastic_local_t;
 
 typedef enum {
@@ -189,14 +199,105 @@ sl_err sl_elastic_status(const sl_elastic_view_t *view, const sl_elastic_ref_t *
  * view->world_count entries): one pass where a checker needs them all. */
 sl_err sl_elastic_status_all(const sl_elastic_view_t *view, sl_elastic_status_t *out);
 
-/* The newest established world of the surviving lineage (round 0: none):
- * lineages are ordered by their root (lower round, then smaller leader id),
- * the first survives. */
+/* The head: the newest established world (highest round, then leader id;
+ * round 0: none). Its lineage is the one that survives. */
 sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out);
 
 /* The invariant checker the simulator and debug builds call: SL_OK or
  * SL_EINTERNAL with the reason. */
 sl_err sl_elastic_check(const sl_elastic_t *e, char *why, size_t why_len);
+
+/* ---- the data-parallel step schedule (src/elastic/schedule.c) ----
+ *
+ * Each epoch has one shuffled order of the training set (seeded by the
+ * job's seed and the epoch) and a cursor into it. A step takes the next
+ * `global_batch` samples of the order (the epoch's last step takes what is
+ * left) and splits them across the world's ranks in contiguous slices, by
+ * rank. The global batch does not depend on the world, so the cursor is a
+ * function of the step: a world that starts at step s carries on where the
+ * last one stopped, and every sample is seen once per epoch whatever the
+ * world size does (E4). Ranks sum their gradients and the all-reduce's sum
+ * is divided by the step's sample count (sl_elastic_batch_t.total), so an
+ * uneven split weighs every sample the same. */
+
+typedef struct {
+    uint64_t seed;          /* the job's seed */
+    uint64_t sample_count;  /* samples in the training set */
+    uint32_t global_batch;  /* samples per step, all ranks together */
+} sl_elastic_sched_t;
+
+/* Where a step stands, and one rank's share of it. */
+typedef struct {
+    uint64_t epoch;  /* the step's epoch, from 0 */
+    uint64_t cursor; /* index in the epoch's order of the step's first sample */
+    uint64_t total;  /* samples of the step, all ranks together */
+    uint64_t offset; /* index in the order of this rank's first sample */
+    uint64_t count;  /* samples of this rank (0 when the world outnumbers them) */
+} sl_elastic_batch_t;
+
+/* Steps in one epoch: ceil(sample_count / global_batch). */
+uint64_t sl_elastic_steps_per_epoch(const sl_elastic_sched_t *s);
+
+/* Rank `rank`'s share of step `step` in a world of `world` ranks. */
+sl_err sl_elastic_batch(const sl_elastic_sched_t *s, uint64_t step, uint32_t rank,
+                        uint32_t world, sl_elastic_batch_t *out);
+
+/* The shuffled order of epoch `epoch` (sample_count entries, a
+ * permutation of 0..sample_count-1; the same on every peer). */
+sl_err sl_elastic_epoch_order(const sl_elastic_sched_t *s, uint64_t epoch, uint32_t *order);
+
+/* ---- the ring all-reduce schedule (src/elastic/ring.c) ----
+ *
+ * A buffer of `count` elements on each of `world` ranks is cut into
+ * `world` segments (segment i: elements [i*count/world, (i+1)*count/world)).
+ * Reduce-scatter: in steps 0..world-2, rank r sends segment (r-k) mod W to
+ * rank r+1 and adds segment (r-k-1) mod W received from rank r-1; rank r
+ * then holds the sum of segment (r+1) mod W. All-gather: in steps
+ * world-1..2*world-3, rank r sends segment (r+1-k') mod W and copies
+ * segment (r-k') mod W (k' = step - (world-1)). Each segment moves in
+ * chunks of `chunk` elements, and chunk c of a step needs only chunk c of
+ * the step before, so chunks pipeline: a transport may keep several in
+ * flight. The owner scales its summed segment (finalize: by 1/world for an
+ * average, by 1/samples for a sample-weighted mean) before its first
+ * all-gather send, chunk by chunk, so every rank ends with the same bits. A message is named by (step, chunk) and its length is known to
+ * both ends. */
+
+typedef struct {
+    uint32_t world; /* ranks in the ring, >= 1 */
+    uint32_t rank;  /* this rank */
+    uint64_t count; /* elements in the buffer */
+    uint64_t chunk; /* elements per message, >= 1 */
+} sl_ring_cfg_t;
+
+/* One operation, in order: send (if any), then receive (if any). */
+typedef struct {
+    uint32_t step;     /* 0..2*world-3 */
+    uint64_t chunk;    /* chunk index within the step's segments */
+    bool finalize;     /* scale the send range (the summed segment) before sending */
+    bool has_send;     /* send [send_off, send_off+send_len) to rank+1 */
+    uint64_t send_off; /* element offset */
+    uint64_t send_len; /* elements */
+    bool has_recv;     /* receive recv_len elements from rank-1 into recv_off */
+    uint64_t recv_off; /* element offset */
+    uint64_t recv_len; /* elements */
+    bool reduce;       /* add what is received (reduce-scatter) or copy it (all-gather) */
+} sl_ring_op_t;
+
+/* Walks one rank's operations. */
+typedef struct {
+    sl_ring_cfg_t cfg; /* the ring */
+    uint32_t step;     /* next step */
+    uint64_t chunk;    /* next chunk */
+    uint64_t chunks;   /* chunks per step (of the largest segment) */
+} sl_ring_iter_t;
+
+/* Segment `seg`'s offset and length. */
+void sl_ring_segment(uint32_t world, uint64_t count, uint32_t seg, uint64_t *off, uint64_t *len);
+
+sl_err sl_ring_iter_init(sl_ring_iter_t *it, const sl_ring_cfg_t *cfg);
+/* The next operation; false when the rank is done. A world of one has no
+ * operation: its buffer is already the average. */
+bool sl_ring_next(sl_ring_iter_t *it, sl_ring_op_t *op);
 
 #ifdef __cplusplus
 }

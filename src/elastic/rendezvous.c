@@ -21,25 +21,28 @@
  *              member restarted, when a newer world supersedes it, or on
  *              cancel; its members volunteer again at once
  *
- * The partition rule. A member m of world W "continues" W's parent P when
- * its chain of acks, from its ack of W back through the tips, reaches P
- * through worlds that are dead (can never be established). W is
- * established when P is and a strict majority of P's members continue P
- * into W (a root world: a majority of its own members, from no world).
- * Two children of P
- * are never both established: their majorities share a member m, who
- * acked both in rising rounds, so the later ack's chain passes through
- * the earlier world, which is established, not dead, and m does not count
- * there. Dead is provable from the records (the members that can no
- * longer continue P into W leave no majority), and both properties only
- * ever become true, so every reader agrees once it holds the records.
- * A world that is established but can never start (a member acked a
- * sibling of it) is hollow: its state is its parent's, so a member whose
- * chain reaches the parent counts as continuing it (the proof above holds:
- * the chain still stops at any established world in between).
- * Lineages are ordered by their root (lower round, then smaller leader);
- * two roots exist only when a job's first world was sealed on both sides
- * of a partition, and then the first survives the heal.
+ * The partition rule. A member m of world P "continues" P into its child
+ * W when m acked W and the chain of m's acks, from that ack back through
+ * the tips (each ack names the one before), reaches P's round or earlier
+ * through worlds that are dead (can never be established): m has
+ * committed to nothing established since P. W is established when P is
+ * and a strict majority of P's members continue P into W (a root world: a
+ * majority of its own members, from no world). Two children of P are
+ * never both established: their majorities share a member m, who acked
+ * both in rising rounds, so the later ack's chain passes through the
+ * earlier world, which is established, not dead (and after P), and m does
+ * not count there. Dead is provable from the records (the members that
+ * can no longer continue P into W leave no majority), and both properties
+ * only ever become true, so every reader agrees once it holds the records.
+ * A member that acked a sibling of P, or never acked P, still continues P
+ * if that sibling died: a world whose members split between two records
+ * of one round does not block the lineage.
+ * Two lineages (two roots) exist only when a job's first world was sealed
+ * twice, on both sides of a partition or by peers whose volunteer records
+ * had not met. The lineage of the newest established world (highest round,
+ * then leader id) survives: its head's ackers have acked nothing
+ * established since, so it can always go on, where an older root some of
+ * whose members moved on might never gather a majority again.
  *
  * Cost: each call sorts the job's records (O(n log n)) and memoises each
  * world's status; the I/O side keeps the records of the worlds before the
@@ -95,7 +98,6 @@ typedef struct {
     const sl_elastic_world_t *w; /* the record */
     int8_t est;                  /* established: -1 not computed */
     int8_t dead;                 /* dead: -1 not computed */
-    int8_t hollow;               /* hollow: -1 not computed */
     int root;                    /* index of its root, -1 unknown, -2 not computed */
 } wnode_t;
 
@@ -190,46 +192,15 @@ static bool is_member(const sl_elastic_world_t *w, const char *peer) {
 
 static bool established(an_t *an, int x);
 static bool dead(an_t *an, int x);
-static bool all_acked(an_t *an, const sl_elastic_world_t *w);
 
-/* Established, but never trained and never will: a member acked another
- * world of its round, or a later round without it. Its state is its
- * parent's, so continuing its parent continues it. Final once true. */
-static bool hollow(an_t *an, int x) {
-    wnode_t *n = &an->worlds[x];
-    if (n->hollow >= 0)
-        return n->hollow;
-    const sl_elastic_world_t *w = n->w;
-    bool r = false;
-    if (established(an, x) && !all_acked(an, w))
-        for (uint32_t i = 0; i < w->count && !r; i++) {
-            const sl_elastic_ack_t *a = find_ack(an, w->members[i], w->id.round);
-            r = a ? !sl_elastic_ref_eq(&a->world, &w->id)
-                  : tip_of(an, w->members[i]).round > w->id.round;
-        }
-    n->hollow = r;
-    return r;
-}
-
-#define CHAIN_TARGETS 8
-
-/* Whether `peer`'s chain of acks from tip `t` reaches `p` (or the parent
- * of a hollow `p`, and so on) through dead worlds only. */
+/* Whether `peer`'s chain of acks from tip `t` reaches back to `p`'s round
+ * or before through dead worlds only: YES; it stops at an established
+ * world after `p` (it committed to that one): NO; at a world not yet
+ * decided or not yet seen: MAYBE. */
 static int chain(an_t *an, const char *peer, sl_elastic_ref_t t, const sl_elastic_ref_t *p) {
-    sl_elastic_ref_t targets[CHAIN_TARGETS];
-    int nt = 0;
-    targets[nt++] = *p;
-    for (int px = p->round ? find_world(an, p) : -1; px >= 0 && nt < CHAIN_TARGETS &&
-                                                     hollow(an, px);) {
-        targets[nt++] = an->worlds[px].w->parent;
-        px = targets[nt - 1].round ? find_world(an, &targets[nt - 1]) : -1;
-    }
     for (;;) {
-        for (int i = 0; i < nt; i++)
-            if (sl_elastic_ref_eq(&t, &targets[i]))
-                return YES;
-        if (t.round <= targets[nt - 1].round)
-            return NO;
+        if (t.round <= p->round)
+            return YES;
         int x = find_world(an, &t);
         if (x < 0)
             return MAYBE;
@@ -373,7 +344,7 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
             continue; /* not a world any peer would write */
         wnode_t *n = &an->worlds[an->nw++];
         n->w = w;
-        n->est = n->dead = n->hollow = -1;
+        n->est = n->dead = -1;
         n->root = -2;
     }
     for (size_t i = 0; i < v->ack_count; i++)
@@ -387,14 +358,13 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     for (size_t i = 1; i < an->na; i++)
         if (ack_cmp(&an->acks[i - 1], &an->acks[i]) == 0)
             goto bad;
-    for (size_t i = 0; i < an->nw; i++)
-        if (an->worlds[i].w->parent.round == 0 && established(an, (int)i)) {
-            an->win_root = (int)i; /* sorted: the first root survives */
-            break;
-        }
+    /* sorted: the last established world is the newest; its lineage
+     * survives (an established world's parents are established, so its
+     * root is known) */
     for (size_t i = an->nw; i-- > 0;)
-        if (an->win_root >= 0 && established(an, (int)i) && root_of(an, (int)i) == an->win_root) {
+        if (established(an, (int)i)) {
             an->head = (int)i;
+            an->win_root = root_of(an, (int)i);
             break;
         }
     return SL_OK;
@@ -547,10 +517,10 @@ static bool gives_up(const sl_elastic_t *e, an_t *an, int x, int64_t now_ms) {
 }
 
 /* Starts world x. The source of the state is the member whose state was
- * trained in the newest world of this lineage (then the highest step, then
- * the lowest rank), continuer or joiner: every world of a lineage descends
- * from the one before, so that state is the lineage's latest a member
- * holds. With none, the members restore the checkpoint the continuers
+ * last stepped by the newest world of this lineage (then the highest step,
+ * then the lowest rank), continuer or joiner: every world of a lineage
+ * descends from the one before, so that state is the lineage's latest a
+ * member holds (a world that started but never stepped produced nothing). With none, the members restore the checkpoint the continuers
  * named (the highest step), or initialise at step 0. */
 static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
     const sl_elastic_world_t *w = an->worlds[x].w;
@@ -584,11 +554,19 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
 
 /* The world an idle peer acks: the newest that includes it, is not dead,
  * and is the head or continues it (or is a root while no lineage is
- * established);
+ * established), or, for a peer that does not continue the head, is newer
+ * than the head and undecided;
  * of two in one round, the one whose leader ranks higher for the round. */
 static int pick(const sl_elastic_t *e, an_t *an, const sl_elastic_ref_t *tip) {
     int best = -1;
     uint64_t bw = 0;
+    const sl_elastic_world_t *h = an->head >= 0 ? an->worlds[an->head].w : NULL;
+    /* a peer that does not continue the head has no vote to keep for it:
+     * it may also ack a world newer than the head that is still undecided
+     * (neither established nor dead), which its ack may decide; a member
+     * of that world's parent that never acks it would hold it undecided,
+     * and with it the acks that passed through it, for ever */
+    bool continuing = h && is_member(h, e->self) && chain(an, e->self, *tip, &h->id) == YES;
     for (size_t i = 0; i < an->nw; i++) {
         const sl_elastic_world_t *w = an->worlds[i].w;
         if (w->id.round <= tip->round || !is_member(w, e->self) || dead(an, (int)i) ||
@@ -600,7 +578,7 @@ static int pick(const sl_elastic_t *e, an_t *an, const sl_elastic_ref_t *tip) {
                         : (int)i == an->head ||
                               (an->head >= 0 &&
                                sl_elastic_ref_eq(&w->parent, &an->worlds[an->head].w->id));
-        if (!fits)
+        if (!fits && (continuing || established(an, (int)i) || (h && w->id.round <= h->id.round)))
             continue;
         uint64_t wt = sl_hrw_weight(w->id.leader, strlen(w->id.leader),
                                     sl_round_key(e->cfg.job_id, w->id.round));
@@ -658,7 +636,8 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
     for (size_t i = 0; i < n; i++) {
         sl_elastic_ref_t none, t = tip_of(an, cand[i].id);
         memset(&none, 0, sizeof none);
-        cont[i] = chain(an, cand[i].id, t, h ? &h->id : &none) == YES;
+        cont[i] = (!h || is_member(h, cand[i].id)) &&
+                  chain(an, cand[i].id, t, h ? &h->id : &none) == YES;
         ncont += cont[i];
     }
     bool may = n >= e->cfg.min_nodes &&
