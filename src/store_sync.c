@@ -816,12 +816,18 @@ static void heal(sl_store_t *s, peer_t *p, const sl_store_dmsg_t *m, uint64_t no
      * all, and it joins them from us although its vv covers them (rule
      * 4). Only this window, so a forger repeating small claims costs us
      * our recent writes, not the whole store. */
-    uint64_t from = p->own_seen;
-    if (self->seq - from > SL_STORE_MAX_DOT_LEAD)
-        from = self->seq - SL_STORE_MAX_DOT_LEAD;
-    if (self->seq > from && (!p->resend || from < p->resend_from)) {
-        p->resend_from = from;
-        p->resend = true;
+    /* Every peer's window, not only this one's: the claim may have
+     * reached others through this peer's deltas, and once the counter
+     * moved their DIGESTs no longer show it. */
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        peer_t *q = &s->peers[i];
+        uint64_t from = q->own_seen;
+        if (self->seq - from > SL_STORE_MAX_DOT_LEAD)
+            from = self->seq - SL_STORE_MAX_DOT_LEAD;
+        if (self->seq > from && (!q->resend || from < q->resend_from)) {
+            q->resend_from = from;
+            q->resend = true;
+        }
     }
     if (!s->heal_pending) {
         s->heal_pending = true;
@@ -911,12 +917,28 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t no
     return store_out_push(replies, &d);
 }
 
+/* A heal's window of our own atoms still owed to peer `p` (rule 9): sent
+ * with any answer to it, a SUMMARY's too (two replicas whose vvs agree
+ * exchange no DIGEST, and the peer may still lack them). */
+static sl_err resend_owed(sl_store_t *s, peer_t *p, sl_store_out_t *replies) {
+    if (!p || !p->resend)
+        return SL_OK;
+    bool cut = false;
+    sl_err err = build_deltas(s, p->rid, p->vv, p->vv_count, true, p->resend_from, &cut, replies);
+    if (!err && !cut)
+        p->resend = false;
+    return err;
+}
+
 /* A SUMMARY: the same fingerprint means the same vv as ours (what the
  * peer holds is recorded as our own lists, for garbage collection) and an
  * answer only if it was not one; another fingerprint gets our DIGEST,
  * which starts a push-pull exchange. */
 static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t now_ms,
                              sl_store_out_t *replies) {
+    sl_err err = resend_owed(s, peer_get(s, m->sender, false), replies);
+    if (err)
+        return err;
     if (m->fingerprint == sl_store_fingerprint(s)) {
         replies->agreed = true;
         s->caught_up_ms = now_ms;
@@ -925,8 +947,7 @@ static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t n
             return SL_ENOMEM;
         sl_store_range_t *vv, *ret;
         uint32_t vn, rn;
-        sl_err err = vv_lists(s, s->track_durable, &vv, &vn, &ret, &rn);
-        if (err)
+        if ((err = vv_lists(s, s->track_durable, &vv, &vn, &ret, &rn)))
             return err;
         sl_free(p->vv);
         sl_free(p->retired);
@@ -943,7 +964,7 @@ static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t n
         return store_out_push(replies, &d);
     }
     sl_store_msg_t d;
-    sl_err err = sl_store_digest(s, false, &d);
+    err = sl_store_digest(s, false, &d);
     return err ? err : store_out_push(replies, &d);
 }
 

@@ -22,6 +22,8 @@
  *   heal_resend    writes the poisoned peer counted as seen and never got
  *                  (its pushes lost) go to it again at the heal: exactly
  *                  those past what it last reported
+ *   relayed        the claim reached a second peer through the first, and
+ *                  the heal came from the second: both get the writes
  *   stale_after_gc the writer's word never brings back a collected delete
  *
  * `store_forged_delta_test send ADDR RID_HEX [FROM TO]` sends the issue's
@@ -399,10 +401,10 @@ static void test_few_ahead(void) {
 
 /* Writes the victim made while the poisoned peer already counted their
  * dots as seen and that never reached it directly (its pushes lost): the
- * victim's next round with it heals, and sends it again exactly its own
- * atoms past what that peer last reported; 100 older writes, which the
- * peer had confirmed, do not go again. A second forgery costs only the
- * writes since. */
+ * victim's next round with it heals, and sends it (and every peer) again
+ * exactly its own atoms past what that peer last reported; 100 older
+ * writes, which the peers had confirmed, do not go again. A second
+ * forgery costs only the writes since. */
 static void test_heal_resend(void) {
     sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
     sl_store_t *all[] = {a, b, c}, *bc[] = {b, c}, *only_c[] = {c};
@@ -426,6 +428,9 @@ static void test_heal_resend(void) {
               "after the heal", missing);
     CHECK_INT(RESENT(stats(a)), 5); /* the window, not the 100 older writes */
     rounds(all, 3, 2);
+    /* and the same 5 to c, whose last report was as old (a claim may
+     * reach other peers through the poisoned one's deltas) */
+    CHECK_INT(RESENT(stats(a)), 10);
     CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
     CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
     /* again: only the writes since b's last report go */
@@ -438,10 +443,47 @@ static void test_heal_resend(void) {
     rounds(all, 3, 2);
     CHECK_INT(missing_of(b, "hidden2", 3), 0);
     CHECK_INT(HEALED(stats(a)), 2);
-    CHECK_INT(RESENT(stats(a)), 8);
+    CHECK_INT(RESENT(stats(a)), 16);
     CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
     CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
     CHECK_OK(sl_store_check(b));
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
+}
+
+/* The claim reaches a second peer through the poisoned one's deltas, and
+ * the victim heals from that second peer's DIGEST first: the poisoned
+ * peer's own DIGEST then shows nothing past the victim's counter (and
+ * their fingerprints agree, so no DIGEST even comes), yet it lacks the
+ * hidden writes too. The heal owes every peer its window. */
+static void test_relayed(void) {
+    sl_store_t *a = mk(0xa1), *b = mk(0xb2), *c = mk(0xc3);
+    sl_store_t *all[] = {a, b, c}, *bc[] = {b, c};
+    char k[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof k, "old/%d", i);
+        put_send(a, NULL, bc, 2, k, "o");
+    }
+    rounds(all, 3, 1);
+    uint64_t counter = sl_store_vv_get(a, 0xa1);
+    CHECK_OK(inject_delta(b, 0xf00d, 0xa1, counter, counter + 1000, NULL));
+    for (int i = 0; i < 5; i++) {
+        snprintf(k, sizeof k, "hid/%d", i);
+        put_send(a, NULL, NULL, 0, k, "h"); /* every push lost */
+    }
+    exchange(b, c); /* c takes b's range of a's dots: poisoned too */
+    CHECK_INT(sl_store_vv_get(c, 0xa1), counter + 1000);
+    exchange(a, c); /* the heal, from c's DIGEST */
+    CHECK_INT(HEALED(stats(a)), 1);
+    CHECK_INT(missing_of(c, "hid", 5), 0);
+    exchange(a, b);
+    int missing = missing_of(b, "hid", 5);
+    CHECK_MSG(missing == 0, "%d of 5 hidden writes never reached the peer the forgery was sent "
+              "to, after a heal from another peer", missing);
+    rounds(all, 3, 2);
+    CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
+    CHECK(sl_store_state_hash(b) == sl_store_state_hash(c));
     sl_store_destroy(&a);
     sl_store_destroy(&b);
     sl_store_destroy(&c);
@@ -564,6 +606,7 @@ int main(int argc, char **argv) {
     sl_test_run("cut_ranges", test_cut_ranges);
     sl_test_run("few_ahead", test_few_ahead);
     sl_test_run("heal_resend", test_heal_resend);
+    sl_test_run("relayed", test_relayed);
     sl_test_run("stale_after_gc", test_stale_after_gc);
     return sl_test_finish();
 }
