@@ -10,14 +10,7 @@
 #    before the fix it left study/ID/start behind.
 . "$(dirname "$0")/../cluster/lib.sh"
 cluster_init
-CTLPORT=
-"$PEER_BIN" --help 2>&1 | grep -q -- "--control " && CTLPORT=$(free_port) && PORT[_control]=$CTLPORT
-ctl() {
-    local name=$1
-    shift
-    "$PEERCTL_BIN" --peer "127.0.0.1:${CTLPORT:-${PORT[$name]}}" --timeout 2000 "$@"
-}
-start_peer p0 ${CTLPORT:+--control 127.0.0.1:$CTLPORT}
+start_peer p0
 wait_until 30 "p0 answers" sees p0 p0 alive
 
 # builtin trainer: no command, nothing an open cluster refuses for that

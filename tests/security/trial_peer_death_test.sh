@@ -6,16 +6,6 @@
 # reparented to PID 1).
 . "$(dirname "$0")/../cluster/lib.sh"
 cluster_init
-ALLOW=
-"$PEER_BIN" --help 2>&1 | grep -q -- --allow-commands && ALLOW=--allow-commands
-# peerctl asks on a control port of its own where the peer has one
-CTLPORT=
-"$PEER_BIN" --help 2>&1 | grep -q -- "--control " && CTLPORT=$(free_port) && PORT[_control]=$CTLPORT
-ctl() {
-    local name=$1
-    shift
-    "$PEERCTL_BIN" --peer "127.0.0.1:${CTLPORT:-${PORT[$name]}}" --timeout 2000 "$@"
-}
 PIDS=$CLUSTER_DIR/pids
 mkdir -p "$PIDS"
 cat >"$CLUSTER_DIR/spec.json" <<JSON
@@ -32,7 +22,7 @@ cat >"$CLUSTER_DIR/spec.json" <<JSON
 }
 JSON
 # shellcheck disable=SC2086
-start_peer p0 $ALLOW ${CTLPORT:+--control 127.0.0.1:$CTLPORT}
+start_peer p0 --allow-commands
 wait_until 30 "p0 answers" sees p0 p0 alive
 SID=$(ctl p0 submit "$CLUSTER_DIR/spec.json") || fail "submit failed"
 log "study $SID"

@@ -8,15 +8,6 @@
 [ "$(id -u)" = 0 ] || skip "needs root (the peer switches users)"
 NOBODY=$(id -u nobody 2>/dev/null) || skip "no user nobody"
 cluster_init
-ALLOW=
-"$PEER_BIN" --help 2>&1 | grep -q -- --allow-commands && ALLOW=--allow-commands
-CTLPORT=
-"$PEER_BIN" --help 2>&1 | grep -q -- "--control " && CTLPORT=$(free_port) && PORT[_control]=$CTLPORT
-ctl() {
-    local name=$1
-    shift
-    "$PEERCTL_BIN" --peer "127.0.0.1:${CTLPORT:-${PORT[$name]}}" --timeout 2000 "$@"
-}
 OUT=$CLUSTER_DIR/out
 mkdir -p "$OUT"
 chmod 0777 "$OUT"
@@ -64,7 +55,7 @@ if command -v setpriv >/dev/null; then
 fi
 
 # shellcheck disable=SC2086
-start_peer p0 --trial-user nobody $ALLOW ${CTLPORT:+--control 127.0.0.1:$CTLPORT}
+start_peer p0 --trial-user nobody --allow-commands
 wait_until 30 "p0 answers" sees p0 p0 alive
 SID=$(ctl p0 submit "$CLUSTER_DIR/spec.json") || fail "submit failed"
 log "study $SID"

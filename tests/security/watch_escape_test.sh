@@ -7,16 +7,9 @@
 # control went out raw in watch and the ESC raw in keys.
 . "$(dirname "$0")/../cluster/lib.sh"
 cluster_init
-CTLPORT=
-"$PEER_BIN" --help 2>&1 | grep -q -- "--control " && CTLPORT=$(free_port) && PORT[_control]=$CTLPORT
-ctl() {
-    local name=$1
-    shift
-    "$PEERCTL_BIN" --peer "127.0.0.1:${CTLPORT:-${PORT[$name]}}" --timeout 2000 "$@"
-}
-start_peer p0 ${CTLPORT:+--control 127.0.0.1:$CTLPORT}
+start_peer p0
 wait_until 30 "p0 answers" sees p0 p0 alive
-"$PEERCTL_BIN" --peer "127.0.0.1:${CTLPORT:-${PORT[p0]}}" watch esc/ >"$CLUSTER_DIR/watch.out" 2>&1 &
+"$PEERCTL_BIN" --peer "$(dir_of p0)" watch esc/ >"$CLUSTER_DIR/watch.out" 2>&1 &
 EXTRA_PIDS+=($!)
 wait_until 30 "the watch is open" stat_at_least p0 watch.open 1
 ctl p0 put esc/v $'title\x1b]0;pwned\x07 csi\xc2\x9b2J end' || fail "put failed"

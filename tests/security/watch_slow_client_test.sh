@@ -11,21 +11,8 @@
 cluster_init
 CLIENT=$BUILD/sl-store-client
 [ -x "$CLIENT" ] || fail "no sl-store-client at $CLIENT (build it: ninja sl-store-client)"
-# peerctl asks on a control port of its own where the peer has one
-declare -A CTLPORT
-has_control=
-"$PEER_BIN" --help 2>&1 | grep -q -- "--control " && has_control=1
-ctl_addr() { echo "127.0.0.1:${CTLPORT[$1]:-${PORT[$1]}}"; }
-ctl() {
-    local name=$1
-    shift
-    "$PEERCTL_BIN" --peer "$(ctl_addr "$name")" --timeout 2000 "$@"
-}
-for n in p0 p1; do
-    [ -n "$has_control" ] && CTLPORT[$n]=$(free_port) && PORT[_c$n]=${CTLPORT[$n]}
-done
-start_peer p0 ${has_control:+--control "$(ctl_addr p0)"}
-start_peer p1 --join "$(addr_of p0)" ${has_control:+--control "$(ctl_addr p1)"}
+start_peer p0
+start_peer p1 --join "$(addr_of p0)"
 wait_until 30 "2 peers converge" converged p0 p1
 
 "$PEERCTL_BIN" --peer "$(ctl_addr p0)" watch slow/ --json >"$CLUSTER_DIR/reader.out" 2>"$CLUSTER_DIR/reader.err" &
