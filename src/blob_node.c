@@ -1026,10 +1026,9 @@ static bool addr_allowed(sl_blob_node_t *bn, sl_node_t *node, const sl_blob_msg_
         return true;
     bn->refused_addr++;
     sl_node_bad_input(node, "blob");
-    if (bn->refused_log_ns && now_ns - bn->refused_log_ns < 10000000000ull) {
-        bn->refused_unlogged++;
+    uint64_t left_out;
+    if (!sl_log_limit(&bn->refused_log, now_ns / 1000000, 10000, &left_out))
         return false;
-    }
     for (char *p = addr; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
@@ -1038,9 +1037,7 @@ static bool addr_allowed(sl_blob_node_t *bn, sl_node_t *node, const sl_blob_msg_
            " more refused since the last such line",
            m->type == SL_BLOB_MSG_GET ? "GET" : "OFFER", addr, why,
            sl_net_in_peer(sl_node_net(node))[0] ? sl_net_in_peer(sl_node_net(node)) : "?",
-           bn->refused_unlogged);
-    bn->refused_log_ns = now_ns ? now_ns : 1;
-    bn->refused_unlogged = 0;
+           left_out);
     return false;
 }
 

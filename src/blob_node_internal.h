@@ -119,8 +119,7 @@ struct sl_blob_node {
     sl_rng_t rng;                /* transfer ids */
     sl_blob_node_stats_t st;     /* counters */
     uint64_t refused_addr;       /* GETs and OFFERs naming an address not the sender's */
-    uint64_t refused_unlogged;   /* of those, not logged yet (one line per 10 s) */
-    uint64_t refused_log_ns;     /* when one was last logged */
+    sl_log_limit_t refused_log;  /* BLOB-REFUSED: a line per 10 s */
 };
 
 /* Manifests found in the store (sl_blob_node_list), sorted. */

@@ -9,8 +9,7 @@ void sl_hlc_init(sl_hlc_t *c, uint64_t max_offset_ms) {
     c->max_offset_ms = max_offset_ms ? max_offset_ms : 500;
     c->rejected = 0;
     c->last_offender = 0;
-    c->log_ms = 0;
-    c->log_suppressed = 0;
+    c->reject_log = (sl_log_limit_t){0};
 }
 
 /* Next stamp after max(last, wall): the physical part follows the wall
@@ -33,20 +32,17 @@ sl_err sl_hlc_update(sl_hlc_t *c, uint64_t wall_ms, uint64_t remote, uint64_t se
         c->last_offender = sender;
         /* one line per SL_HLC_LOG_EVERY_MS: a peer whose clock is off (or
          * that forges stamps) sends one per message */
-        if (c->log_ms && wall_ms >= c->log_ms && wall_ms - c->log_ms < SL_HLC_LOG_EVERY_MS) {
-            c->log_suppressed++;
+        uint64_t left_out;
+        if (!sl_log_limit(&c->reject_log, wall_ms, SL_HLC_LOG_EVERY_MS, &left_out))
             return SL_ERANGE;
-        }
         char more[64] = "";
-        if (c->log_suppressed)
+        if (left_out)
             snprintf(more, sizeof more, " (%" PRIu64 " more rejected in the %u s before)",
-                     c->log_suppressed, SL_HLC_LOG_EVERY_MS / 1000);
+                     left_out, SL_HLC_LOG_EVERY_MS / 1000);
         sl_log(SL_LOG_WARNING, "HLC-REJECT",
                "timestamp from %016" PRIx64 " is %" PRIu64 " ms ahead of local time"
                " (limit %" PRIu64 " ms): check that peer's clock%s",
                sender, sl_hlc_ms(remote) - wall_ms, c->max_offset_ms, more);
-        c->log_ms = wall_ms ? wall_ms : 1;
-        c->log_suppressed = 0;
         return SL_ERANGE;
     }
     uint64_t base = remote > c->last ? remote : c->last;

@@ -131,8 +131,7 @@ struct sl_node {
     bool test_faults;                  /* --test-faults */
     uint64_t ctl_refused;              /* control requests refused on the gossip port, or
                                           other messages on the control endpoint */
-    uint64_t ctl_refused_logged;       /* ctl_refused when last logged */
-    uint64_t ctl_refused_log_ns;       /* when last logged (rate limit) */
+    sl_log_limit_t ctl_refused_log;    /* PEER-CTL-REFUSED: a line per 10 s */
 };
 
 static int64_t now_ms(void) {
@@ -688,15 +687,13 @@ static void handle_ctl(sl_node_t *node, const sl_net_route_t *route, const sl_ct
 static void ctl_refuse_note(sl_node_t *node, const char *what) {
     node->ctl_refused++;
     sl_node_bad_input(node, "ctl");
-    uint64_t now = sl_plat_now_ns();
-    if (node->ctl_refused_log_ns && now - node->ctl_refused_log_ns < 10000000000ull)
+    uint64_t left_out;
+    if (!sl_log_limit(&node->ctl_refused_log, sl_plat_now_ns() / 1000000, 10000, &left_out))
         return;
     sl_log(SL_LOG_WARNING, "PEER-CTL-REFUSED", "refused %" PRIu64 " message(s) (last: %s); "
-           "control is served only on %s", node->ctl_refused - node->ctl_refused_logged, what,
+           "control is served only on %s", left_out + 1, what,
            sl_net_control_endpoint(node->net)[0] ? sl_net_control_endpoint(node->net)
                                                  : "no endpoint (--control none)");
-    node->ctl_refused_logged = node->ctl_refused;
-    node->ctl_refused_log_ns = now;
 }
 
 /* A control request on the gossip port: answered with where control is

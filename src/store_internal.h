@@ -104,9 +104,7 @@ struct sl_store {
     char addr[SL_STORE_MAX_ADDR + 1]; /* where peers answer our digests */
     bool heal_pending;          /* a heal moved the self seq; no write since */
     uint64_t heal_from;         /* self seq before that (the next write's range starts here) */
-    bool logged;                /* a refusal was logged (log_ms is meaningful) */
-    uint64_t log_ms;            /* when the last refusal line was logged */
-    uint64_t log_suppressed;    /* refusals not logged since */
+    sl_log_limit_t refusal_log; /* refusals and heals: a line per SL_STORE_LOG_EVERY_MS */
 };
 
 

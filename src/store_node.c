@@ -82,6 +82,8 @@ struct sl_store_node {
     uint32_t snap_backoff_ms;     /* wait after the next failed snapshot */
     uint64_t disk_refused;        /* local writes refused while the disk was down */
     uint64_t disk_dropped;        /* received deltas and snapshots not applied while it was */
+    sl_log_limit_t reply_refused_log; /* STORE-REFUSED: a line per 10 s */
+    sl_log_limit_t wal_failed_log;    /* STORE-WAL for received deltas: a line per 10 s */
 };
 
 /* A disk that refused a write is tried again after 100 ms, then twice as
@@ -594,12 +596,8 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
         (!sl_addr_is_numeric((const uint8_t *)out.reply_to, strlen(out.reply_to)) ||
          !sl_net_in_from(sl_node_net(node), out.reply_to))) {
         sl_node_bad_input(node, "store");
-        /* one line per 10 s, whatever the flood (a static: one clock for
-           every store node of the process is enough for a log's rate) */
-        static uint64_t logged_ns, unlogged;
-        if (logged_ns && now_ns - logged_ns < 10000000000ull) {
-            unlogged++;
-        } else {
+        uint64_t left_out;
+        if (sl_log_limit(&sn->reply_refused_log, now_ns / 1000000, 10000, &left_out)) {
             for (char *c = out.reply_to; *c; c++)
                 if ((unsigned char)*c < 0x20 || *c == 0x7f)
                     *c = '?';
@@ -611,17 +609,19 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
                    sl_addr_is_numeric((const uint8_t *)out.reply_to, strlen(out.reply_to))
                        ? "not the sender's own"
                        : "not a numeric HOST:PORT",
-                   peer[0] ? peer : "?", unlogged);
-            logged_ns = now_ns ? now_ns : 1;
-            unlogged = 0;
+                   peer[0] ? peer : "?", left_out);
         }
         out.reply_to[0] = 0;
     }
     if (err == SL_OK) {
         if (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY)
             learn_peer(sn, out.reply_to, out.from, out.peer_fp);
-        if (persist && log_record(sn, &in) != SL_OK)
-            sl_log(SL_LOG_ERR, "STORE-WAL", "cannot log a received delta; peers will resend it");
+        uint64_t left_out;
+        if (persist && log_record(sn, &in) != SL_OK &&
+            sl_log_limit(&sn->wal_failed_log, now_ns / 1000000, 10000, &left_out))
+            sl_log(SL_LOG_ERR, "STORE-WAL",
+                   "cannot log a received delta; peers will resend it (%" PRIu64
+                   " more not logged in the 10 s before)", left_out);
         for (size_t i = 0; i < out.count && out.reply_to[0]; i++)
             send_to(sn, out.reply_to, strlen(out.reply_to), &out.msgs[i]);
     }

@@ -17,18 +17,14 @@
  * message per millisecond costs a line per 10 s, not a line each. */
 static void log_limited(sl_store_t *s, uint64_t now_ms, int level, const char *id,
                         const char *msg) {
-    if (s->logged && now_ms >= s->log_ms && now_ms - s->log_ms < SL_STORE_LOG_EVERY_MS) {
-        s->log_suppressed++;
+    uint64_t left_out;
+    if (!sl_log_limit(&s->refusal_log, now_ms, SL_STORE_LOG_EVERY_MS, &left_out))
         return;
-    }
-    if (s->log_suppressed)
+    if (left_out)
         sl_log(level, id, "%s (and %" PRIu64 " store refusals or heals not logged in the"
-               " %u s before)", msg, s->log_suppressed, SL_STORE_LOG_EVERY_MS / 1000);
+               " %u s before)", msg, left_out, SL_STORE_LOG_EVERY_MS / 1000);
     else
         sl_log(level, id, "%s", msg);
-    s->logged = true;
-    s->log_ms = now_ms;
-    s->log_suppressed = 0;
 }
 
 static void log_refusal(sl_store_t *s, uint64_t now_ms, uint8_t type, const char *why) {

@@ -571,19 +571,15 @@ static sl_err refuse(sl_swim_t *s, int why, const sl_member_msg_t *r, const char
     uint64_t *c[] = {&s->stats.refused_inc, &s->stats.refused_addr, &s->stats.refused_name,
                      &s->stats.refused_new};
     (*c[why])++;
-    if (s->refuse_log_ms && s->now_ms - s->refuse_log_ms < REFUSE_LOG_MS) {
-        s->refuse_unlogged++;
-    } else {
+    uint64_t left_out;
+    if (sl_log_limit(&s->refuse_log, (uint64_t)s->now_ms, REFUSE_LOG_MS, &left_out))
         sl_log(SL_LOG_WARNING, ids[why],
                "t=%lld refused a record of %.*s (incarnation %llu, %.*s): %s; %llu more "
                "refused since the last such line",
                (long long)s->now_ms, (int)(r->name.len > SL_NAME_MAX ? SL_NAME_MAX : r->name.len),
                (const char *)r->name.ptr, (unsigned long long)r->incarnation,
                (int)(r->addr.len > SL_ADDR_MAX ? SL_ADDR_MAX : r->addr.len),
-               (const char *)r->addr.ptr, what, (unsigned long long)s->refuse_unlogged);
-        s->refuse_log_ms = s->now_ms ? s->now_ms : 1;
-        s->refuse_unlogged = 0;
-    }
+               (const char *)r->addr.ptr, what, (unsigned long long)left_out);
     return why == REFUSE_NEW ? SL_ETOOBIG : SL_EPROTO;
 }
 

@@ -245,8 +245,7 @@ struct sl_swim {
     uint32_t msg_new;         /* unknown members added by the message being applied */
     int64_t new_window_ms;    /* start of the current max_new_per_period window */
     uint32_t new_in_window;   /* unknown members added from messages in it */
-    int64_t refuse_log_ms;    /* when a refusal was last logged */
-    uint64_t refuse_unlogged; /* refusals since then, not logged */
+    sl_log_limit_t refuse_log; /* refused records: a line per REFUSE_LOG_MS */
 
     sl_swim_stats_t stats;    /* counters */
 };

@@ -32,8 +32,7 @@ typedef struct {
     uint64_t max_offset_ms; /* remote stamps further ahead are rejected */
     uint64_t rejected;      /* remote stamps rejected so far */
     uint64_t last_offender; /* sender id of the latest rejected stamp */
-    uint64_t log_ms;        /* wall time of the last HLC-REJECT line (0: none yet) */
-    uint64_t log_suppressed;/* rejections not logged since that line */
+    sl_log_limit_t reject_log; /* HLC-REJECT: a line per SL_HLC_LOG_EVERY_MS */
 } sl_hlc_t;
 
 #define SL_HLC_LOG_EVERY_MS 10000 /* at most one HLC-REJECT line per 10 s */
