@@ -18,20 +18,21 @@
  * agree on the world (members, ranks, start step, source); E2 every world
  * started has min..max members; E3 a world starts from a state that
  * exists (the source's step, trained in this lineage), from the lineage's
- * newest state whenever a member holds it, and applies its steps one after
- * the other from there; E4 every step's samples (the real schedule,
+ * newest state whenever a member holds it, and applies its steps one
+ * after the other from there; E4 every step's samples (the real schedule,
  * src/elastic/schedule.c, cut by the world's size) are new to the state's
- * epoch, and each epoch ends with every sample seen once, whatever the
- * world sizes were, a joiner getting what the source has seen; E5 no two established worlds continue one
- * world (in the union of every replica), and a world steps only while it
- * is the head of the surviving lineage in every member's replica (a member
- * that has seen a newer world, or a lineage that outranks its own, has
- * stopped); progress: once quiet,
- * the job trains with min(max, N) members. The planted bug (one continuer
- * establishes a world) must make E5 fire.
+ * epoch, and each epoch ends with every sample seen once whatever the
+ * world sizes were (a joiner gets what its source has seen); E5 no two
+ * established worlds continue one world (in the union of every replica),
+ * and a world steps only while it is the head in every member's replica
+ * (a member that has seen a newer world has stopped); progress: once
+ * quiet, the job trains with min(max, N) members. Each checker has a
+ * planted bug (src/elastic/elastic_internal.h) and a test that shows it
+ * firing.
  *
  * A failing seed is printed; SL_SEEDS=N runs N seeds; SL_SEED=S one,
- * SL_VERBOSE=1 prints each seed's figures. */
+ * SL_FIRST_SEED=S a sweep from S; SL_VERBOSE=1 prints each seed's figures,
+ * SL_TRACE=1 every action of every peer and the worlds at the end. */
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -805,21 +806,31 @@ static void test_deterministic(void) {
     CHECK_INT(W.nw, nw);
 }
 
-/* The planted bug (a world established by one continuer, so both sides of
- * a partition continue one lineage) is caught by the E5 checker. */
-static void test_planted_e5(void) {
+/* Each checker fires on its planted bug (src/elastic/elastic_internal.h)
+ * within a few seeds. */
+static void planted(sl_elastic_bug bug, const char *prefix) {
     setup();
     bool fired = false;
     uint64_t seed;
     for (seed = 1; seed <= 60 && !fired; seed++) {
-        run(&W, seed, true, SL_ELASTIC_BUG_NO_MAJORITY);
-        fired = strstr(W.violation, "E5") != NULL;
+        run(&W, seed, true, bug);
+        fired = strstr(W.violation, prefix) != NULL;
     }
     if (getenv("SL_VERBOSE"))
-        printf("  planted bug fired at seed %llu: %s\n", (unsigned long long)(seed - 1),
+        printf("  planted bug %d fired at seed %llu: %s\n", bug, (unsigned long long)(seed - 1),
                W.violation);
-    CHECK_MSG(fired, "the E5 checker never fired on the planted bug (last: \"%s\")", W.violation);
+    CHECK_MSG(fired, "the %s checker never fired on planted bug %d (last: \"%s\")", prefix, bug,
+              W.violation);
 }
+
+/* one continuer establishes a world: both sides of a partition continue
+ * one lineage */
+static void test_planted_e5(void) { planted(SL_ELASTIC_BUG_NO_MAJORITY, "E5"); }
+static void test_planted_e1(void) { planted(SL_ELASTIC_BUG_SORTED_RANKS, "E1"); }
+static void test_planted_e2(void) { planted(SL_ELASTIC_BUG_MIN_MINUS_1, "E2"); }
+static void test_planted_e3(void) { planted(SL_ELASTIC_BUG_LOWEST_STEP, "E3"); }
+static void test_planted_progress(void) { planted(SL_ELASTIC_BUG_NEVER_GIVE_UP, "progress"); }
+static void test_planted_e4(void) { planted(SL_ELASTIC_BUG_EVEN_SLICES, "E4"); }
 
 int main(void) {
     sl_log_set_level(SL_LOG_WARNING);
@@ -827,7 +838,12 @@ int main(void) {
     sl_test_run("deterministic", test_deterministic);
     sl_test_run("fault_free", test_fault_free);
     sl_test_run("faults", test_faults);
+    sl_test_run("planted_e1", test_planted_e1);
+    sl_test_run("planted_e2", test_planted_e2);
+    sl_test_run("planted_e3", test_planted_e3);
+    sl_test_run("planted_e4", test_planted_e4);
     sl_test_run("planted_e5", test_planted_e5);
+    sl_test_run("planted_progress", test_planted_progress);
     int rc = sl_test_finish();
     free(W.worlds);
     free(W.acks);

@@ -8,10 +8,21 @@
 
 typedef enum {
     SL_ELASTIC_BUG_NONE = 0,
-    SL_ELASTIC_BUG_NO_MAJORITY = 1 /* one continuer establishes a world (E5 must fire) */
+    SL_ELASTIC_BUG_NO_MAJORITY = 1,  /* one continuer establishes a world (E5 must fire) */
+    SL_ELASTIC_BUG_SORTED_RANKS = 2, /* a peer takes its rank from the sorted ids, not
+                                        the world's order (E1 must fire) */
+    SL_ELASTIC_BUG_MIN_MINUS_1 = 3,  /* the leader seals with min - 1 volunteers (E2) */
+    SL_ELASTIC_BUG_LOWEST_STEP = 4,  /* the source is the state at the lowest step, not
+                                        the newest (E3 must fire) */
+    SL_ELASTIC_BUG_NEVER_GIVE_UP = 5, /* a waiting peer waits for its world for ever
+                                         (progress must fire) */
+    SL_ELASTIC_BUG_EVEN_SLICES = 6    /* the schedule gives every rank global/world
+                                         samples and drops the rest (E4 must fire) */
 } sl_elastic_bug;
 
-/* Plants a bug in every rendezvous core of this process (tests only). */
+/* Plants a bug in every rendezvous core and schedule of this process
+ * (tests only); sl_elastic_bug_now says which. */
 void sl_elastic_set_bug(sl_elastic_bug bug);
+sl_elastic_bug sl_elastic_bug_now(void);
 
 #endif

@@ -59,6 +59,8 @@ static sl_elastic_bug g_bug;
 
 void sl_elastic_set_bug(sl_elastic_bug bug) { g_bug = bug; }
 
+sl_elastic_bug sl_elastic_bug_now(void) { return g_bug; }
+
 struct sl_elastic {
     sl_elastic_config_t cfg;            /* the job's settings (job_id borrowed) */
     char self[SL_ELASTIC_ID_MAX + 1];   /* this peer */
@@ -455,6 +457,11 @@ sl_elastic_phase sl_elastic_phase_of(const sl_elastic_t *e) { return e->phase; }
 
 sl_elastic_ref_t sl_elastic_current(const sl_elastic_t *e) { return e->cur; }
 
+static uint32_t min_nodes(const sl_elastic_t *e) {
+    uint32_t m = e->cfg.min_nodes;
+    return g_bug == SL_ELASTIC_BUG_MIN_MINUS_1 && m > 1 ? m - 1 : m;
+}
+
 static bool alive(const sl_elastic_view_t *v, const char *peer) {
     for (size_t i = 0; i < v->member_count; i++)
         if (strcmp(v->members[i].id, peer) == 0)
@@ -499,6 +506,8 @@ static const char *ends(const sl_elastic_t *e, an_t *an, int x) {
 
 /* Whether this peer stops waiting for world x. */
 static bool gives_up(const sl_elastic_t *e, an_t *an, int x, int64_t now_ms) {
+    if (g_bug == SL_ELASTIC_BUG_NEVER_GIVE_UP)
+        return false;
     if (x < 0 || dead(an, x) || now_ms - e->since_ms > (int64_t)e->cfg.ack_timeout_ms)
         return true;
     const sl_elastic_world_t *w = an->worlds[x].w;
@@ -531,13 +540,17 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
     for (uint32_t i = 0; i < w->count; i++) {
         if (strcmp(w->members[i], e->self) == 0)
             a->rank = i;
+
         const sl_elastic_ack_t *k = find_ack(an, w->members[i], w->id.round);
         if (!k)
             continue;
         int sx = k->has_state ? find_world(an, &k->state_world) : -1;
         if (sx >= 0 && root_of(an, sx) == root) {
-            if (src < 0 || k->state_world.round > src_round ||
-                (k->state_world.round == src_round && k->step > src_step)) {
+            bool newer = src < 0 || k->state_world.round > src_round ||
+                         (k->state_world.round == src_round && k->step > src_step);
+            if (g_bug == SL_ELASTIC_BUG_LOWEST_STEP)
+                newer = src < 0 || k->step < src_step;
+            if (newer) {
                 src = (int)i;
                 src_round = k->state_world.round;
                 src_step = k->step;
@@ -546,6 +559,11 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
                    continues(an, w->members[i], w, &w->parent) == YES) {
             ckpt = k->step; /* the checkpoint it can restore */
         }
+    }
+    if (g_bug == SL_ELASTIC_BUG_SORTED_RANKS) { /* the rank among the sorted ids */
+        a->rank = 0;
+        for (uint32_t i = 0; i < w->count; i++)
+            a->rank += strcmp(w->members[i], e->self) < 0;
     }
     a->source = src;
     a->start_step = src >= 0 ? src_step : ckpt;
@@ -570,7 +588,7 @@ static int pick(const sl_elastic_t *e, an_t *an, const sl_elastic_ref_t *tip) {
     for (size_t i = 0; i < an->nw; i++) {
         const sl_elastic_world_t *w = an->worlds[i].w;
         if (w->id.round <= tip->round || !is_member(w, e->self) || dead(an, (int)i) ||
-            w->count < e->cfg.min_nodes || w->count > e->cfg.max_nodes)
+            w->count < min_nodes(e) || w->count > e->cfg.max_nodes)
             continue;
         /* the head itself (established, not all acked yet) or a child of it */
         bool fits = w->parent.round == 0
@@ -640,7 +658,7 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
                   chain(an, cand[i].id, t, h ? &h->id : &none) == YES;
         ncont += cont[i];
     }
-    bool may = n >= e->cfg.min_nodes &&
+    bool may = n >= min_nodes(e) &&
                (!h || (g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? ncont >= 1 : 2 * ncont > h->count));
     if (!may) {
         e->settle_round = 0;
@@ -720,7 +738,7 @@ sl_err sl_elastic_step(sl_elastic_t *e, const sl_elastic_view_t *view,
     }
     if (e->phase == SL_ELASTIC_WAITING) {
         int x = find_world(&an, &e->cur);
-        if (trainable(&an, x) && an.worlds[x].w->count >= e->cfg.min_nodes) {
+        if (trainable(&an, x) && an.worlds[x].w->count >= min_nodes(e)) {
             start(e, &an, x, out);
             goto done;
         }

@@ -4,6 +4,7 @@
  * elastic.h, docs/elastic.md "The step schedule"). Pure. */
 #include <string.h>
 
+#include "elastic_internal.h"
 #include "starling/elastic.h"
 #include "starling/rng.h"
 
@@ -29,6 +30,10 @@ sl_err sl_elastic_batch(const sl_elastic_sched_t *s, uint64_t step, uint32_t ran
     if (out->total > s->global_batch)
         out->total = s->global_batch;
     uint64_t lo = out->total * rank / world, hi = out->total * (rank + 1) / world;
+    if (sl_elastic_bug_now() == SL_ELASTIC_BUG_EVEN_SLICES) {
+        lo = out->total / world * rank;
+        hi = lo + out->total / world;
+    }
     out->offset = out->cursor + lo;
     out->count = hi - lo;
     return SL_OK;
