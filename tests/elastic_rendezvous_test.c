@@ -31,6 +31,7 @@ typedef struct {
     int rank[NP];            /* -1: not training */
     uint64_t started_round[NP];
     sl_elastic_ref_t world_of[NP]; /* the world each trains in */
+    uint64_t start_step[NP];       /* the step its last START named */
     bool cancelled;
     int64_t now;
 } cluster_t;
@@ -99,6 +100,7 @@ static void tick(cluster_t *c) {
                 c->local[p].step = a->start_step;
                 c->local[p].has_state = true;
                 c->world_of[p] = a->world.id; /* its steps are this world's */
+                c->start_step[p] = a->start_step;
                 break;
             case SL_ELASTIC_STOP: c->rank[p] = -1; break;
             }
@@ -168,6 +170,31 @@ static void test_first_world_and_changes(void) {
     CHECK_INT(training(&C), 4); /* eve takes its place */
     CHECK(C.started_round[0] > round);
     CHECK_INT(C.rank[4] >= 0, 1);
+}
+
+/* Every peer is killed: their parameters are gone, their acks are in the
+ * store; back, they continue the lineage from the checkpoint they name. */
+static void test_full_restart_resumes_from_checkpoint(void) {
+    reset();
+    for (int p = 0; p < 3; p++)
+        boot(&C, p, 2, 3);
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 3);
+    uint64_t round = C.started_round[0];
+    for (int p = 0; p < 3; p++)
+        crash(&C, p);
+    for (int p = 0; p < 3; p++) {
+        boot(&C, p, 2, 3);
+        C.local[p].step = 12; /* the checkpoint each can restore */
+    }
+    C.local[1].step = 10;     /* one holds an older one */
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 3);
+    CHECK(C.started_round[0] > round);
+    CHECK_INT(C.nw, 2); /* one new world, continuing the first */
+    CHECK_INT(C.worlds[1].parent.round, round);
+    for (int p = 0; p < 3; p++)
+        CHECK_INT(C.start_step[p], 12); /* the newest checkpoint they name */
 }
 
 /* The leader of the next round dies after sealing, before its world
@@ -456,6 +483,8 @@ static void test_bad_views(void) {
 int main(void) {
     sl_log_set_level(SL_LOG_WARNING);
     sl_test_run("first_world_and_changes", test_first_world_and_changes);
+    sl_test_run("full_restart_resumes_from_checkpoint",
+                test_full_restart_resumes_from_checkpoint);
     sl_test_run("leader_dies_before_start", test_leader_dies_before_start);
     sl_test_run("cancel", test_cancel);
     sl_test_run("partition_minority_never_continues", test_partition_minority_never_continues);

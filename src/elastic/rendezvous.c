@@ -45,8 +45,11 @@
  * whose members moved on might never gather a majority again.
  *
  * Cost: each call sorts the job's records (O(n log n)) and memoises each
- * world's status; the I/O side keeps the records of the worlds before the
- * head's parent out of the view. */
+ * world's status: 4 us a turn with 3 worlds of 8 members, 115 us with 30,
+ * 1.1 ms with 200 (-O2, this machine). The view must hold every record
+ * back to the root (a world is established only if its parent is); a
+ * pruned view needs an anchor taken as established (docs/elastic.md, "Not
+ * yet"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,11 +157,22 @@ static size_t acks_from(const an_t *an, const char *peer) {
     return lo;
 }
 
+/* Index just past the last ack of `peer`. */
+static size_t acks_end(const an_t *an, const char *peer) {
+    size_t lo = 0, hi = an->na;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (strcmp(an->acks[mid]->peer, peer) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Index of the first ack of `peer` at or after `round`. */
 static size_t acks_at(const an_t *an, const char *peer, uint64_t round) {
-    size_t lo = acks_from(an, peer), hi = lo;
-    while (hi < an->na && strcmp(an->acks[hi]->peer, peer) == 0)
-        hi++;
+    size_t lo = acks_from(an, peer), hi = acks_end(an, peer);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (an->acks[mid]->world.round < round)
@@ -180,8 +194,9 @@ static const sl_elastic_ack_t *find_ack(const an_t *an, const char *peer, uint64
 static sl_elastic_ref_t tip_of(const an_t *an, const char *peer) {
     sl_elastic_ref_t t;
     memset(&t, 0, sizeof t);
-    for (size_t i = acks_from(an, peer); i < an->na && strcmp(an->acks[i]->peer, peer) == 0; i++)
-        t = an->acks[i]->world;
+    size_t lo = acks_from(an, peer), hi = acks_end(an, peer);
+    if (hi > lo)
+        t = an->acks[hi - 1]->world;
     return t;
 }
 
