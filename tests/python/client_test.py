@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""The Python package against real peers (issue 15): every Client method,
+the hex vectors of proto/vectors/ctl_*.txt through starling.wire, and
+starling.report()/checkpoint_dir() from a command-trainer study.
+
+Starts two peers of $SL_BUILD_DIR (default build/) in an open cluster with
+--allow-commands. Imports nothing from the C side: only python/starling."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import starling
+from starling import Status, StarlingError, wire
+
+SRC = os.environ.get("SL_SOURCE_DIR", os.getcwd())
+BUILD = os.environ.get("SL_BUILD_DIR", os.path.join(SRC, "build"))
+PEER = os.path.join(BUILD, "peer")
+FAST = "--probe-interval 200 --probe-timeout 100 --suspicion-mult 3 --sync-interval 2000".split()
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def wait_until(pred, what, timeout=60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                print("ok   " + what, flush=True)
+                return True
+        except StarlingError:
+            pass
+        time.sleep(0.1)
+    check(False, f"{what} within {timeout:g} s")
+    return False
+
+
+def raises(status, fn, *args):
+    try:
+        fn(*args)
+    except StarlingError as e:
+        return e.status == status and e.message != ""
+    return False
+
+
+def free_port():
+    for _ in range(200):
+        p = 20000 + int.from_bytes(os.urandom(2), "big") % 12000
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+                return p
+            except OSError:
+                continue
+    raise RuntimeError("no free port")
+
+
+def vectors():
+    def frame(f):
+        out = b""
+        for seg in ([] if f == "-" else f.split("+")):
+            h, _, n = seg.partition("*")
+            out += bytes.fromhex(h) * (int(n) if n else 1)
+        return out
+
+    d = os.path.join(SRC, "proto", "vectors")
+    count = 0
+    for fn in sorted(os.listdir(d)):
+        if not (fn.startswith("ctl_") and fn.endswith(".txt")):
+            continue
+        dec, enc = ((wire.decode_req, wire.encode_req) if "req" in fn
+                    else (wire.decode_rep, wire.encode_rep))
+        for line in open(os.path.join(d, fn)):
+            p = line.split()
+            if not p or p[0].startswith("#"):
+                continue
+            count += 1
+            if p[0] in ("valid", "compat"):
+                try:
+                    h, b = enc(dec(frame(p[2]), frame(p[3])))
+                    ok = h == frame(p[2]) and b == frame(p[4] if p[0] == "compat" else p[3])
+                except wire.WireError as e:
+                    ok = False
+                    print("   ", e)
+                check(ok, f"vector {fn} {p[1]} decodes and re-encodes")
+            else:
+                try:
+                    dec(frame(p[3]), frame(p[4]))
+                    got = "accepted"
+                except wire.WireError as e:
+                    got = "SL_" + e.status.name
+                check(got == p[2], f"vector {fn} {p[1]} rejected with {p[2]} (got {got})")
+    check(count >= 25, f"{count} control vectors read")
+
+
+def main():
+    if not os.access(PEER, os.X_OK):
+        print(f"skip: no peer binary at {PEER}")
+        return 77
+    vectors()
+    tmp = tempfile.mkdtemp(prefix="sl-python-")
+    procs = {}
+    ports = {}
+
+    def start(name, *extra):
+        ports.setdefault(name, free_port())
+        log = open(os.path.join(tmp, name + ".log"), "ab")
+        procs[name] = subprocess.Popen(
+            [PEER, "--name", name, "--listen", f"127.0.0.1:{ports[name]}", "--data",
+             os.path.join(tmp, name), "--allow-commands", "--log-level", "info", *FAST, *extra],
+            stdout=log, stderr=subprocess.STDOUT, cwd=SRC)
+
+    try:
+        start("a")
+        ok = wait_until(lambda: os.path.exists(os.path.join(tmp, "a", "control.sock")),
+                        "a's control socket", 20)
+        start("b", "--join", f"127.0.0.1:{ports['a']}")
+        if not ok:
+            return 1
+        wait_until(lambda: os.path.exists(os.path.join(tmp, "b", "control.sock")),
+                   "b's control socket", 20)
+        a = starling.Client(peer=os.path.join(tmp, "a"))
+        b = starling.Client(peer="ipc://" + os.path.join(tmp, "b", "control.sock"))
+
+        # peer
+        wait_until(lambda: sum(m["state"] == "alive" for m in a.members()) == 2, "a sees 2 alive")
+        ms = a.members()
+        check(any(m["self"] and m["name"] == "a" for m in ms), "members: a is self")
+        check(all(isinstance(m["incarnation"], int) for m in ms), "members: exact integers")
+        st = a.stats()
+        check(st.get("name") == "a" and isinstance(st.get("uptime_ms"), int), "stats")
+        check(a.version() != "", f"version {a.version()!r}")
+
+        # store
+        a.put("py/k1", "hello")
+        a.put("py/bin", bytes(range(256)))
+        check(a.get("py/k1") == b"hello", "put/get")
+        check(a.get("py/bin") == bytes(range(256)), "get: raw bytes, all 256 values")
+        wait_until(lambda: b.get("py/k1") == b"hello", "b reads a's write")
+        check(a.keys("py/") == ["py/bin", "py/k1"], f"keys(prefix) {a.keys('py/')}")
+        check("py/k1" in a.keys(), "keys()")
+        a.delete("py/bin")
+        check(raises(Status.ENOTFOUND, a.get, "py/bin"), "get after delete: SL_ENOTFOUND")
+        check(raises(Status.ENOTFOUND, a.delete, "py/none"), "delete of no key: SL_ENOTFOUND")
+        check(raises(Status.EINVAL, a.call, "get"), "get without a key: SL_EINVAL")
+        check(raises(Status.EINVAL, a.put, "", "x"), "put with an empty key: SL_EINVAL")
+        check(raises(Status.ETOOBIG, a.put, "py/big", b"x" * 70000), "put of 70 KB: SL_ETOOBIG")
+
+        # watch: a second connection writes while this one iterates
+        got = []
+        w = starling.Client(peer=os.path.join(tmp, "a"))
+
+        def writer():
+            time.sleep(0.5)
+            for i in range(3):
+                a.put(f"py/w/{i}", str(i))
+            a.delete("py/w/0")
+
+        t = threading.Thread(target=writer)
+        t.start()
+        for ev in w.watch("py/w/", timeout=20):
+            got.append(ev)
+            if len(got) == 4:
+                break
+        t.join()
+        w.close()
+        check([e["key"] for e in got] == ["py/w/0", "py/w/1", "py/w/2", "py/w/0"]
+              and got[1]["value"] == "1" and got[3].get("deleted") is True,
+              f"watch yields each change in order: {got}")
+
+        # blobs: put on a, get on b
+        src = os.path.join(tmp, "blob.bin")
+        with open(src, "wb") as f:
+            f.write(os.urandom(2 * (1 << 20) + 12345))
+        h = a.put_blob(src)
+        check(len(h) == 64, f"put_blob: {h}")
+        dst = os.path.join(tmp, "blob.out")
+        wait_until(lambda: any(x["hash"] == h for x in b.blobs()), "b lists the blob")
+        n = b.get_blob(h, dst)
+        check(n == os.path.getsize(src) and open(dst, "rb").read() == open(src, "rb").read(),
+              "get_blob on another peer: the same bytes")
+        check(raises(Status.EINVAL, a.call, "blob-fetch", "xyz"), "blob-fetch bad hash: EINVAL")
+
+        # a command-trainer study: report() and checkpoint_dir() in the trainer
+        py = sys.executable
+        trainer = os.path.join(SRC, "tests", "python", "trainer.py")
+        spec = {
+            "name": "py-client-test",
+            "seed": 7,
+            "trainer": {"type": "command", "timeout_s": 120,
+                        "command": f"PYTHONPATH={os.path.join(SRC, 'python')} {py} {trainer} "
+                                   "{lr} 3"},
+            "search_space": {"lr": {"type": "categorical", "values": [0.1, 0.2, 0.3]}},
+            "searcher": {"type": "grid"},
+            "scheduler": {"type": "fifo", "epochs": 3},
+            "objectives": [{"metric": "score", "goal": "max"}],
+            "checkpoint_every": 1,
+            "concurrency": 2,
+        }
+        sid = a.submit(spec)
+        check(len(sid) > 0 and a.submit(spec) == sid, f"submit: {sid}, again the same id")
+        spec_file = os.path.join(tmp, "spec.json")
+        with open(spec_file, "w") as f:
+            json.dump(spec, f)
+        check(b.submit(spec_file) == sid, "submit from a file on b: the same id")
+        seen = list(a.watch_study(sid, interval=0.3))
+        check(len(seen) >= 2 and bool(seen[-1].get("finished")),
+              f"watch_study ends when finished ({len(seen)} states)")
+        rows = a.results(sid)
+        check(len(rows) == 3 and all(r["state"] == "done" and r["epoch"] == 3 for r in rows),
+              f"results: 3 trials done: {rows}")
+        check(all(abs(r["score"] - 3 * r["lr"]) < 1e-9 and r["resumed"] == 0
+                  and abs(r["cfg_lr"] - r["lr"]) < 1e-9 for r in rows),
+              "report(): the metrics the trainer reported (and config() saw the config)")
+        rep = a.report(sid)
+        check(rep.get("study") == sid and "leaderboard" in rep, "report (results command)")
+        best = max(rows, key=lambda r: r["score"])
+        wait_until(lambda: b.status(sid).get("finished"), "b sees the study finished")
+        weights = b.fetch(sid, best["trial"], os.path.join(tmp, "w.json"))
+        st = json.loads(weights)
+        check(st == {"epoch": 3, "lr": best["lr"], "trial": best["trial"]},
+              f"fetch: the trial's checkpoint_dir() file, on another peer: {st}")
+        log = a.logs(sid, best["trial"])
+        check(isinstance(log, str) and "score" in log, f"logs: {log[:200]!r}")
+        check(raises(Status.ENOTFOUND, a.status, "nosuchstudy"), "status of no study: ENOTFOUND")
+        check(raises(Status.ENOTFOUND, a.logs, sid, "nosuchtrial"), "logs of no trial: ENOTFOUND")
+
+        # cancel a second study while it runs
+        spec2 = dict(spec, name="py-cancel", seed=8,
+                     trainer={"type": "command", "timeout_s": 120,
+                              "command": "sleep 30 # {lr}"})
+        sid2 = a.submit(spec2)
+        wait_until(lambda: any(t["state"] == "running" for t in a.status(sid2)["trials"]),
+                   "a trial of the second study runs")
+        a.cancel(sid2)
+        wait_until(lambda: a.status(sid2)["cancelled"] is True, "status says cancelled")
+
+        # errors: unknown command, bad arguments
+        try:
+            a.call("no-such-command")
+            check(False, "unknown command refused")
+        except StarlingError as e:
+            check(e.status in (Status.EUNSUPPORTED, Status.ENOTFOUND) and
+                  "no-such-command" in e.message, f"unknown command: {e}")
+        try:
+            starling.Client(peer=os.path.join(tmp, "nope"))
+            check(False, "a missing control socket is refused")
+        except starling.ConnectionFailed as e:
+            check("no control socket" in e.message, f"missing socket: {e.message}")
+        a.close()
+        b.close()
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if failures:
+            for n in procs:
+                print(f"--- {n}.log (tail)")
+                print(open(os.path.join(tmp, n + ".log"), errors="replace").read()[-3000:])
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
