@@ -405,6 +405,21 @@ def gen_ctl_req():
     invalid(f, "missing-args", "SL_EPROTO", CTL_REQ, {3: 1, 4: "members"})
     invalid(f, "id-over-u32", "SL_EPROTO", CTL_REQ, ctl_req(id=1 << 32))
     invalid(f, "truncated", "SL_ETRUNC", CTL_REQ, Raw(enc(ctl_req())[:-2]))
+    # one request per command of control.md section 4, as a client sends it
+    manifest = enc({0: b"\x11" * 32, 1: 5, 2: 1 << 20, 3: [b"\x22" * 32]})
+    h = "ab" * 32
+    study = b'{"name":"s","trainer":{"type":"command","command":"python3 t.py {lr}"},' \
+        b'"search_space":{"lr":{"type":"real","low":0.001,"high":0.1}}}'
+    for i, (cmd, args) in enumerate([
+            ("put", [b"greeting", b"hello"]), ("get", [b"greeting"]), ("del", [b"greeting"]),
+            ("keys", []), ("keys", [b"study/"]), ("watch-keys", [b"jobs/"]),
+            ("store-fault", [b"block", b"tcp://127.0.0.1:7601"]), ("store-fault", [b"heal"]),
+            ("blob-chunk", [b"\x00\x01chunk"]), ("blob-commit", [manifest]),
+            ("blob-fetch", [h.encode()]), ("blob-read", [h.encode(), b"0"]), ("blob-ls", []),
+            ("submit", [study]), ("status", [b"9af1f604fc8d3934"]), ("results", [b"grid-mlp"]),
+            ("plot", [b"9af1f604fc8d3934"]), ("logs", [b"9af1f604fc8d3934", b"e4a326e17e70d672"]),
+            ("fetch", [b"9af1f604fc8d3934", b"e4a3"]), ("cancel", [b"9af1f604fc8d3934"])]):
+        valid(f, "cmd-%s-%d" % (cmd, len(args)), CTL_REQ, ctl_req(id=100 + i, cmd=cmd, args=args))
 
 
 def gen_ctl_rep():
@@ -423,6 +438,55 @@ def gen_ctl_rep():
     invalid(f, "keys-out-of-order", "SL_ENONCANON", CTL_REP,
             pairs([(3, 1), (5, False), (4, 0), (6, b"")]))
     invalid(f, "truncated-body", "SL_ETRUNC", CTL_REP, Raw(enc(ctl_rep())[:-1]))
+    # replies of every command (control.md section 4), as peers send them
+    for i, (name, status, more, body) in enumerate([
+            ("members", 0, False, b'[{"name":"a","addr":"tcp://127.0.0.1:23411","state":"alive",'
+             b'"incarnation":1,"meta":{"version":"0.1.0"},"self":true,"state_age_ms":0}]'),
+            ("stats", 0, False, b'{"name":"a","addr":"tcp://127.0.0.1:23411","version":"0.1.0",'
+             b'"uptime_ms":1042,"members":{"total":1,"alive":1},"decode":{"ok":1,"bad":2,'
+             b'"errors":{"SL_ENONCANON":2}},"store":{"state_hash":18446744073709551615}}'),
+            ("put", 0, False, b"{}"), ("get-raw", 0, False, b"\x00\xffhello"),
+            ("get-notfound", 10, False, b"no such key"),
+            ("get-usage", 1, False, b"usage: get KEY"),
+            ("put-toobig", 4, False, b"value over 64 KiB: store it as a blob"),
+            ("put-disk", 9, False, b"cannot append the write to the log"),
+            ("keys", 0, False, b'["peer/a/slots","py/k1"]'),
+            ("keys-part", 0, True, b'["a","b",'), ("keys-last", 0, False, b'"c"]'),
+            ("watch-open", 0, True, b""),
+            ("watch-changes", 0, True, b'{"key":"a","type":"register","value":"1",'
+             b'"encoding":"utf-8"}\n{"key":"a","deleted":true}\n'),
+            ("watch-behind", 12, False, b"watch fell too far behind (over 8 MiB of changes not "
+             b"read); start it again"),
+            ("watch-busy", 18, False, b"this peer already serves 64 watches"),
+            ("store-fault-off", 15, False, b"store-fault is a test-only command"),
+            ("blob-chunk", 0, False, b"ab" * 32),
+            ("blob-commit", 0, False, b'{"hash":"' + b"ab" * 32 + b'","state":"done"}'),
+            ("blob-commit-missing", 10, False, b"a chunk of this blob is not here"),
+            ("blob-fetch", 0, False, b'{"hash":"' + b"ab" * 32 + b'","state":"fetching",'
+             b'"size":2500000,"chunks":3,"chunk_len":1048576,"held":1}'),
+            ("blob-read", 0, False, bytes(range(256))),
+            ("blob-read-range", 20, False, b"chunk index out of range"),
+            ("blob-ls", 0, False, b'[{"hash":"' + b"ab" * 32 + b'","size":5,"chunks":1,'
+             b'"holders":["a"],"alive_holders":["a"]}]'),
+            ("submit", 0, False, b'{"study":"9af1f604fc8d3934","name":"s","new":true}'),
+            ("submit-open", 15, False, b"study refused: command trainers are off in an open "
+             b"cluster"),
+            ("status", 0, False, b'{"study":"9af1f604fc8d3934","name":"s","budget":3,'
+             b'"max_epochs":3,"objective":"score","finished":null,"cancelled":false,"trials":'
+             b'[{"trial":"e4a326e17e70d672","ordinal":0,"config":{"lr":0.1},"owner":"b",'
+             b'"claim_epoch":1,"state":"running","epoch":1,"rung":0,"target":3,"failures":0,'
+             b'"checkpoint":1,"metrics":{"epoch":1,"score":0.1}}]}'),
+            ("status-notfound", 10, False, b"no study 'x' on this peer"),
+            ("results", 0, False, b'{"study":"9af1f604fc8d3934","leaderboard":"...",'
+             b'"models":[],"pareto":null}'),
+            ("plot", 0, False, b'{"curves.svg":"<svg/>"}'),
+            ("logs", 0, False, b'[a] claim epoch 1\n{"epoch":1,"score":0.1}'),
+            ("fetch", 0, False, b"PK\x03\x04" + bytes(60)),
+            ("fetch-none", 10, False, b"trial e4a326e17e70d672 has no replicated checkpoint yet"),
+            ("cancel", 0, False, b'{"study":"9af1f604fc8d3934","cancelled":true}'),
+            ("unknown", 16, False, b"unknown command 'frobnicate'"),
+            ("bad-args", 1, False, b"usage: members")]):
+        valid(f, "rep-" + name, CTL_REP, ctl_rep(id=100 + i, status=status, more=more, body=body))
 
 
 HEADER = """\
