@@ -66,7 +66,8 @@ if ckpt and os.path.exists(ckpt):
     start = state["epoch"]
     print(f"resuming from epoch {start}", flush=True)  # not JSON: the trial's log
 
-for epoch in range(start + 1, a.epochs + 1):
+last = min(a.epochs, starling.epochs() or a.epochs)  # the peer's target for this run
+for epoch in range(start + 1, last + 1):
     model.train()
     gen = torch.Generator().manual_seed(epoch)  # the same order after a resume
     perm = torch.randperm(len(x_train), generator=gen)

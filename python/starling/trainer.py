@@ -72,6 +72,14 @@ def trial_id() -> Optional[str]:
     return os.environ.get("STARLING_TRIAL_ID") or None
 
 
+def epochs() -> Optional[int]:
+    """The epoch this run should stop after (``$STARLING_EPOCHS``: the
+    target of the trial's current rung), or None outside a peer. The peer
+    stops reading after that epoch's report, so train up to it, no further."""
+    e = os.environ.get("STARLING_EPOCHS")
+    return int(e) if e else None
+
+
 def config() -> Dict[str, Any]:
     """This trial's config (``$STARLING_CONFIG``, parsed), {} outside a peer."""
     c = os.environ.get("STARLING_CONFIG")

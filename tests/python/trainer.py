@@ -8,7 +8,7 @@ import sys
 import starling
 
 lr = float(sys.argv[1])
-epochs = int(sys.argv[2])
+epochs = min(int(sys.argv[2]), starling.epochs() or 1 << 30)
 d = starling.checkpoint_dir()
 assert d and os.path.isdir(d), "no checkpoint dir"
 ck = os.path.join(d, "state.json")
