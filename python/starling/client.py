@@ -84,7 +84,9 @@ class Client:
 
     Every command raises :class:`StarlingError` (``.status``, ``.message``)
     when the peer answers with a non-zero status, and
-    :class:`ConnectionFailed` when nothing answers in time.
+    :class:`ConnectionFailed` when nothing answers in time. A Client is one
+    ZeroMQ socket: use it from one thread at a time (one Client per thread),
+    and a separate Client for a long ``watch``.
     """
 
     def __init__(self, peer: Optional[PathLike] = None, key: Optional[PathLike] = None,
