@@ -1,6 +1,6 @@
 /* peer: the Starling daemon. Parses the command line, sets up logging,
  * signals and the data directory, then runs the event loop
- * (src/peer_node.c) until SIGTERM or SIGINT, when it leaves the cluster
+ * (src/node/peer_node.c) until SIGTERM or SIGINT, when it leaves the cluster
  * gracefully and exits 0. See docs/cli.md. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The blob service inside the daemon's loop (src/blob_node.c): three
+/* The blob service inside the daemon's loop (src/blob/blob_node.c): three
  * peers on loopback in one process, stepped in turn, R = 2. A put from a
  * buffer settles on exactly the two placed peers; a peer without a copy
  * gets it to a file through the completion callback; an unknown hash is

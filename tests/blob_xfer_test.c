@@ -1,4 +1,4 @@
-/* Tests of the blob transfer core (src/blob_xfer.c): the wire vectors
+/* Tests of the blob transfer core (src/blob/blob_xfer.c): the wire vectors
  * (proto/vectors/blob/blob.txt), and the fetch state machine driven by
  * in-memory holders (honest, corrupt, silent, lacking) on a virtual
  * clock: no sockets, no disk. */

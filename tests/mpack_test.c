@@ -1,4 +1,4 @@
-/* Tests of the canonical msgpack writer and strict reader (src/mpack.c):
+/* Tests of the canonical msgpack writer and strict reader (src/wire/mpack.c):
  * exact bytes at every encoding boundary, rejection of every non-minimal
  * form, map key order, limits before truncation, skip depth, UTF-8,
  * allocation failure, and a randomized round trip checked against

@@ -1,4 +1,4 @@
-/* Tests of the wire codec (src/msg.c): every vector in proto/vectors/
+/* Tests of the wire codec (src/wire/msg.c): every vector in proto/vectors/
  * (valid ones decode and re-encode byte for byte, invalid ones fail with
  * exactly their stated error), decoded field values, every truncation of a
  * valid message, byte mutations, encoder limits, allocation failure. */

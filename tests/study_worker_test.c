@@ -1,4 +1,4 @@
-/* The study runtime's trial workers (src/study_worker.c) with command
+/* The study runtime's trial workers (src/study/study_worker.c) with command
  * templates: reports become epochs, other lines the log, garbage reports
  * are logged and never fatal, the environment carries the trial, a crash,
  * an early end and a timeout are failures with their reason, and a
@@ -12,7 +12,7 @@
 
 #include "starling/platform.h"
 #include "starling/study.h"
-#include "study_worker.h"
+#include "study/study_worker.h"
 #include "testlib.h"
 
 static char dir[256];

@@ -1,5 +1,5 @@
 /* peerctl's blob commands (tools/peerctl_blob.c), served by the peer's
- * blob service (src/blob_node.c):
+ * blob service (src/blob/blob_node.c):
  *   peerctl blob put FILE            prints the blob's hash
  *   peerctl blob get HASH OUTFILE    writes OUTFILE atomically once verified
  *   peerctl blob ls [--json]         hash, size, holders */

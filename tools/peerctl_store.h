@@ -1,5 +1,5 @@
 /* peerctl's store commands (tools/peerctl_store.c), served by the peer's
- * store module (src/store_node.c):
+ * store module (src/store/store_node.c):
  *   peerctl put KEY VALUE | put KEY --file FILE
  *   peerctl get KEY [--json]
  *   peerctl del KEY

@@ -12,7 +12,7 @@
  * against the blob hash (SL_ECORRUPT, logged BLOB-CORRUPT).
  *
  * Placement and planning are pure; reading and writing chunks goes through
- * src/disk.c (sl_disk_chunk_*). */
+ * src/platform/disk.c (sl_disk_chunk_*). */
 #ifndef STARLING_BLOB_H
 #define STARLING_BLOB_H
 

@@ -1,6 +1,6 @@
 /* The store's disk: a write-ahead log with per-record checksums and group
  * commit, snapshots kept twice, and the store's identity. The only module
- * that touches the store's files (src/disk.c).
+ * that touches the store's files (src/platform/disk.c).
  *
  * Directory layout (format 2; docs/store.md "On disk"):
  *   replica       the directory's identity: two 512-byte slots, each "SLID",
@@ -130,7 +130,7 @@ void sl_disk_stats(const sl_disk_t *d, sl_disk_stats_t *out);
 sl_err sl_disk_slot_read(const char *path, uint64_t *value, uint8_t *id);
 sl_err sl_disk_slot_write(const char *path, uint64_t value, const uint8_t *id);
 
-/* Content-addressed chunk files under dir/blobs/xx/HEX (src/disk.c):
+/* Content-addressed chunk files under dir/blobs/xx/HEX (src/platform/disk.c):
  * written atomically, read back whole. SL_ENOTFOUND if absent. A file
  * already there with the same bytes is kept; one that differs (damaged)
  * is replaced. sl_disk_chunk_put is durable when it returns (two fsyncs:

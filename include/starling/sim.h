@@ -119,7 +119,7 @@ uint32_t sl_sim_node_count(const sl_sim_t *sim);
 uint64_t sl_sim_bytes_sent(const sl_sim_t *sim, uint32_t id);
 void sl_sim_stats(const sl_sim_t *sim, sl_sim_stats_t *stats);
 
-/* ---- Membership on the simulator (src/sim_swim.c) ---- */
+/* ---- Membership on the simulator (src/sim/sim_swim.c) ---- */
 
 typedef struct sl_simswim sl_simswim_t;
 

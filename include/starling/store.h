@@ -2,7 +2,7 @@
  * (include/starling/crdt.h) that every peer holds whole, with Scuttlebutt
  * anti-entropy over version vectors. Sans-I/O: local operations and
  * received messages go in with the current time; messages to send and
- * records to persist come out. src/disk.c persists, src/net.c sends.
+ * records to persist come out. src/platform/disk.c persists, src/net/net.c sends.
  *
  * Dots and version vectors. Every update is one atom tagged with a dot
  * (replica id, sequence). A replica id is one incarnation of a peer (a new
@@ -119,7 +119,7 @@ void sl_store_msg_fini(sl_store_msg_t *m);
 void sl_store_out_init(sl_store_out_t *o);
 void sl_store_out_fini(sl_store_out_t *o);
 
-/* ---- Decoded messages (src/store_codec.c) ---- */
+/* ---- Decoded messages (src/store/store_codec.c) ---- */
 
 typedef struct {
     uint64_t rid;  /* replica */

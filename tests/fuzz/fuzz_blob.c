@@ -1,4 +1,4 @@
-/* libFuzzer target for the blob decoders (src/blob_xfer.c, src/blob.c)
+/* libFuzzer target for the blob decoders (src/blob/blob_xfer.c, src/blob/blob.c)
  * and the fetch state machine's handling of hostile chunks.
  *
  * Input: byte 0 picks the message type (24 + byte0 % 4: 27 is an unknown

@@ -1,4 +1,4 @@
-/* libFuzzer target for the wire codec (src/msg.c, src/mpack.c).
+/* libFuzzer target for the wire codec (src/wire/msg.c, src/wire/mpack.c).
  *
  * Input split (also how the seed corpus is laid out):
  *   byte 0, bits 0-2   header length H (0..7; cut to what is there)
@@ -47,7 +47,7 @@ static bool key_known(uint8_t type, uint64_t key) {
 
 /* True if a body that decoded carries a key version 1 does not define (in
  * the body or in a member record): only then may its re-encoding differ
- * from it. Written from the spec's tables, apart from src/msg.c. */
+ * from it. Written from the spec's tables, apart from src/wire/msg.c. */
 static bool has_unknown_keys(uint8_t type, const uint8_t *b, size_t bl) {
     sl_mpack_reader_t r;
     sl_mpack_map_t m, mm;

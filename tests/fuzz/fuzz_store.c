@@ -1,5 +1,5 @@
-/* libFuzzer target for the store decoders (src/store_codec.c, src/blob.c)
- * and the store's handling of hostile messages (src/store.c).
+/* libFuzzer target for the store decoders (src/store/store_codec.c, src/blob/blob.c)
+ * and the store's handling of hostile messages (src/store/store.c).
  *
  * Input: byte 0's low 6 bits pick the message type, 16..20 (the values
  * 16..19 are the types themselves; 20 is an unknown type, refused); bit 7

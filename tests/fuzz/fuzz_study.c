@@ -2,7 +2,7 @@
  * store (written by any other peer: a study's spec, trial records, claim
  * registers, results, checkpoint manifests) and from a command trial's
  * stdout (reports), and the live view that applies those keys one by one
- * (src/study_view.c).
+ * (src/study/study_view.c).
  *
  * Input: byte 0 picks the decoder (byte0 % 6); the rest is the text.
  *   0 a study spec (sl_study_spec_parse)
@@ -21,7 +21,7 @@
 #include "starling/common.h"
 #include "starling/store.h"
 #include "starling/study.h"
-#include "study_node_internal.h"
+#include "study/study_node_internal.h"
 
 static void fail(const char *what) {
     fprintf(stderr, "fuzz_study: property broken: %s\n", what);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "starling/study.h"
-#include "study_node_internal.h"
+#include "study/study_node_internal.h"
 #include "testlib.h"
 
 static const char *spec_json =

@@ -3,7 +3,7 @@
  * tables hold them (the simulator shares one pool among all its cores). */
 #include <string.h>
 
-#include "swim_internal.h"
+#include "membership/swim_internal.h"
 
 struct sl_intern {
     sl_istr_t **buckets; /* hash chains */

@@ -24,7 +24,7 @@
 
 #include "starling/hash.h"
 #include "starling/platform.h"
-#include "study_node_internal.h"
+#include "study/study_node_internal.h"
 
 #define MAX_FILE_LEN (256u << 20)
 #define RESTORE_TRIES 3

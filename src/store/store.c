@@ -1,5 +1,5 @@
 /* The replicated store, the map itself (records, index, arena, replicas,
- * local operations, reads); anti-entropy is src/store_sync.c. See
+ * local operations, reads); anti-entropy is src/store/store_sync.c. See
  * include/starling/store.h for the model.
  *
  * Layout (sized for 10^6 keys and more):
@@ -16,7 +16,7 @@
  *   peers   what each peer's last DIGEST said it has (for deltas, garbage
  *           collection and retiring) */
 #include "starling/store.h"
-#include "store_internal.h"
+#include "store/store_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

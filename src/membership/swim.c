@@ -9,7 +9,7 @@
 
 #include "starling/addr.h"
 #include "starling/swim.h"
-#include "swim_internal.h"
+#include "membership/swim_internal.h"
 
 #define REAP_SCAN_MS 10000 /* how often dead/left records are looked at */
 #define REFUSE_LOG_MS 10000 /* at most one log line about refused records per this */

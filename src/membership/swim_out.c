@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "starling/swim.h"
-#include "swim_internal.h"
+#include "membership/swim_internal.h"
 
 /* ---- Outputs and events ---- */
 

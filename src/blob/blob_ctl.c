@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob_node_internal.h"
+#include "blob/blob_node_internal.h"
 
 static sl_err reply_err(sl_ctl_call_t *call, sl_err err, const char *msg) {
     return sl_ctl_reply(call, err, msg, strlen(msg), false);

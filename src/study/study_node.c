@@ -19,7 +19,7 @@
  *                              no line is lost when owners overlap; readers
  *                              join them in key order (sl_study_node_log)
  *   study/S/t/T/ck             checkpoint manifest {"epoch":..,"blob":HEX,"files":[[name,len]..]}
- *                              naming a blob with its copies (src/study_ckpt.c) */
+ *                              naming a blob with its copies (src/study/study_ckpt.c) */
 #include "starling/study_node.h"
 
 #include <fcntl.h>
@@ -38,7 +38,7 @@
 
 #include "starling/platform.h"
 #include "starling/study.h"
-#include "study_node_internal.h"
+#include "study/study_node_internal.h"
 
 uint64_t sl_study_node_wall_ms(void) { return sl_plat_wall_ms(); }
 
@@ -181,7 +181,7 @@ sl_err sl_study_node_resolve(sl_study_node_t *sn, const char *arg, char id[SL_TR
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns);
 
 /* The store node's listener: every study key that changes updates the
- * live view of its study (src/study_view.c); a RESET snapshot, not told
+ * live view of its study (src/study/study_view.c); a RESET snapshot, not told
  * key by key, has every study read again. */
 static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
                             const sl_store_entry_t *e) {

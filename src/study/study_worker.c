@@ -1,7 +1,7 @@
 /* A trial's worker thread: the builtin trainer or a command's child
  * process. See study_worker.h. Touches processes and files (like
  * the platform layer): it is the daemon's I/O edge for trainers. */
-#include "study_worker.h"
+#include "study/study_worker.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* The store's anti-entropy: digests, deltas since a version vector,
  * snapshots and resets, garbage collection and retiring (see
- * include/starling/store.h; the map itself is src/store.c). */
+ * include/starling/store.h; the map itself is src/store/store.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "starling/hash.h"
 #include "starling/msg.h"
-#include "store_internal.h"
+#include "store/store_internal.h"
 
 /* ---- refusals ---- */
 

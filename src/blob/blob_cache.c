@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob_node_internal.h"
+#include "blob/blob_node_internal.h"
 
 cached_t *sl_blob_cache_find(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
     for (size_t i = 0; i < bn->cache_count; i++)

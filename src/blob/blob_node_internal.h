@@ -1,6 +1,6 @@
-/* Internals shared by src/blob_node.c (the loop: transfers, placement,
- * puts, messages), src/blob_cache.c (the cache of copies fetched for
- * readers) and src/blob_ctl.c (the control commands). */
+/* Internals shared by src/blob/blob_node.c (the loop: transfers, placement,
+ * puts, messages), src/blob/blob_cache.c (the cache of copies fetched for
+ * readers) and src/blob/blob_ctl.c (the control commands). */
 #ifndef STARLING_BLOB_NODE_INTERNAL_H
 #define STARLING_BLOB_NODE_INTERNAL_H
 

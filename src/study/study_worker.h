@@ -2,7 +2,7 @@
  * through nn.h, or a command template as a child process) and hands what
  * happens to the node loop through a queue the loop drains in its tick.
  * The worker never touches the store or the node: only the queue.
- * Internal to src/study_node.c. */
+ * Internal to src/study/study_node.c. */
 #ifndef STARLING_STUDY_WORKER_H
 #define STARLING_STUDY_WORKER_H
 

@@ -17,7 +17,7 @@
 #include "starling/platform.h"
 #include "starling/rng.h"
 
-#include "blob_node_internal.h"
+#include "blob/blob_node_internal.h"
 
 bool sl_blob_node_unhex(const uint8_t *s, size_t len, uint8_t out[SL_BLAKE2B_LEN]) {
     return len == HEX_LEN && sl_unhex((const char *)s, len, out);

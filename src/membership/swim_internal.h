@@ -9,7 +9,7 @@
 #include "starling/rng.h"
 #include "starling/swim.h"
 
-/* ---- Interned strings (src/swim_intern.c) ---- */
+/* ---- Interned strings (src/membership/swim_intern.c) ---- */
 
 /* One interned byte string. Shared by every holder; freed when the last
  * reference goes. */
@@ -47,7 +47,7 @@ static inline bool istr_eq(const sl_istr_t *s, const uint8_t *p, size_t len) {
     return s && s->len == len && (len == 0 || memcmp(s->bytes, p, len) == 0);
 }
 
-/* ---- Gossip queue (src/swim_gossip.c) ---- */
+/* ---- Gossip queue (src/membership/swim_gossip.c) ---- */
 
 /* One queued transmission: member index and the generation of the update
  * it carries (stale when the member's gossip_gen moved on). */
@@ -263,7 +263,7 @@ uint32_t swim_retransmit_limit(const sl_swim_t *s);
 sl_istr_t *swim_self_name(const sl_swim_t *s);
 const char *swim_state_name(uint8_t s);
 
-/* Gossip queue operations (src/swim_gossip.c). */
+/* Gossip queue operations (src/membership/swim_gossip.c). */
 void gq_init(gqueue_t *q);
 void gq_fini(gqueue_t *q);
 /* Queues a fresh update of member `idx` (replacing its older one). */

@@ -1,5 +1,5 @@
-/* Internals of the store shared by src/store.c (the map: records, index,
- * arena, replicas, local operations, reads) and src/store_sync.c
+/* Internals of the store shared by src/store/store.c (the map: records, index,
+ * arena, replicas, local operations, reads) and src/store/store_sync.c
  * (anti-entropy: digests, deltas, snapshots and resets, garbage
  * collection, retiring). Not a public API. */
 #ifndef STARLING_STORE_INTERNAL_H

@@ -1,4 +1,4 @@
-/* Internals shared by src/study_node.c (the loop) and src/study_ctl.c
+/* Internals shared by src/study/study_node.c (the loop) and src/study/study_ctl.c
  * (the control commands). */
 #ifndef STARLING_STUDY_NODE_INTERNAL_H
 #define STARLING_STUDY_NODE_INTERNAL_H
@@ -7,7 +7,7 @@
 
 #include "starling/study.h"
 #include "starling/study_node.h"
-#include "study_worker.h"
+#include "study/study_worker.h"
 
 #define MAX_STUDIES 16
 #define MAX_JOBS 32
@@ -31,7 +31,7 @@
  * whose trials trained for minutes woke 100 times a second for nothing
  * (7.5 ms of CPU a second on 4 peers with 2 trials each; 3.5 now:
  * bench/study/busy_cpu.py). A turn costs
- * what changed and what is open, not the study's size (src/study_view.c);
+ * what changed and what is open, not the study's size (src/study/study_view.c);
  * the factor was 4 when it rebuilt the whole view. Workers' events used to
  * be polled every 10 ms, with turns at least 10 ms apart: a slot waited
  * 5-10 ms at each trial's end (no-op trials on 4 peers: 840 a second;
@@ -184,7 +184,7 @@ typedef struct {
 } job_t;
 
 /* A checkpoint stored as a blob, waiting for its copies before the
- * trial's manifest names it (src/study_ckpt.c). */
+ * trial's manifest names it (src/study/study_ckpt.c). */
 typedef struct {
     char study[SL_TRIAL_ID_LEN + 1]; /* "" = free */
     char trial[SL_TRIAL_ID_LEN + 1];
@@ -253,7 +253,7 @@ cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id);
 void sl_study_view_fini(view_t *v);
 sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v);
 
-/* The live view (src/study_view.c). apply: key `key` of the study now
+/* The live view (src/study/study_view.c). apply: key `key` of the study now
  * holds `val` (NULL: gone). refresh: reads the whole study when it is
  * stale, derives the rows whose keys changed and the state of every open
  * one. find: the row of a trial, or NULL. check: compares the live view
@@ -278,7 +278,7 @@ static inline sl_trial_t *sl_study_live_trial(live_t *lv, const trial_row_t *r) 
 bool sl_study_node_alive(sl_study_node_t *sn, const char *owner);
 /* This peer's running job of a trial, or NULL. */
 job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial);
-/* Checkpoints (src/study_ckpt.c). Write stores the directory's files as
+/* Checkpoints (src/study/study_ckpt.c). Write stores the directory's files as
  * one blob and queues the trial's manifest, which settle writes once the
  * blob has its copies (called from the tick; unsettled says whether any
  * wait). Restore fetches the latest manifest's blob and writes its files

@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "starling/platform.h"
-#include "study_node_internal.h"
+#include "study/study_node_internal.h"
 
 /* ---- control commands ---- */
 

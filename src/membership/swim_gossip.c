@@ -5,7 +5,7 @@
  * and newest first, then dropped. Stale entries are skipped when met. */
 #include <string.h>
 
-#include "swim_internal.h"
+#include "membership/swim_internal.h"
 
 #define GQ_MIN_RECORD 24 /* no record is smaller on the wire */
 

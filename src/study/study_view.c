@@ -26,7 +26,7 @@
 
 #include "starling/hash.h"
 #include "starling/study.h"
-#include "study_node_internal.h"
+#include "study/study_node_internal.h"
 
 #define KEY_SEED 0x6b6579ull /* key_hash of a part's key */
 
