@@ -126,6 +126,15 @@ static bool disk_refuses(const sl_store_node_t *sn) { return sl_disk_down(sn->di
 
 #define DISK_DOWN_MSG "the disk refuses writes (full?): writes are refused until it takes them again; reads go on"
 
+/* Control replies: an error's message, or success's empty object. */
+static sl_err reply_err(sl_ctl_call_t *call, sl_err err, const char *msg) {
+    return sl_ctl_reply(call, err, msg, strlen(msg), false);
+}
+static sl_err reply_ok(sl_ctl_call_t *call) {
+    static const char empty[] = "{}";
+    return sl_ctl_reply(call, SL_OK, empty, sizeof empty - 1, false);
+}
+
 static bool is_blocked(const sl_store_node_t *sn, const char *addr) {
     for (size_t i = 0; i < sn->blocked_count; i++)
         if (strcmp(sn->blocked[i], addr) == 0)
@@ -402,9 +411,9 @@ static sl_err flush_staged(sl_store_node_t *sn, bool answer) {
             notify_local(sn, s->key, s->key_len);
         if (s->call && answer) {
             if (err)
-                sl_ctl_reply(s->call, err, "cannot sync the write to disk", 29, false);
+                reply_err(s->call, err, "cannot sync the write to disk");
             else
-                sl_ctl_reply(s->call, SL_OK, "{}", 2, false);
+                reply_ok(s->call);
         }
         sl_ctl_call_free(&s->call);
         sl_store_msg_fini(&s->delta);
@@ -836,10 +845,6 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
 
 /* ---- commands ---- */
 
-static sl_err reply_err(sl_ctl_call_t *call, sl_err err, const char *msg) {
-    return sl_ctl_reply(call, err, msg, strlen(msg), false);
-}
-
 /* A client's put or del: answered once the turn's group commit made it
  * durable. */
 static sl_err stage_request(sl_store_node_t *sn, sl_store_msg_t *d, const void *key,
@@ -851,7 +856,7 @@ static sl_err stage_request(sl_store_node_t *sn, sl_store_msg_t *d, const void *
     }
     sl_err err = stage(sn, d, key, key_len, later);
     if (err) {
-        sl_ctl_reply(later, err, "cannot append the write to the log", 34, false);
+        reply_err(later, err, "cannot append the write to the log");
         sl_ctl_call_free(&later);
     }
     return SL_OK;
@@ -877,7 +882,7 @@ static sl_err ctl_put(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
         return reply_err(call, err, "key holds a set, counter or map, not a register");
     if (err == SL_ETOOBIG)
         return reply_err(call, err, "value over 64 KiB: store it as a blob");
-    return err ? reply_err(call, err, sl_strerror(err)) : sl_ctl_reply(call, SL_OK, "{}", 2, false);
+    return err ? reply_err(call, err, sl_strerror(err)) : reply_ok(call);
 }
 
 static sl_err ctl_get(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
@@ -912,7 +917,7 @@ static sl_err ctl_del(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ct
         return reply_err(call, err, "no such key");
     if (err == SL_EINVAL)
         return reply_err(call, err, "key must be 1..512 bytes of UTF-8 without control characters");
-    return err ? reply_err(call, err, sl_strerror(err)) : sl_ctl_reply(call, SL_OK, "{}", 2, false);
+    return err ? reply_err(call, err, sl_strerror(err)) : reply_ok(call);
 }
 
 typedef struct {
@@ -1007,7 +1012,7 @@ static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
         sn->next_sync_ns = 0;
         for (size_t i = 0; i < sn->peer_count; i++)
             sn->peers[i].urgent = true; /* as membership would after a heal */
-        return sl_ctl_reply(call, SL_OK, "{}", 2, false);
+        return reply_ok(call);
     }
     if (req->arg_count < 2 || req->args[0].len != 5 || memcmp(req->args[0].ptr, "block", 5))
         return reply_err(call, SL_EINVAL, "usage: store-fault block ADDR... | store-fault heal");
@@ -1025,7 +1030,7 @@ static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     sl_free(sn->blocked);
     sn->blocked = b;
     sn->blocked_count = n;
-    return sl_ctl_reply(call, SL_OK, "{}", 2, false);
+    return reply_ok(call);
 }
 
 /* ---- lifecycle ---- */

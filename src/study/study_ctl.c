@@ -465,7 +465,8 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         return SL_OK;
     char key[96];
     snprintf(key, sizeof key, "study/%s/cancel", v.id);
-    sl_err err = sl_study_node_put_now(sn, key, "cancelled", 9);
+    static const char cancelled[] = "cancelled";
+    sl_err err = sl_study_node_put_now(sn, key, cancelled, sizeof cancelled - 1);
     char body[128];
     snprintf(body, sizeof body, "{\"study\":\"%s\",\"cancelled\":true}", v.id);
     sl_study_view_fini(&v);
