@@ -34,6 +34,7 @@
 
 #include "nn/nn_internal.h"
 #include "starling/hash.h"
+#include "base/le.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c assumes a little-endian host (floats are written as they lie in memory)"
@@ -42,27 +43,6 @@
 #define MAGIC "SLNNCKPT"
 #define VERSION 1
 #define FIXED_HDR 84 /* header bytes before the spec text */
-
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Encodes the trainer's state (downloading it from the device). */
 sl_err sl_nn_checkpoint_encode(sl_nn_trainer_t *t, uint8_t **out, size_t *out_len) {
@@ -77,18 +57,18 @@ sl_err sl_nn_checkpoint_encode(sl_nn_trainer_t *t, uint8_t **out, size_t *out_le
     if (!b)
         return SL_ENOMEM;
     memcpy(b, MAGIC, 8);
-    put32(b + 8, VERSION);
-    put32(b + 12, (uint32_t)H);
-    put64(b + 16, sl_nn_trainer_fingerprint(t));
-    put32(b + 24, (uint32_t)t->epoch);
-    put32(b + 28, S);
-    put64(b + 32, t->step);
+    sl_put32le(b + 8, VERSION);
+    sl_put32le(b + 12, (uint32_t)H);
+    sl_put64le(b + 16, sl_nn_trainer_fingerprint(t));
+    sl_put32le(b + 24, (uint32_t)t->epoch);
+    sl_put32le(b + 28, S);
+    sl_put64le(b + 32, t->step);
     for (int i = 0; i < 4; i++)
-        put64(b + 40 + 8 * i, t->rng.s[i]);
-    put64(b + 72, t->cfg.seed);
-    put64(b + 80, P);
-    put64(b + 88, R);
-    put32(b + 96, (uint32_t)L);
+        sl_put64le(b + 40 + 8 * i, t->rng.s[i]);
+    sl_put64le(b + 72, t->cfg.seed);
+    sl_put64le(b + 80, P);
+    sl_put64le(b + 88, R);
+    sl_put32le(b + 96, (uint32_t)L);
     memcpy(b + 100, m->spec.text, L);
     uint8_t *p = b + 16 + H;
     sl_err err = ops->download(self, p, m->params, P * sizeof(float));
@@ -106,7 +86,7 @@ sl_err sl_nn_checkpoint_encode(sl_nn_trainer_t *t, uint8_t **out, size_t *out_le
         sl_free(b);
         return err;
     }
-    put32(p, sl_crc32(0, b, len - 4));
+    sl_put32le(p, sl_crc32(0, b, len - 4));
     *out = b;
     *out_len = len;
     return SL_OK;
@@ -121,17 +101,17 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
     if (memcmp(b, MAGIC, 8) != 0)
         return sl_nn_why(why, why_len, SL_EPROTO, "%s: not a Starling checkpoint (bad magic)",
                          name);
-    uint32_t version = get32(b + 8);
+    uint32_t version = sl_get32le(b + 8);
     if (version != VERSION)
         return sl_nn_why(why, why_len, SL_EVERSION,
                          "%s: checkpoint version %u, this build reads version %d", name, version,
                          VERSION);
-    uint32_t H = get32(b + 12);
+    uint32_t H = sl_get32le(b + 12);
     if (H < FIXED_HDR || H > FIXED_HDR + SL_NN_SPEC_MAX_LEN || 16 + (size_t)H + 4 > len)
         return sl_nn_why(why, why_len, SL_EPROTO, "%s: header length %u is invalid", name, H);
-    uint32_t S = get32(b + 28);
-    uint64_t P = get64(b + 80), R = get64(b + 88);
-    uint32_t L = get32(b + 96);
+    uint32_t S = sl_get32le(b + 28);
+    uint64_t P = sl_get64le(b + 80), R = sl_get64le(b + 88);
+    uint32_t L = sl_get32le(b + 96);
     if (S < 1 || S > 2 || L != H - FIXED_HDR || P > ((uint64_t)1 << 34) ||
         R > ((uint64_t)1 << 34))
         return sl_nn_why(why, why_len, SL_EPROTO, "%s: header fields are inconsistent", name);
@@ -141,7 +121,7 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
                          "%s: %s: header announces %llu bytes, file has %zu", name,
                          len < want ? "truncated" : "trailing bytes", (unsigned long long)want,
                          len);
-    uint32_t crc = get32(b + len - 4);
+    uint32_t crc = sl_get32le(b + len - 4);
     if (sl_crc32(0, b, len - 4) != crc)
         return sl_nn_why(why, why_len, SL_ECORRUPT, "%s: CRC mismatch: the file is corrupt",
                          name);
@@ -150,20 +130,20 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
         return sl_nn_why(why, why_len, SL_EINVAL,
                          "%s: checkpoint is for model '%.*s', this run trains '%s'", name,
                          (int)(L > 64 ? 64 : L), (const char *)(b + 100), m->spec.text);
-    if (get64(b + 16) != sl_nn_trainer_fingerprint(t) || P != m->param_count ||
+    if (sl_get64le(b + 16) != sl_nn_trainer_fingerprint(t) || P != m->param_count ||
         R != m->stat_count || S != (t->s2 ? 2u : 1u))
         return sl_nn_why(why, why_len, SL_EINVAL,
                          "%s: checkpoint was written with another optimizer, batch size, seed "
                          "or data split; start without --resume or use the same settings",
                          name);
-    uint32_t epoch = get32(b + 24);
+    uint32_t epoch = sl_get32le(b + 24);
     if (epoch > (uint32_t)t->cfg.epochs)
         return sl_nn_why(why, why_len, SL_EINVAL,
                          "%s: checkpoint is at epoch %u, beyond the %d epochs asked for", name,
                          epoch, t->cfg.epochs);
     sl_rng_t rng;
     for (int i = 0; i < 4; i++)
-        rng.s[i] = get64(b + 40 + 8 * i);
+        rng.s[i] = sl_get64le(b + 40 + 8 * i);
     if (!(rng.s[0] | rng.s[1] | rng.s[2] | rng.s[3]))
         return sl_nn_why(why, why_len, SL_EPROTO, "%s: RNG state is all zero", name);
     const sl_nn_backend_ops_t *ops = t->be->ops;
@@ -183,7 +163,7 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
         return sl_nn_why(why, why_len, err, "%s: cannot restore to the device: %s", name,
                          sl_strerror(err));
     t->epoch = (int)epoch;
-    t->step = get64(b + 32);
+    t->step = sl_get64le(b + 32);
     t->rng = rng;
     return SL_OK;
 }

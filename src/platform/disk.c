@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "starling/hash.h"
+#include "base/le.h"
 
 #define MAGIC_LEN 8
 #define WAL_MAGIC "SLWAL\0\0\2"
@@ -58,19 +59,6 @@ void sl_disk_test_full(const char *dir) {
 static bool fault_full(const sl_disk_t *d) {
     return d && fault_full_dir[0] && strcmp(d->dir, fault_full_dir) == 0;
 }
-
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 static char *path_of(const sl_disk_t *d, const char *name) {
     size_t n = strlen(d->dir) + strlen(name) + 2;
@@ -204,15 +192,15 @@ static sl_err write_atomic(const sl_disk_t *d, const char *path, const void *a, 
 static void slot_encode(uint8_t *p, uint64_t seq, uint64_t value, const uint8_t *id) {
     memset(p, 0, SLOT_LEN);
     memcpy(p, "SLID", 4);
-    put64(p + 4, seq);
-    put64(p + 12, value);
+    sl_put64le(p + 4, seq);
+    sl_put64le(p + 12, value);
     if (id)
         memcpy(p + 20, id, SL_DISK_ID_LEN);
-    put32(p + SLOT_DATA, sl_crc32(0, p, SLOT_DATA));
+    sl_put32le(p + SLOT_DATA, sl_crc32(0, p, SLOT_DATA));
 }
 
 static bool slot_ok(const uint8_t *p) {
-    return memcmp(p, "SLID", 4) == 0 && sl_crc32(0, p, SLOT_DATA) == get32(p + SLOT_DATA);
+    return memcmp(p, "SLID", 4) == 0 && sl_crc32(0, p, SLOT_DATA) == sl_get32le(p + SLOT_DATA);
 }
 
 /* The newest good slot of `buf` (len bytes): 0 or 1, or -1 if none. */
@@ -221,7 +209,7 @@ static int slot_newest(const uint8_t *buf, size_t len) {
     for (int k = 0; k < 2; k++) {
         const uint8_t *p = buf + (size_t)k * SLOT_LEN;
         if (len >= (size_t)(k + 1) * SLOT_LEN && slot_ok(p) &&
-            (best < 0 || get64(p + 4) > get64(buf + (size_t)best * SLOT_LEN + 4)))
+            (best < 0 || sl_get64le(p + 4) > sl_get64le(buf + (size_t)best * SLOT_LEN + 4)))
             best = k;
     }
     return best;
@@ -235,7 +223,7 @@ sl_err sl_disk_slot_read(const char *path, uint64_t *value, uint8_t *id) {
         return err;
     int k = slot_newest(buf, len);
     if (k >= 0) {
-        *value = get64(buf + (size_t)k * SLOT_LEN + 12);
+        *value = sl_get64le(buf + (size_t)k * SLOT_LEN + 12);
         if (id)
             memcpy(id, buf + (size_t)k * SLOT_LEN + 20, SL_DISK_ID_LEN);
     }
@@ -256,7 +244,7 @@ sl_err sl_disk_slot_write(const char *path, uint64_t value, const uint8_t *id) {
         return io_err("cannot open", path);
     ssize_t got = pread(fd, old, sizeof old, 0);
     int newest = slot_newest(old, got > 0 ? (size_t)got : 0);
-    uint64_t seq = newest >= 0 ? get64(old + (size_t)newest * SLOT_LEN + 4) + 1 : 1;
+    uint64_t seq = newest >= 0 ? sl_get64le(old + (size_t)newest * SLOT_LEN + 4) + 1 : 1;
     int target = newest == 0 ? 1 : 0; /* never over the newest good slot */
     slot_encode(slot, seq, value, id);
     sl_err err = SL_OK;
@@ -283,10 +271,10 @@ static sl_err bump_identity(sl_disk_t *d) {
         err = read_file(old, &buf, &len);
         if (err == SL_OK) {
             legacy = true;
-            if (len != 12 || sl_crc32(0, buf, 8) != get32(buf + 8))
+            if (len != 12 || sl_crc32(0, buf, 8) != sl_get32le(buf + 8))
                 err = SL_ECORRUPT;
             else
-                inc = get64(buf);
+                inc = sl_get64le(buf);
             sl_free(buf);
         } else if (err == SL_ENOTFOUND) {
             err = SL_OK;
@@ -370,14 +358,14 @@ void sl_disk_stats(const sl_disk_t *d, sl_disk_stats_t *out) {
 
 /* Encodes one record at `p` (REC_HDR + len bytes). */
 static void rec_encode(uint8_t *p, uint8_t type, const void *body, size_t len) {
-    put32(p, REC_MAGIC);
-    put32(p + 4, (uint32_t)len);
+    sl_put32le(p, REC_MAGIC);
+    sl_put32le(p + 4, (uint32_t)len);
     p[12] = type;
     if (len)
         memcpy(p + REC_HDR, body, len);
     uint32_t crc = sl_crc32(0, p + 4, 4);
     crc = sl_crc32(crc, p + 12, 1 + len);
-    put32(p + 8, crc);
+    sl_put32le(p + 8, crc);
 }
 
 static sl_err queue(sl_disk_t *d, uint8_t type, const void *body, size_t len) {
@@ -399,14 +387,14 @@ static sl_err queue(sl_disk_t *d, uint8_t type, const void *body, size_t len) {
 
 /* Whether a whole, good record starts at `off`; its body length if so. */
 static bool rec_good(const uint8_t *buf, size_t len, size_t off, uint32_t *rlen) {
-    if (len - off < REC_HDR || get32(buf + off) != REC_MAGIC)
+    if (len - off < REC_HDR || sl_get32le(buf + off) != REC_MAGIC)
         return false;
-    uint32_t n = get32(buf + off + 4);
+    uint32_t n = sl_get32le(buf + off + 4);
     if (n > SL_DISK_MAX_RECORD || len - off - REC_HDR < n)
         return false;
     uint32_t crc = sl_crc32(0, buf + off + 4, 4);
     crc = sl_crc32(crc, buf + off + 12, 1 + (size_t)n);
-    if (crc != get32(buf + off + 8))
+    if (crc != sl_get32le(buf + off + 8))
         return false;
     *rlen = n;
     return true;
@@ -417,7 +405,7 @@ static bool rec_good(const uint8_t *buf, size_t len, size_t off, uint32_t *rlen)
 static bool rec_torn(const uint8_t *buf, size_t len, size_t off) {
     size_t left = len - off;
     uint8_t magic[4];
-    put32(magic, REC_MAGIC);
+    sl_put32le(magic, REC_MAGIC);
     if (left < 4)
         return memcmp(buf + off, magic, left) == 0;
     bool zeros = true;
@@ -429,14 +417,14 @@ static bool rec_torn(const uint8_t *buf, size_t len, size_t off) {
         return false;
     if (left < REC_HDR)
         return true;
-    uint32_t n = get32(buf + off + 4);
+    uint32_t n = sl_get32le(buf + off + 4);
     return n <= SL_DISK_MAX_RECORD && left - REC_HDR < n;
 }
 
 /* The next good record after `off`, or `len` if none. */
 static size_t rec_next(const uint8_t *buf, size_t len, size_t off) {
     uint8_t magic[4];
-    put32(magic, REC_MAGIC);
+    sl_put32le(magic, REC_MAGIC);
     uint32_t rlen;
     for (size_t i = off + 1; i + REC_HDR <= len; i++) {
         const uint8_t *p = memchr(buf + i, magic[0], len - i);
@@ -475,19 +463,19 @@ static sl_err file_read(sl_disk_t *d, const char *name, file_t *f) {
 static const char *snap_check(file_t *f) {
     const uint8_t *b = f->buf;
     if (f->len >= SNAP_HDR && memcmp(b, SNAP_MAGIC, MAGIC_LEN) == 0) {
-        if (get64(b + 16) != f->len - SNAP_HDR)
+        if (sl_get64le(b + 16) != f->len - SNAP_HDR)
             return "wrong length (truncated?)";
         uint32_t crc = sl_crc32(sl_crc32(0, b + 8, 8), b + SNAP_HDR - 1, f->len - SNAP_HDR + 1);
-        if (crc != get32(b + 24))
+        if (crc != sl_get32le(b + 24))
             return "checksum mismatch";
         f->version = 2;
-        f->gen = get64(b + 8);
+        f->gen = sl_get64le(b + 8);
         return NULL;
     }
     if (f->len >= SNAP_HDR_V1 && memcmp(b, SNAP_MAGIC_V1, MAGIC_LEN) == 0) {
-        if (get64(b + MAGIC_LEN) != f->len - SNAP_HDR_V1)
+        if (sl_get64le(b + MAGIC_LEN) != f->len - SNAP_HDR_V1)
             return "wrong length (truncated?)";
-        if (sl_crc32(0, b + SNAP_HDR_V1 - 1, f->len - SNAP_HDR_V1 + 1) != get32(b + 16))
+        if (sl_crc32(0, b + SNAP_HDR_V1 - 1, f->len - SNAP_HDR_V1 + 1) != sl_get32le(b + 16))
             return "checksum mismatch";
         f->version = 1;
         return NULL;
@@ -553,10 +541,10 @@ static sl_err load_snapshot(sl_disk_t *d, sl_disk_record_fn fn, void *ctx, bool 
                 if (f.version == 1) { /* format 1: rewritten as format 2 */
                     uint8_t hdr[SNAP_HDR];
                     memcpy(hdr, SNAP_MAGIC, MAGIC_LEN);
-                    put64(hdr + 8, 0);
-                    put64(hdr + 16, len);
+                    sl_put64le(hdr + 8, 0);
+                    sl_put64le(hdr + 16, len);
                     hdr[SNAP_HDR - 1] = type;
-                    put32(hdr + 24, sl_crc32(sl_crc32(0, hdr + 8, 8), body - 1, len + 1));
+                    sl_put32le(hdr + 24, sl_crc32(sl_crc32(0, hdr + 8, 8), body - 1, len + 1));
                     char *path = path_of(d, names[k]);
                     err = path ? write_atomic(d, path, hdr, sizeof hdr, body, len) : SL_ENOMEM;
                     sl_free(path);
@@ -588,9 +576,9 @@ static sl_err cut_wal(sl_disk_t *d, const uint8_t *buf, size_t len, size_t off) 
 static void wal_header(file_t *f, bool *torn) {
     *torn = false;
     if (f->len >= WAL_HDR && memcmp(f->buf, WAL_MAGIC, MAGIC_LEN) == 0 &&
-        sl_crc32(0, f->buf + 8, 8) == get32(f->buf + 16)) {
+        sl_crc32(0, f->buf + 8, 8) == sl_get32le(f->buf + 16)) {
         f->version = 2;
-        f->gen = get64(f->buf + 8);
+        f->gen = sl_get64le(f->buf + 8);
     } else if (f->len >= MAGIC_LEN && memcmp(f->buf, WAL_MAGIC_V1, MAGIC_LEN) == 0) {
         f->version = 1;
     } else {
@@ -657,14 +645,14 @@ static sl_err replay_v1(sl_disk_t *d, const file_t *f, sl_disk_record_fn fn, voi
     sl_err err = SL_OK;
     while (off < f->len && !err) {
         size_t left = f->len - off;
-        uint32_t rlen = left >= REC_HDR_V1 ? get32(buf + off) : 0;
+        uint32_t rlen = left >= REC_HDR_V1 ? sl_get32le(buf + off) : 0;
         bool whole = left >= REC_HDR_V1 && rlen <= SL_DISK_MAX_RECORD && left - REC_HDR_V1 >= rlen;
         uint32_t crc = 0;
         if (whole) {
             crc = sl_crc32(0, buf + off, 4);
             crc = sl_crc32(crc, buf + off + 8, 1 + (size_t)rlen);
         }
-        if (!whole || crc != get32(buf + off + 4)) {
+        if (!whole || crc != sl_get32le(buf + off + 4)) {
             d->st.corrupt++;
             sl_log(SL_LOG_ERR, "DISK-CORRUPT",
                    "%s/wal (format 1): bad record at byte %zu: %zu bytes after it cut, kept in "
@@ -686,8 +674,8 @@ static sl_err wal_create(sl_disk_t *d, const char *name, uint64_t gen, const voi
                          size_t body_len) {
     uint8_t hdr[WAL_HDR];
     memcpy(hdr, WAL_MAGIC, MAGIC_LEN);
-    put64(hdr + 8, gen);
-    put32(hdr + 16, sl_crc32(0, hdr + 8, 8));
+    sl_put64le(hdr + 8, gen);
+    sl_put32le(hdr + 16, sl_crc32(0, hdr + 8, 8));
     char *path = path_of(d, name);
     sl_err err = path ? write_atomic(d, path, hdr, sizeof hdr, body, body_len) : SL_ENOMEM;
     sl_free(path);
@@ -759,8 +747,8 @@ sl_err sl_disk_recover(sl_disk_t *d, sl_disk_record_fn fn, void *ctx) {
             goto fail;
         uint8_t hdr[WAL_HDR];
         memcpy(hdr, WAL_MAGIC, MAGIC_LEN);
-        put64(hdr + 8, base);
-        put32(hdr + 16, sl_crc32(0, hdr + 8, 8));
+        sl_put64le(hdr + 8, base);
+        sl_put32le(hdr + 16, sl_crc32(0, hdr + 8, 8));
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd < 0 || pwrite(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr || fdatasync(fd) != 0)
             err = io_err("cannot write the header of", path);
@@ -896,14 +884,14 @@ sl_err sl_disk_snapshot(sl_disk_t *d, uint8_t type, const void *body, size_t len
     uint64_t gen = d->gen + 1;
     uint8_t hdr[SNAP_HDR];
     memcpy(hdr, SNAP_MAGIC, MAGIC_LEN);
-    put64(hdr + 8, gen);
-    put64(hdr + 16, len);
+    sl_put64le(hdr + 8, gen);
+    sl_put64le(hdr + 16, len);
     hdr[SNAP_HDR - 1] = type;
-    put32(hdr + 24, sl_crc32(sl_crc32(sl_crc32(0, hdr + 8, 8), &type, 1), body, len));
+    sl_put32le(hdr + 24, sl_crc32(sl_crc32(sl_crc32(0, hdr + 8, 8), &type, 1), body, len));
     uint8_t whdr[WAL_HDR];
     memcpy(whdr, WAL_MAGIC, MAGIC_LEN);
-    put64(whdr + 8, gen);
-    put32(whdr + 16, sl_crc32(0, whdr + 8, 8));
+    sl_put64le(whdr + 8, gen);
+    sl_put32le(whdr + 16, sl_crc32(0, whdr + 8, 8));
     char *snap = path_of(d, "snapshot"), *snap_tmp = path_of(d, "snapshot.tmp"),
          *snap_prev = path_of(d, "snapshot.prev"), *wal = path_of(d, "wal"),
          *wal_tmp = path_of(d, "wal.tmp"), *wal_prev = path_of(d, "wal.prev");
