@@ -1,4 +1,9 @@
-/* Error codes: their names and descriptions. */
+/* Error codes: their names and descriptions; the reason of a refusal
+ * (base/why.h). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "base/why.h"
 #include "starling/common.h"
 
 static const struct {
@@ -40,4 +45,14 @@ const char *sl_errname(sl_err err) {
     if ((unsigned)err >= SL_ERR_COUNT)
         return "SL_E?";
     return err_table[err].name;
+}
+
+sl_err sl_why(char *why, size_t why_len, sl_err err, const char *fmt, ...) {
+    if (why && why_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return err;
 }

@@ -96,56 +96,56 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
                                const char *name, char *why, size_t why_len) {
     sl_nn_model_t *m = t->model;
     if (len < 16 + FIXED_HDR + 4)
-        return sl_nn_why(why, why_len, SL_ETRUNC, "%s: truncated: %zu bytes is too short",
-                         name, len);
+        return sl_why(why, why_len, SL_ETRUNC, "%s: truncated: %zu bytes is too short",
+                      name, len);
     if (memcmp(b, MAGIC, 8) != 0)
-        return sl_nn_why(why, why_len, SL_EPROTO, "%s: not a Starling checkpoint (bad magic)",
-                         name);
+        return sl_why(why, why_len, SL_EPROTO, "%s: not a Starling checkpoint (bad magic)",
+                      name);
     uint32_t version = sl_get32le(b + 8);
     if (version != VERSION)
-        return sl_nn_why(why, why_len, SL_EVERSION,
-                         "%s: checkpoint version %u, this build reads version %d", name, version,
-                         VERSION);
+        return sl_why(why, why_len, SL_EVERSION,
+                      "%s: checkpoint version %u, this build reads version %d", name, version,
+                      VERSION);
     uint32_t H = sl_get32le(b + 12);
     if (H < FIXED_HDR || H > FIXED_HDR + SL_NN_SPEC_MAX_LEN || 16 + (size_t)H + 4 > len)
-        return sl_nn_why(why, why_len, SL_EPROTO, "%s: header length %u is invalid", name, H);
+        return sl_why(why, why_len, SL_EPROTO, "%s: header length %u is invalid", name, H);
     uint32_t S = sl_get32le(b + 28);
     uint64_t P = sl_get64le(b + 80), R = sl_get64le(b + 88);
     uint32_t L = sl_get32le(b + 96);
     if (S < 1 || S > 2 || L != H - FIXED_HDR || P > ((uint64_t)1 << 34) ||
         R > ((uint64_t)1 << 34))
-        return sl_nn_why(why, why_len, SL_EPROTO, "%s: header fields are inconsistent", name);
+        return sl_why(why, why_len, SL_EPROTO, "%s: header fields are inconsistent", name);
     uint64_t want = 16 + (uint64_t)H + (P * (1 + S) + R) * sizeof(float) + 4;
     if (want != len)
-        return sl_nn_why(why, why_len, len < want ? SL_ETRUNC : SL_EPROTO,
-                         "%s: %s: header announces %llu bytes, file has %zu", name,
-                         len < want ? "truncated" : "trailing bytes", (unsigned long long)want,
-                         len);
+        return sl_why(why, why_len, len < want ? SL_ETRUNC : SL_EPROTO,
+                      "%s: %s: header announces %llu bytes, file has %zu", name,
+                      len < want ? "truncated" : "trailing bytes", (unsigned long long)want,
+                      len);
     uint32_t crc = sl_get32le(b + len - 4);
     if (sl_crc32(0, b, len - 4) != crc)
-        return sl_nn_why(why, why_len, SL_ECORRUPT, "%s: CRC mismatch: the file is corrupt",
-                         name);
+        return sl_why(why, why_len, SL_ECORRUPT, "%s: CRC mismatch: the file is corrupt",
+                      name);
     /* Intact; now does it belong to this run? */
     if (L != strlen(m->spec.text) || memcmp(b + 100, m->spec.text, L) != 0)
-        return sl_nn_why(why, why_len, SL_EINVAL,
-                         "%s: checkpoint is for model '%.*s', this run trains '%s'", name,
-                         (int)(L > 64 ? 64 : L), (const char *)(b + 100), m->spec.text);
+        return sl_why(why, why_len, SL_EINVAL,
+                      "%s: checkpoint is for model '%.*s', this run trains '%s'", name,
+                      (int)(L > 64 ? 64 : L), (const char *)(b + 100), m->spec.text);
     if (sl_get64le(b + 16) != sl_nn_trainer_fingerprint(t) || P != m->param_count ||
         R != m->stat_count || S != (t->s2 ? 2u : 1u))
-        return sl_nn_why(why, why_len, SL_EINVAL,
-                         "%s: checkpoint was written with another optimizer, batch size, seed "
-                         "or data split; start without --resume or use the same settings",
-                         name);
+        return sl_why(why, why_len, SL_EINVAL,
+                      "%s: checkpoint was written with another optimizer, batch size, seed "
+                      "or data split; start without --resume or use the same settings",
+                      name);
     uint32_t epoch = sl_get32le(b + 24);
     if (epoch > (uint32_t)t->cfg.epochs)
-        return sl_nn_why(why, why_len, SL_EINVAL,
-                         "%s: checkpoint is at epoch %u, beyond the %d epochs asked for", name,
-                         epoch, t->cfg.epochs);
+        return sl_why(why, why_len, SL_EINVAL,
+                      "%s: checkpoint is at epoch %u, beyond the %d epochs asked for", name,
+                      epoch, t->cfg.epochs);
     sl_rng_t rng;
     for (int i = 0; i < 4; i++)
         rng.s[i] = sl_get64le(b + 40 + 8 * i);
     if (!(rng.s[0] | rng.s[1] | rng.s[2] | rng.s[3]))
-        return sl_nn_why(why, why_len, SL_EPROTO, "%s: RNG state is all zero", name);
+        return sl_why(why, why_len, SL_EPROTO, "%s: RNG state is all zero", name);
     const sl_nn_backend_ops_t *ops = t->be->ops;
     void *self = t->be->self;
     const uint8_t *p = b + 16 + H;
@@ -160,8 +160,8 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
     if (err == SL_OK && R)
         err = ops->upload(self, m->stats, p, R * sizeof(float));
     if (err != SL_OK)
-        return sl_nn_why(why, why_len, err, "%s: cannot restore to the device: %s", name,
-                         sl_strerror(err));
+        return sl_why(why, why_len, err, "%s: cannot restore to the device: %s", name,
+                      sl_strerror(err));
     t->epoch = (int)epoch;
     t->step = sl_get64le(b + 32);
     t->rng = rng;
@@ -173,8 +173,8 @@ sl_err sl_nn_checkpoint_save(sl_nn_trainer_t *t, const char *path, char *why, si
     size_t len = 0;
     sl_err err = sl_nn_checkpoint_encode(t, &b, &len);
     if (err != SL_OK)
-        return sl_nn_why(why, why_len, err, "%s: cannot encode the checkpoint: %s", path,
-                         sl_strerror(err));
+        return sl_why(why, why_len, err, "%s: cannot encode the checkpoint: %s", path,
+                      sl_strerror(err));
     char dir[600], tmp[640];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -182,15 +182,15 @@ sl_err sl_nn_checkpoint_save(sl_nn_trainer_t *t, const char *path, char *why, si
         *slash = '\0';
         if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
             sl_free(b);
-            return sl_nn_why(why, why_len, SL_EIO, "%s: cannot create the directory: %s", dir,
-                             strerror(errno));
+            return sl_why(why, why_len, SL_EIO, "%s: cannot create the directory: %s", dir,
+                          strerror(errno));
         }
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         sl_free(b);
-        return sl_nn_why(why, why_len, SL_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+        return sl_why(why, why_len, SL_EIO, "%s: cannot write: %s", tmp, strerror(errno));
     }
     size_t off = 0;
     while (off < len) {
@@ -207,8 +207,8 @@ sl_err sl_nn_checkpoint_save(sl_nn_trainer_t *t, const char *path, char *why, si
     sl_free(b);
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
-        return sl_nn_why(why, why_len, SL_EIO, "%s: cannot write the checkpoint: %s", path,
-                         strerror(ok ? errno : saved));
+        return sl_why(why, why_len, SL_EIO, "%s: cannot write the checkpoint: %s", path,
+                      strerror(ok ? errno : saved));
     }
     return SL_OK;
 }
@@ -216,18 +216,18 @@ sl_err sl_nn_checkpoint_save(sl_nn_trainer_t *t, const char *path, char *why, si
 sl_err sl_nn_checkpoint_load(sl_nn_trainer_t *t, const char *path, char *why, size_t why_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return sl_nn_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
-                         strerror(errno));
+        return sl_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
+                      strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 36)) {
         close(fd);
-        return sl_nn_why(why, why_len, SL_EIO, "%s: not a regular file of sane size", path);
+        return sl_why(why, why_len, SL_EIO, "%s: not a regular file of sane size", path);
     }
     size_t len = (size_t)st.st_size, off = 0;
     uint8_t *b = sl_malloc(len ? len : 1);
     if (!b) {
         close(fd);
-        return sl_nn_why(why, why_len, SL_ENOMEM, "%s: out of memory reading it", path);
+        return sl_why(why, why_len, SL_ENOMEM, "%s: out of memory reading it", path);
     }
     while (off < len) {
         ssize_t n = read(fd, b + off, len - off);

@@ -27,13 +27,13 @@ static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *
     *out_len = 0;
     struct stat st;
     if (stat(path, &st) != 0)
-        return sl_nn_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
-                         strerror(errno));
+        return sl_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
+                      strerror(errno));
     if (S_ISDIR(st.st_mode))
-        return sl_nn_why(why, why_len, SL_EINVAL, "%s: is a directory, not a data file", path);
+        return sl_why(why, why_len, SL_EINVAL, "%s: is a directory, not a data file", path);
     gzFile f = gzopen(path, "rb");
     if (!f)
-        return sl_nn_why(why, why_len, SL_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return sl_why(why, why_len, SL_EIO, "%s: cannot open: %s", path, strerror(errno));
     gzbuffer(f, 1 << 17);
     size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, len = 0;
     /* A gzip file ends with its uncompressed size mod 2^32: size the
@@ -57,7 +57,7 @@ static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *
     for (;;) {
         if (len == cap) {
             if (cap >= MAX_FILE_LEN) {
-                err = sl_nn_why(why, why_len, SL_ETOOBIG, "%s: larger than 4 GiB", path);
+                err = sl_why(why, why_len, SL_ETOOBIG, "%s: larger than 4 GiB", path);
                 goto fail;
             }
             uint8_t *nb = sl_realloc(buf, cap * 2);
@@ -71,9 +71,9 @@ static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *
         if (n < 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            err = sl_nn_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
-                            "%s: %s (corrupt or truncated gzip data)", path,
-                            msg ? msg : "read error");
+            err = sl_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
+                         "%s: %s (corrupt or truncated gzip data)", path,
+                         msg ? msg : "read error");
             goto fail;
         }
         if (n == 0)
@@ -83,8 +83,8 @@ static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *
     int zerr;
     const char *msg = gzerror(f, &zerr);
     if (zerr != Z_OK && zerr != Z_STREAM_END) {
-        err = sl_nn_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
-                        "%s: %s (corrupt or truncated gzip data)", path, msg ? msg : "");
+        err = sl_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
+                     "%s: %s (corrupt or truncated gzip data)", path, msg ? msg : "");
         goto fail;
     }
     gzclose(f);
@@ -93,7 +93,7 @@ static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *
     return SL_OK;
 fail:
     if (err == SL_ENOMEM)
-        sl_nn_why(why, why_len, err, "%s: out of memory reading it", path);
+        sl_why(why, why_len, err, "%s: out of memory reading it", path);
     gzclose(f);
     sl_free(buf);
     return err;
@@ -109,45 +109,45 @@ static sl_err idx_check(const uint8_t *b, size_t len, int ndims, const char *nam
                         const char *what, uint32_t dims[3], size_t *hdr, char *why,
                         size_t why_len) {
     if (len < 4)
-        return sl_nn_why(why, why_len, SL_ETRUNC,
-                         "%s: truncated: %zu bytes, too short for an IDX header", name, len);
+        return sl_why(why, why_len, SL_ETRUNC,
+                      "%s: truncated: %zu bytes, too short for an IDX header", name, len);
     if (b[0] != 0 || b[1] != 0)
-        return sl_nn_why(why, why_len, SL_EPROTO,
-                         "%s: not an IDX file (magic %02x%02x%02x%02x, want 0000080%d)", name,
-                         b[0], b[1], b[2], b[3], ndims);
+        return sl_why(why, why_len, SL_EPROTO,
+                      "%s: not an IDX file (magic %02x%02x%02x%02x, want 0000080%d)", name,
+                      b[0], b[1], b[2], b[3], ndims);
     if (b[2] != 0x08)
-        return sl_nn_why(why, why_len, SL_EUNSUPPORTED,
-                         "%s: IDX element type 0x%02x unsupported (only unsigned bytes, 0x08)",
-                         name, b[2]);
+        return sl_why(why, why_len, SL_EUNSUPPORTED,
+                      "%s: IDX element type 0x%02x unsupported (only unsigned bytes, 0x08)",
+                      name, b[2]);
     if (b[3] != ndims)
-        return sl_nn_why(why, why_len, SL_EPROTO,
-                         "%s: IDX file has %d dimensions, %s need %d (wrong file?)", name, b[3],
-                         what, ndims);
+        return sl_why(why, why_len, SL_EPROTO,
+                      "%s: IDX file has %d dimensions, %s need %d (wrong file?)", name, b[3],
+                      what, ndims);
     *hdr = 4 + 4 * (size_t)ndims;
     if (len < *hdr)
-        return sl_nn_why(why, why_len, SL_ETRUNC, "%s: truncated inside the IDX header", name);
+        return sl_why(why, why_len, SL_ETRUNC, "%s: truncated inside the IDX header", name);
     size_t total = 1, sample = 1;
     for (int i = 0; i < ndims; i++) {
         dims[i] = be32(b + 4 + 4 * i);
         if (dims[i] == 0)
-            return sl_nn_why(why, why_len, SL_EPROTO, "%s: IDX dimension %d is zero", name,
-                             i + 1);
+            return sl_why(why, why_len, SL_EPROTO, "%s: IDX dimension %d is zero", name,
+                          i + 1);
         if (i > 0 && (sample *= dims[i]) > MAX_SAMPLE_LEN)
-            return sl_nn_why(why, why_len, SL_ETOOBIG, "%s: samples larger than 16 Mi values",
-                             name);
+            return sl_why(why, why_len, SL_ETOOBIG, "%s: samples larger than 16 Mi values",
+                          name);
         total *= dims[i];
         if (total > MAX_FILE_LEN)
-            return sl_nn_why(why, why_len, SL_ETOOBIG, "%s: IDX dimensions announce over 4 GiB",
-                             name);
+            return sl_why(why, why_len, SL_ETOOBIG, "%s: IDX dimensions announce over 4 GiB",
+                          name);
     }
     if (len - *hdr < total)
-        return sl_nn_why(why, why_len, SL_ETRUNC,
-                         "%s: truncated: header announces %zu data bytes, file has %zu", name,
-                         total, len - *hdr);
+        return sl_why(why, why_len, SL_ETRUNC,
+                      "%s: truncated: header announces %zu data bytes, file has %zu", name,
+                      total, len - *hdr);
     if (len - *hdr > total)
-        return sl_nn_why(why, why_len, SL_EPROTO,
-                         "%s: %zu unexpected bytes after the %zu data bytes the header announces",
-                         name, len - *hdr - total, total);
+        return sl_why(why, why_len, SL_EPROTO,
+                      "%s: %zu unexpected bytes after the %zu data bytes the header announces",
+                      name, len - *hdr - total, total);
     return SL_OK;
 }
 
@@ -164,12 +164,12 @@ static sl_err idx_build(uint8_t *img, size_t img_len, const char *img_name, uint
     if (err != SL_OK)
         return err;
     if (id[0] != ld[0])
-        return sl_nn_why(why, why_len, SL_EINVAL,
-                         "%s and %s do not match: %u images but %u labels", img_name, lab_name,
-                         id[0], ld[0]);
+        return sl_why(why, why_len, SL_EINVAL,
+                      "%s and %s do not match: %u images but %u labels", img_name, lab_name,
+                      id[0], ld[0]);
     if (id[1] > 65535 || id[2] > 65535)
-        return sl_nn_why(why, why_len, SL_ETOOBIG, "%s: images of %ux%u are too large",
-                         img_name, id[1], id[2]);
+        return sl_why(why, why_len, SL_ETOOBIG, "%s: images of %ux%u are too large",
+                      img_name, id[1], id[2]);
     size_t n = id[0], per = (size_t)id[1] * id[2];
     int maxl = 0;
     for (size_t i = 0; i < n; i++)
@@ -206,7 +206,7 @@ static sl_err idx_build(uint8_t *img, size_t img_len, const char *img_name, uint
 nomem:
     sl_free(d->labels);
     sl_free(d);
-    return sl_nn_why(why, why_len, SL_ENOMEM, "%s: out of memory", img_name);
+    return sl_why(why, why_len, SL_ENOMEM, "%s: out of memory", img_name);
 }
 
 sl_err sl_nn_data_parse_idx(const uint8_t *images, size_t images_len, const uint8_t *labels,
@@ -272,8 +272,8 @@ sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size
             continue;
         }
         if (memchr(p, '\0', (size_t)(le - p))) {
-            err = sl_nn_why(why, why_len, SL_EPROTO, "%s:%ld: NUL byte (not a text file?)", path,
-                            line);
+            err = sl_why(why, why_len, SL_EPROTO, "%s:%ld: NUL byte (not a text file?)", path,
+                         line);
             goto fail;
         }
         /* A first line whose first field is not a number is a header. */
@@ -309,8 +309,8 @@ sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size
             while (fl && isspace((unsigned char)q[fl - 1]))
                 fl--;
             if (fl == 0 || fl >= sizeof tmp) {
-                err = sl_nn_why(why, why_len, SL_EPROTO, "%s:%ld: field %ld is %s", path, line,
-                                ncols + 1, fl ? "too long" : "empty");
+                err = sl_why(why, why_len, SL_EPROTO, "%s:%ld: field %ld is %s", path, line,
+                             ncols + 1, fl ? "too long" : "empty");
                 goto fail;
             }
             memcpy(tmp, q, fl);
@@ -319,15 +319,15 @@ sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size
             errno = 0;
             float v = strtof(tmp, &e);
             if (*e || errno || !isfinite(v)) {
-                err = sl_nn_why(why, why_len, SL_EPROTO, "%s:%ld: field %ld ('%s') is not a number",
-                                path, line, ncols + 1, tmp);
+                err = sl_why(why, why_len, SL_EPROTO, "%s:%ld: field %ld ('%s') is not a number",
+                             path, line, ncols + 1, tmp);
                 goto fail;
             }
             if (ncols == 0) {
                 if (v < 0 || v > 65535 || v != floorf(v)) {
-                    err = sl_nn_why(why, why_len, SL_EPROTO,
-                                    "%s:%ld: label '%s' is not an integer in 0..65535", path,
-                                    line, tmp);
+                    err = sl_why(why, why_len, SL_EPROTO,
+                                 "%s:%ld: label '%s' is not an integer in 0..65535", path,
+                                 line, tmp);
                     goto fail;
                 }
                 if (rows >= lcap) {
@@ -358,27 +358,27 @@ sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size
             q = comma + 1;
         }
         if (ncols < 2) {
-            err = sl_nn_why(why, why_len, SL_EPROTO,
-                            "%s:%ld: a row needs a label and at least one value", path, line);
+            err = sl_why(why, why_len, SL_EPROTO,
+                         "%s:%ld: a row needs a label and at least one value", path, line);
             goto fail;
         }
         if (cols < 0) {
             cols = ncols;
             if ((size_t)(cols - 1) > MAX_SAMPLE_LEN) {
-                err = sl_nn_why(why, why_len, SL_ETOOBIG, "%s: rows too wide", path);
+                err = sl_why(why, why_len, SL_ETOOBIG, "%s: rows too wide", path);
                 goto fail;
             }
         } else if (ncols != cols) {
-            err = sl_nn_why(why, why_len, SL_EPROTO,
-                            "%s:%ld: %ld fields where the first row has %ld", path, line, ncols,
-                            cols);
+            err = sl_why(why, why_len, SL_EPROTO,
+                         "%s:%ld: %ld fields where the first row has %ld", path, line, ncols,
+                         cols);
             goto fail;
         }
         rows++;
         p = next;
     }
     if (rows == 0) {
-        err = sl_nn_why(why, why_len, SL_EPROTO, "%s: no data rows", path);
+        err = sl_why(why, why_len, SL_EPROTO, "%s: no data rows", path);
         goto fail;
     }
     size_t per = (size_t)cols - 1;
@@ -408,7 +408,7 @@ sl_err sl_nn_data_load_csv(const char *path, sl_nn_data_t **out, char *why, size
     *out = d;
     return SL_OK;
 nomem:
-    err = sl_nn_why(why, why_len, SL_ENOMEM, "%s: out of memory", path);
+    err = sl_why(why, why_len, SL_ENOMEM, "%s: out of memory", path);
 fail:
     sl_free(buf);
     sl_free(vals);
@@ -435,21 +435,21 @@ static sl_err load_dir(const char *dir, sl_nn_data_t **train, sl_nn_data_t **tes
     char paths[4][600];
     for (int i = 0; i < 4; i++)
         if (!find_idx(dir, names[i], paths[i], sizeof paths[i]))
-            return sl_nn_why(why, why_len, SL_ENOTFOUND,
-                             "%s: no %s[.gz] there (a data set directory holds the four IDX "
-                             "files train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-                             "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)",
-                             dir, names[i]);
+            return sl_why(why, why_len, SL_ENOTFOUND,
+                          "%s: no %s[.gz] there (a data set directory holds the four IDX "
+                          "files train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                          "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)",
+                          dir, names[i]);
     sl_err err = sl_nn_data_load_idx(paths[0], paths[1], train, why, why_len);
     if (err != SL_OK)
         return err;
     err = sl_nn_data_load_idx(paths[2], paths[3], test, why, why_len);
     if (err == SL_OK && ((*test)->shape.height != (*train)->shape.height ||
                          (*test)->shape.width != (*train)->shape.width))
-        err = sl_nn_why(why, why_len, SL_EINVAL,
-                        "%s: test images are %dx%d but training images %dx%d", paths[2],
-                        (*test)->shape.height, (*test)->shape.width, (*train)->shape.height,
-                        (*train)->shape.width);
+        err = sl_why(why, why_len, SL_EINVAL,
+                     "%s: test images are %dx%d but training images %dx%d", paths[2],
+                     (*test)->shape.height, (*test)->shape.width, (*train)->shape.height,
+                     (*train)->shape.width);
     if (err != SL_OK) {
         sl_nn_data_destroy(train);
         sl_nn_data_destroy(test);
@@ -465,25 +465,25 @@ sl_err sl_nn_data_load(const char *what, sl_nn_data_t **train, sl_nn_data_t **te
                        size_t why_len) {
     *train = *test = NULL;
     if (!what || !*what)
-        return sl_nn_why(why, why_len, SL_EINVAL, "no data set named");
+        return sl_why(why, why_len, SL_EINVAL, "no data set named");
     if (!strcmp(what, "fashion-mnist") || !strcmp(what, "mnist")) {
         const char *root = getenv("SL_DATASETS");
         char dir[512];
         snprintf(dir, sizeof dir, "%s/%s", root && *root ? root : "/usr/share/datasets", what);
         struct stat st;
         if (stat(dir, &st) != 0)
-            return sl_nn_why(why, why_len, SL_ENOTFOUND,
-                             "data set '%s' not found in %s (install Debian's dataset-%s, or "
-                             "pass --dataset DIR with the IDX files)",
-                             what, dir, what);
+            return sl_why(why, why_len, SL_ENOTFOUND,
+                          "data set '%s' not found in %s (install Debian's dataset-%s, or "
+                          "pass --dataset DIR with the IDX files)",
+                          what, dir, what);
         return load_dir(dir, train, test, why, why_len);
     }
     struct stat st;
     if (stat(what, &st) != 0)
-        return sl_nn_why(why, why_len, SL_ENOTFOUND,
-                         "%s: no such data set, directory or file (use fashion-mnist, mnist, a "
-                         "directory of IDX files, or a .csv file)",
-                         what);
+        return sl_why(why, why_len, SL_ENOTFOUND,
+                      "%s: no such data set, directory or file (use fashion-mnist, mnist, a "
+                      "directory of IDX files, or a .csv file)",
+                      what);
     if (S_ISDIR(st.st_mode))
         return load_dir(what, train, test, why, why_len);
     sl_err err = sl_nn_data_load_csv(what, train, why, why_len);
@@ -498,10 +498,10 @@ sl_err sl_nn_data_load(const char *what, sl_nn_data_t **train, sl_nn_data_t **te
             err = sl_nn_data_load_csv(tpath, test, why, why_len);
             if (err == SL_OK && (*test)->shape.width * (*test)->shape.height !=
                                     (*train)->shape.width * (*train)->shape.height)
-                err = sl_nn_why(why, why_len, SL_EINVAL,
-                                "%s: %d values per row but %s has %d", tpath,
-                                (*test)->shape.width * (*test)->shape.height, what,
-                                (*train)->shape.width * (*train)->shape.height);
+                err = sl_why(why, why_len, SL_EINVAL,
+                             "%s: %d values per row but %s has %d", tpath,
+                             (*test)->shape.width * (*test)->shape.height, what,
+                             (*train)->shape.width * (*train)->shape.height);
             if (err != SL_OK) {
                 sl_nn_data_destroy(train);
                 sl_nn_data_destroy(test);

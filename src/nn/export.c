@@ -123,7 +123,7 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
         goto fail;
     z->f = fopen(path, "wb");
     if (!z->f) {
-        err = sl_nn_why(why, why_len, SL_EIO, "%s: cannot write: %s", path, strerror(errno));
+        err = sl_why(why, why_len, SL_EIO, "%s: cannot write: %s", path, strerror(errno));
         goto fail;
     }
     z->path = path;
@@ -182,7 +182,7 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
     out(z, end, sizeof end);
     if (z->failed || fclose(z->f) != 0) {
         z->f = NULL;
-        err = sl_nn_why(why, why_len, SL_EIO, "%s: write failed: %s", path, strerror(errno));
+        err = sl_why(why, why_len, SL_EIO, "%s: write failed: %s", path, strerror(errno));
         goto fail;
     }
     z->f = NULL;
@@ -191,7 +191,7 @@ fail:
     if (z && z->f)
         fclose(z->f);
     if (err == SL_ENOMEM)
-        sl_nn_why(why, why_len, err, "%s: out of memory exporting", path);
+        sl_why(why, why_len, err, "%s: out of memory exporting", path);
     sl_free(spec_u);
     sl_free(params);
     sl_free(stats);

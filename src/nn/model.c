@@ -96,9 +96,9 @@ static sl_err plan_build(const sl_nn_spec_t *spec, const sl_nn_shape_t *input, p
                          char *why, size_t why_len) {
     memset(p, 0, sizeof *p);
     if (input->channels < 1 || input->height < 1 || input->width < 1 || input->classes < 2)
-        return sl_nn_why(why, why_len, SL_EINVAL,
-                         "model: input %dx%dx%d with %d classes is not trainable",
-                         input->channels, input->height, input->width, input->classes);
+        return sl_why(why, why_len, SL_EINVAL,
+                      "model: input %dx%dx%d with %d classes is not trainable",
+                      input->channels, input->height, input->width, input->classes);
     sl_nn_dims_t d = {.c = input->channels, .h = input->height, .w = input->width};
     for (int i = 0; i < spec->count; i++) {
         const sl_nn_spec_layer_t *s = &spec->layers[i];
@@ -107,10 +107,10 @@ static sl_err plan_build(const sl_nn_spec_t *spec, const sl_nn_shape_t *input, p
             int oh = (d.h + 2 * s->pad - k) / s->stride + 1;
             int ow = (d.w + 2 * s->pad - k) / s->stride + 1;
             if (d.h + 2 * s->pad < k || d.w + 2 * s->pad < k)
-                return sl_nn_why(why, why_len, SL_EINVAL,
-                                 "model spec '%s': conv layer %d: %dx%d kernel larger than its "
-                                 "%dx%d input (with padding %d)",
-                                 spec->text, i + 1, k, k, d.h, d.w, s->pad);
+                return sl_why(why, why_len, SL_EINVAL,
+                              "model spec '%s': conv layer %d: %dx%d kernel larger than its "
+                              "%dx%d input (with padding %d)",
+                              spec->text, i + 1, k, k, d.h, d.w, s->pad);
             sl_nn_layer_t *l = add(p, SL_NN_L_CONV, i, &d);
             l->kernel = k;
             l->stride = s->stride;
@@ -125,10 +125,10 @@ static sl_err plan_build(const sl_nn_spec_t *spec, const sl_nn_shape_t *input, p
                 add_bn(p, i, &d);
             if (s->pool > 1) {
                 if (d.h < s->pool || d.w < s->pool)
-                    return sl_nn_why(why, why_len, SL_EINVAL,
-                                     "model spec '%s': conv layer %d: %dx%d pool on a %dx%d "
-                                     "map",
-                                     spec->text, i + 1, s->pool, s->pool, d.h, d.w);
+                    return sl_why(why, why_len, SL_EINVAL,
+                                  "model spec '%s': conv layer %d: %dx%d pool on a %dx%d "
+                                  "map",
+                                  spec->text, i + 1, s->pool, s->pool, d.h, d.w);
                 sl_nn_layer_t *pl = add(p, SL_NN_L_POOL, i, &d);
                 pl->kernel = pl->stride = s->pool;
                 pl->out.h = d.h / s->pool;
@@ -182,8 +182,8 @@ sl_err sl_nn_model_new(sl_nn_backend_t *be, const sl_nn_spec_t *spec,
                        char *why, size_t why_len) {
     *out = NULL;
     if (max_batch < 1 || max_batch > 1 << 20)
-        return sl_nn_why(why, why_len, SL_EINVAL, "batch size %d out of range 1..1048576",
-                         max_batch);
+        return sl_why(why, why_len, SL_EINVAL, "batch size %d out of range 1..1048576",
+                      max_batch);
     plan_t *p = sl_malloc(sizeof *p);
     sl_nn_model_t *m = sl_calloc(1, sizeof *m);
     sl_err err = SL_ENOMEM;
@@ -266,8 +266,8 @@ sl_err sl_nn_model_new(sl_nn_backend_t *be, const sl_nn_spec_t *spec,
     return SL_OK;
 fail:
     if (err == SL_ENOMEM && why && why_len && !why[0])
-        sl_nn_why(why, why_len, err, "model '%s': out of %s memory", spec->text,
-                  be->ops->name);
+        sl_why(why, why_len, err, "model '%s': out of %s memory", spec->text,
+               be->ops->name);
     sl_free(p);
     sl_nn_model_destroy(&m);
     return err;

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 
+#include "base/why.h"
 #include "starling/nn.h"
 #include "starling/rng.h"
 
@@ -20,9 +21,7 @@ struct sl_nn_backend {
     char desc[192];                 /* device description */
 };
 
-/* Writes a formatted message into why (when non-NULL); returns err. */
-sl_err sl_nn_why(char *why, size_t why_len, sl_err err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* sl_why (base/why.h) writes a refusal's reason into why; returns err. */
 
 /* ---- layers ---- */
 

@@ -45,31 +45,31 @@ static double now_s(void) {
 
 static sl_err check_cfg(const sl_nn_train_cfg_t *c, char *why, size_t why_len) {
     if (c->epochs < 1 || c->epochs > 1000000)
-        return sl_nn_why(why, why_len, SL_EINVAL, "epochs %d out of range 1..1000000", c->epochs);
+        return sl_why(why, why_len, SL_EINVAL, "epochs %d out of range 1..1000000", c->epochs);
     if (c->batch < 1 || c->batch > 65536)
-        return sl_nn_why(why, why_len, SL_EINVAL, "batch %d out of range 1..65536", c->batch);
+        return sl_why(why, why_len, SL_EINVAL, "batch %d out of range 1..65536", c->batch);
     if (!(c->lr > 0.0f) || !isfinite(c->lr) || c->lr > 100.0f)
-        return sl_nn_why(why, why_len, SL_EINVAL, "learning rate %g must be in (0, 100]",
-                         (double)c->lr);
+        return sl_why(why, why_len, SL_EINVAL, "learning rate %g must be in (0, 100]",
+                      (double)c->lr);
     if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
-        return sl_nn_why(why, why_len, SL_EINVAL, "momentum %g must be in [0, 1)",
-                         (double)c->momentum);
+        return sl_why(why, why_len, SL_EINVAL, "momentum %g must be in [0, 1)",
+                      (double)c->momentum);
     if (!(c->weight_decay >= 0.0f && c->weight_decay < 1.0f))
-        return sl_nn_why(why, why_len, SL_EINVAL, "weight decay %g must be in [0, 1)",
-                         (double)c->weight_decay);
+        return sl_why(why, why_len, SL_EINVAL, "weight decay %g must be in [0, 1)",
+                      (double)c->weight_decay);
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
         !(c->eps > 0.0f))
-        return sl_nn_why(why, why_len, SL_EINVAL, "Adam betas must be in [0, 1), eps > 0");
+        return sl_why(why, why_len, SL_EINVAL, "Adam betas must be in [0, 1), eps > 0");
     if (!(c->val_split >= 0.0f && c->val_split <= 0.9f))
-        return sl_nn_why(why, why_len, SL_EINVAL, "validation split %g must be in [0, 0.9]",
-                         (double)c->val_split);
+        return sl_why(why, why_len, SL_EINVAL, "validation split %g must be in [0, 0.9]",
+                      (double)c->val_split);
     if (c->warmup_epochs < 0 || c->warmup_epochs > c->epochs)
-        return sl_nn_why(why, why_len, SL_EINVAL, "warm-up of %d epochs exceeds the %d epochs",
-                         c->warmup_epochs, c->epochs);
+        return sl_why(why, why_len, SL_EINVAL, "warm-up of %d epochs exceeds the %d epochs",
+                      c->warmup_epochs, c->epochs);
     if ((unsigned)c->optimizer > SL_NN_OPT_ADAMW || (unsigned)c->schedule > SL_NN_SCHED_COSINE)
-        return sl_nn_why(why, why_len, SL_EINVAL, "unknown optimizer or schedule");
+        return sl_why(why, why_len, SL_EINVAL, "unknown optimizer or schedule");
     if (c->schedule == SL_NN_SCHED_STEP && (c->step_epochs < 1 || !(c->step_gamma > 0.0f)))
-        return sl_nn_why(why, why_len, SL_EINVAL, "step schedule needs a period >= 1 and gamma > 0");
+        return sl_why(why, why_len, SL_EINVAL, "step schedule needs a period >= 1 and gamma > 0");
     return SL_OK;
 }
 
@@ -121,15 +121,15 @@ sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
     if (err != SL_OK)
         return err;
     if (!train || train->count == 0)
-        return sl_nn_why(why, why_len, SL_EINVAL, "empty training set");
+        return sl_why(why, why_len, SL_EINVAL, "empty training set");
     if (test && (test->shape.channels != train->shape.channels ||
                  test->shape.height != train->shape.height ||
                  test->shape.width != train->shape.width))
-        return sl_nn_why(why, why_len, SL_EINVAL,
-                         "test set %s is %dx%dx%d but training set %s is %dx%dx%d", test->name,
-                         test->shape.channels, test->shape.height, test->shape.width,
-                         train->name, train->shape.channels, train->shape.height,
-                         train->shape.width);
+        return sl_why(why, why_len, SL_EINVAL,
+                      "test set %s is %dx%dx%d but training set %s is %dx%dx%d", test->name,
+                      test->shape.channels, test->shape.height, test->shape.width,
+                      train->name, train->shape.channels, train->shape.height,
+                      train->shape.width);
     sl_nn_spec_t spec;
     err = sl_nn_spec_parse(cfg->model, &spec, why, why_len);
     if (err != SL_OK)
@@ -170,7 +170,7 @@ sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
     if (cfg->limit && cfg->limit < n)
         n = cfg->limit;
     if (n > INT32_MAX) {
-        err = sl_nn_why(why, why_len, SL_ETOOBIG, "training set over 2^31 samples");
+        err = sl_why(why, why_len, SL_ETOOBIG, "training set over 2^31 samples");
         goto fail;
     }
     err = SL_ENOMEM;
@@ -193,7 +193,7 @@ sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
     }
     memcpy(t->train_base, t->train_idx_host, t->train_count * sizeof *t->train_base);
     if (t->train_count == 0) {
-        err = sl_nn_why(why, why_len, SL_EINVAL, "no training samples left after the split");
+        err = sl_why(why, why_len, SL_EINVAL, "no training samples left after the split");
         goto fail;
     }
     size_t per = (size_t)shape.channels * shape.height * shape.width;
@@ -244,7 +244,7 @@ sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
     return SL_OK;
 fail:
     if (err == SL_ENOMEM && why && why_len && !why[0])
-        sl_nn_why(why, why_len, err, "out of %s memory for the run", be->ops->name);
+        sl_why(why, why_len, err, "out of %s memory for the run", be->ops->name);
     sl_nn_trainer_destroy(&t);
     return err;
 }
@@ -355,7 +355,7 @@ sl_err sl_nn_trainer_evaluate(sl_nn_trainer_t *t, const sl_nn_data_t *data, doub
 
 sl_err sl_nn_trainer_epoch(sl_nn_trainer_t *t, sl_nn_epoch_t *mt, char *why, size_t why_len) {
     if (t->epoch >= t->cfg.epochs)
-        return sl_nn_why(why, why_len, SL_ESTATE, "all %d epochs are done", t->cfg.epochs);
+        return sl_why(why, why_len, SL_ESTATE, "all %d epochs are done", t->cfg.epochs);
     const sl_nn_backend_ops_t *ops = t->be->ops;
     void *self = t->be->self;
     sl_nn_model_t *m = t->model;
@@ -405,8 +405,8 @@ sl_err sl_nn_trainer_epoch(sl_nn_trainer_t *t, sl_nn_epoch_t *mt, char *why, siz
     if (err == SL_OK)
         err = ops->sync(self);
     if (err != SL_OK)
-        return sl_nn_why(why, why_len, err, "training epoch %d failed on %s: %s", e + 1,
-                         ops->name, sl_strerror(err));
+        return sl_why(why, why_len, err, "training epoch %d failed on %s: %s", e + 1,
+                      ops->name, sl_strerror(err));
     double t1 = now_s();
     mt->epoch = e + 1;
     mt->epochs = t->cfg.epochs;
@@ -417,9 +417,9 @@ sl_err sl_nn_trainer_epoch(sl_nn_trainer_t *t, sl_nn_epoch_t *mt, char *why, siz
     mt->seconds = t1 - t0;
     mt->samples_per_s = mt->seconds > 0 ? (double)n / mt->seconds : 0.0;
     if (!isfinite(mt->train_loss))
-        return sl_nn_why(why, why_len, SL_ERANGE,
-                         "training diverged in epoch %d (loss is %g); lower the learning rate",
-                         e + 1, mt->train_loss);
+        return sl_why(why, why_len, SL_ERANGE,
+                      "training diverged in epoch %d (loss is %g); lower the learning rate",
+                      e + 1, mt->train_loss);
     if (t->val_count) {
         mt->has_val = true;
         err = eval_set(t, t->train, t->train_images, t->train_labels, t->val_idx, t->val_count,
@@ -431,8 +431,8 @@ sl_err sl_nn_trainer_epoch(sl_nn_trainer_t *t, sl_nn_epoch_t *mt, char *why, siz
                        &mt->test_loss, &mt->test_acc);
     }
     if (err != SL_OK)
-        return sl_nn_why(why, why_len, err, "evaluation after epoch %d failed: %s", e + 1,
-                         sl_strerror(err));
+        return sl_why(why, why_len, err, "evaluation after epoch %d failed: %s", e + 1,
+                      sl_strerror(err));
     mt->eval_seconds = now_s() - t1;
     t->epoch++;
     if (t->cfg.checkpoint_dir) {

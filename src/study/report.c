@@ -18,19 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/why.h"
 #include "starling/study.h"
-
-static sl_err why_err(char *why, size_t why_len, sl_err err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static sl_err why_err(char *why, size_t why_len, sl_err err, const char *fmt, ...) {
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return err;
-}
 
 static bool metric_name_ok(const char *s) {
     size_t n = strlen(s);
@@ -51,34 +40,34 @@ sl_err sl_report_parse(const char *line, size_t len, sl_report_t *out, char *why
     while (start < len && isspace((unsigned char)line[start]))
         start++;
     if (start == len || line[start] != '{')
-        return why_err(why, why_len, SL_ENOTFOUND, "not a report (no JSON object)");
+        return sl_why(why, why_len, SL_ENOTFOUND, "not a report (no JSON object)");
     if (len > SL_REPORT_LINE_MAX)
-        return why_err(why, why_len, SL_ETOOBIG, "report: over %d bytes", SL_REPORT_LINE_MAX);
+        return sl_why(why, why_len, SL_ETOOBIG, "report: over %d bytes", SL_REPORT_LINE_MAX);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(line + start, len - start, &end, false);
     sl_err err = SL_EPROTO;
     if (!root) {
-        why_err(why, why_len, SL_EPROTO, "report: not valid JSON");
+        sl_why(why, why_len, SL_EPROTO, "report: not valid JSON");
         goto fail;
     }
     if (end != line + len) {
-        why_err(why, why_len, SL_EPROTO, "report: text after the JSON object");
+        sl_why(why, why_len, SL_EPROTO, "report: text after the JSON object");
         goto fail;
     }
     if (!cJSON_IsObject(root)) {
-        why_err(why, why_len, SL_EPROTO, "report: not a JSON object");
+        sl_why(why, why_len, SL_EPROTO, "report: not a JSON object");
         goto fail;
     }
     bool have_epoch = false;
     for (const cJSON *it = root->child; it; it = it->next) {
         for (const cJSON *j = root->child; j != it; j = j->next)
             if (strcmp(j->string, it->string) == 0) {
-                why_err(why, why_len, SL_EPROTO, "report: \"%.64s\" given twice", it->string);
+                sl_why(why, why_len, SL_EPROTO, "report: \"%.64s\" given twice", it->string);
                 goto fail;
             }
         if (!metric_name_ok(it->string)) {
-            why_err(why, why_len, SL_EPROTO, "report: \"%.64s\" is not a metric name",
-                    it->string);
+            sl_why(why, why_len, SL_EPROTO, "report: \"%.64s\" is not a metric name",
+                   it->string);
             goto fail;
         }
         double v;
@@ -87,18 +76,18 @@ sl_err sl_report_parse(const char *line, size_t len, sl_report_t *out, char *why
         else if (cJSON_IsBool(it))
             v = cJSON_IsTrue(it) ? 1 : 0;
         else {
-            why_err(why, why_len, SL_EPROTO, "report: \"%s\" must be a number", it->string);
+            sl_why(why, why_len, SL_EPROTO, "report: \"%s\" must be a number", it->string);
             goto fail;
         }
         if (!isfinite(v)) {
-            err = why_err(why, why_len, SL_ERANGE, "report: \"%s\" is not finite", it->string);
+            err = sl_why(why, why_len, SL_ERANGE, "report: \"%s\" is not finite", it->string);
             goto fail;
         }
         if (strcmp(it->string, "epoch") == 0) {
             if (v != floor(v) || v < 1 || v > SL_STUDY_MAX_EPOCHS) {
-                err = why_err(why, why_len, SL_ERANGE,
-                              "report: \"epoch\" must be an integer in [1, %d]",
-                              SL_STUDY_MAX_EPOCHS);
+                err = sl_why(why, why_len, SL_ERANGE,
+                             "report: \"epoch\" must be an integer in [1, %d]",
+                             SL_STUDY_MAX_EPOCHS);
                 goto fail;
             }
             out->epoch = (int)v;
@@ -106,8 +95,8 @@ sl_err sl_report_parse(const char *line, size_t len, sl_report_t *out, char *why
             continue;
         }
         if (out->metric_count == SL_REPORT_MAX_METRICS) {
-            err = why_err(why, why_len, SL_ETOOBIG, "report: over %d metrics",
-                          SL_REPORT_MAX_METRICS);
+            err = sl_why(why, why_len, SL_ETOOBIG, "report: over %d metrics",
+                         SL_REPORT_MAX_METRICS);
             goto fail;
         }
         sl_metric_t *m = &out->metrics[out->metric_count++];
@@ -115,7 +104,7 @@ sl_err sl_report_parse(const char *line, size_t len, sl_report_t *out, char *why
         m->value = v;
     }
     if (!have_epoch) {
-        why_err(why, why_len, SL_EPROTO, "report: missing \"epoch\"");
+        sl_why(why, why_len, SL_EPROTO, "report: missing \"epoch\"");
         goto fail;
     }
     cJSON_Delete(root);

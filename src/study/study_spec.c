@@ -10,22 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/why.h"
 #include "starling/hash.h"
 #include "starling/nn.h"
 #include "starling/study.h"
 
-static sl_err refuse(char *why, size_t why_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static sl_err refuse(char *why, size_t why_len, const char *fmt, ...) {
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return SL_EINVAL;
-}
+/* Every refusal of a spec is SL_EINVAL with its reason. */
+#define refuse(why, why_len, ...) sl_why(why, why_len, SL_EINVAL, __VA_ARGS__)
 
 const char *sl_search_name(sl_search_kind kind) {
     switch (kind) {
