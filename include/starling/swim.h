@@ -69,7 +69,7 @@ void sl_intern_usage(const sl_intern_t *pool, size_t *count, size_t *bytes);
 /* Timing and protocol parameters. sl_swim_config_defaults() fills them;
  * a zero field in a config passed to sl_swim_new means "the default". */
 typedef struct {
-    uint32_t probe_interval_ms;     /* probe period (default 1000) */
+    uint32_t probe_interval_ms;     /* probe period (default 1250) */
     uint32_t probe_timeout_ms;      /* direct ACK deadline (default 400) */
     uint32_t indirect_count;        /* k relays for PING_REQ (default 3) */
     uint32_t suspicion_mult;        /* min = mult*max(1,log10 N)*period (1) */
