@@ -170,8 +170,12 @@ static void test_cluster_in_one_process(void) {
     CHECK_OK(call(nodes, 3, 1, "stats", NULL, out, sizeof out, &status));
     CHECK(strstr(out, "\"msgs_in\"") && strstr(out, "\"bad_input\""));
     CHECK_OK(call(nodes, 3, 1, "nope", NULL, out, sizeof out, &status));
-    CHECK_INT(status, SL_ENOTFOUND);
+    CHECK_INT(status, SL_EUNSUPPORTED); /* proto/control.md section 4 */
     CHECK(strstr(out, "unknown command"));
+    CHECK_OK(call(nodes, 3, 1, "members", "x", out, sizeof out, &status));
+    CHECK_INT(status, SL_EINVAL); /* bad arguments */
+    CHECK_OK(call(nodes, 3, 1, "stats", "x", out, sizeof out, &status));
+    CHECK_INT(status, SL_EINVAL);
 
     CHECK_OK(sl_node_ctl_register(nodes[1], "echo", ctl_echo, &echo_calls));
     CHECK_ERR(sl_node_ctl_register(nodes[1], "echo", ctl_echo, NULL), SL_EEXIST);

@@ -116,8 +116,8 @@ static int is_study(const char *name) {
     int rc = sl_peerctl_call_bytes(&sl_peerctl_opts, "status", &arg, 1, NULL, NULL, &status);
     if (rc == 0)
         return 1;
-    if (status == SL_ENOTFOUND || status == SL_EINVAL)
-        return 0;
+    if (status == SL_ENOTFOUND || status == SL_EINVAL || status == SL_EUNSUPPORTED)
+        return 0; /* no such study (or no study module: an unknown command) */
     return -1;
 }
 

@@ -227,7 +227,8 @@ static bool collect_holder(void *ctx, const uint8_t *key, size_t key_len,
 
 static sl_err ctl_ls(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
     (void)node;
-    (void)req;
+    if (req->arg_count)
+        return reply_err(call, SL_EINVAL, "usage: blob-ls (it takes no arguments)");
     sl_blob_node_t *bn = ctx;
     hash_list_t l;
     sl_blob_node_list(bn, &l);

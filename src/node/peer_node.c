@@ -268,8 +268,21 @@ static sl_err reply_json(sl_ctl_call_t *call, cJSON *root) {
 
 static void add_u64(cJSON *o, const char *k, uint64_t v);
 
+/* A command that takes no arguments: true once it answered SL_EINVAL
+ * (proto/control.md section 4: bad arguments MUST get SL_EINVAL). */
+static bool refuse_args(const sl_ctl_req_t *req, sl_ctl_call_t *call, const char *cmd) {
+    if (req->arg_count == 0)
+        return false;
+    char msg[96];
+    int n = snprintf(msg, sizeof msg, "usage: %s (it takes no arguments)", cmd);
+    sl_ctl_reply(call, SL_EINVAL, msg, (size_t)n, false);
+    return true;
+}
+
 static sl_err ctl_members(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                           sl_ctl_call_t *call) {
+    if (refuse_args(req, call, "members"))
+        return SL_OK;
     cJSON *arr = cJSON_CreateArray();
     if (!arr)
         return SL_ENOMEM;
@@ -304,6 +317,8 @@ static void add_u64(cJSON *o, const char *k, uint64_t v) {
 }
 
 static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
+    if (refuse_args(req, call, "stats"))
+        return SL_OK;
     cJSON *root = cJSON_CreateObject();
     if (!root)
         return SL_ENOMEM;
@@ -667,7 +682,7 @@ static void handle_ctl(sl_node_t *node, const sl_net_route_t *route, const sl_ct
         char msg[160];
         int n = snprintf(msg, sizeof msg, "unknown command '%.*s': is peerctl newer than this peer?",
                          (int)(req->cmd.len > 32 ? 32 : req->cmd.len), (const char *)req->cmd.ptr);
-        sl_ctl_reply(&call, SL_ENOTFOUND, msg, (size_t)n, false);
+        sl_ctl_reply(&call, SL_EUNSUPPORTED, msg, (size_t)n, false); /* control.md 4 */
         return;
     }
     sl_err err = e->fn(e->ctx, node, req, &call);

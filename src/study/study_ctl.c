@@ -120,9 +120,9 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 static sl_err open_study(sl_study_node_t *sn, const sl_ctl_req_t *req, sl_ctl_call_t *call,
                          size_t want_args, view_t *v, bool *replied) {
     *replied = true;
-    if (req->arg_count < want_args) {
-        reply_text(call, SL_EINVAL, "missing arguments: STUDY%s",
-                   want_args > 1 ? " TRIAL" : "");
+    if (req->arg_count != want_args) {
+        reply_text(call, SL_EINVAL, "usage: %.*s STUDY%s", (int)req->cmd.len,
+                   (const char *)req->cmd.ptr, want_args > 1 ? " TRIAL" : "");
         return SL_EINVAL;
     }
     char *a = arg_str(req, 0), id[SL_TRIAL_ID_LEN + 1];

@@ -16,6 +16,8 @@ import tempfile
 import threading
 import time
 
+import zmq
+
 import starling
 from starling import Status, StarlingError, wire
 
@@ -236,6 +238,18 @@ def main():
         check(raises(Status.ENOTFOUND, a.status, "nosuchstudy"), "status of no study: ENOTFOUND")
         check(raises(Status.ENOTFOUND, a.logs, sid, "nosuchtrial"), "logs of no trial: ENOTFOUND")
 
+        # ASHA: the promoted trial resumes from what it left in checkpoint_dir()
+        spec3 = dict(spec, name="py-asha", seed=9,
+                     scheduler={"type": "asha", "min_epochs": 1, "max_epochs": 3,
+                                "reduction": 3})
+        sid3 = a.submit(spec3)
+        list(a.watch_study(sid3, interval=0.3))
+        rows3 = a.results(sid3)
+        top = [r for r in rows3 if r["epoch"] == 3]
+        check(len(rows3) == 3 and len(top) == 1 and top[0]["lr"] == 0.3 and
+              top[0]["resumed"] == 1 and abs(top[0]["score"] - 0.9) < 1e-9,
+              f"asha: the promoted trial resumed from checkpoint_dir(): {rows3}")
+
         # cancel a second study while it runs
         spec2 = dict(spec, name="py-cancel", seed=8,
                      trainer={"type": "command", "timeout_s": 120,
@@ -251,8 +265,13 @@ def main():
             a.call("no-such-command")
             check(False, "unknown command refused")
         except StarlingError as e:
-            check(e.status in (Status.EUNSUPPORTED, Status.ENOTFOUND) and
-                  "no-such-command" in e.message, f"unknown command: {e}")
+            check(e.status == Status.EUNSUPPORTED and "no-such-command" in e.message,
+                  f"unknown command: SL_EUNSUPPORTED (control.md 4): {e}")
+        for cmd, args in (("members", ["x"]), ("stats", ["x"]), ("blob-ls", ["x"]),
+                          ("status", [sid, "x"]), ("cancel", [sid, "x"]),
+                          ("logs", [sid, best["trial"], "x"]), ("keys", ["a", "b"])):
+            check(raises(Status.EINVAL, a.call, cmd, *args),
+                  f"{cmd} {' '.join(args)}: SL_EINVAL (bad arguments, control.md 4)")
         try:
             starling.Client(peer=os.path.join(tmp, "nope"))
             check(False, "a missing control socket is refused")
@@ -260,6 +279,28 @@ def main():
             check("no control socket" in e.message, f"missing socket: {e.message}")
         a.close()
         b.close()
+
+        # a keyed cluster's TCP control endpoint: CurveZMQ with the key file
+        pub, sec = zmq.curve_keypair()
+        keyfile = os.path.join(tmp, "cluster.key")
+        fd = os.open(keyfile, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"# test key\nstarling-cluster-key 1\npublic = " + pub + b"\nsecret = " +
+                 sec + b"\n")
+        os.close(fd)
+        cport = free_port()
+        start("k", "--key", keyfile, "--control", f"127.0.0.1:{cport}")
+        k = starling.Client(peer=f"127.0.0.1:{cport}", key=keyfile)
+        wait_until(lambda: k.members()[0]["name"] == "k", "keyed TCP control: members", 20)
+        k.put("py/keyed", "yes")
+        check(k.get("py/keyed") == b"yes", "keyed TCP control: put/get")
+        k.close()
+        nokey = starling.Client(peer=f"127.0.0.1:{cport}", timeout=1.0)
+        try:
+            nokey.members()
+            check(False, "keyed TCP control refuses a client without the key")
+        except starling.ConnectionFailed as e:
+            check(e.status == Status.ETIMEDOUT, f"no key: no answer ({e.message[:60]})")
+        nokey.close()
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)
