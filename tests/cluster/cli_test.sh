@@ -28,6 +28,7 @@ echo "not a key" >"$CLUSTER_DIR/bad.key"
 expect 1 "peerctl keygen" "$PEER_BIN" --key "$CLUSTER_DIR/bad.key"
 
 expect 0 "usage: peerctl" "$PEERCTL_BIN" --help
+expect 0 "without --out" "$PEERCTL_BIN" results --help
 expect 2 "unknown command 'frobnicate'" "$PEERCTL_BIN" frobnicate
 expect 2 "unknown option" "$PEERCTL_BIN" --bogus members
 expect 2 "data directory" "$PEERCTL_BIN" --peer nonsense:port members

@@ -165,6 +165,10 @@ PY
 ctl p1 results "$SID" --out "$CLUSTER_DIR/out" >"$CLUSTER_DIR/leaderboard.txt" || fail "results failed"
 [ -s "$CLUSTER_DIR/out/models.json" ] && [ -s "$CLUSTER_DIR/out/pareto.json" ] || fail "no models.json / pareto.json"
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); assert m['models']" "$CLUSTER_DIR/out/models.json" || fail "models.json is empty"
+# without --out, results prints and writes no file (peerctl results --help)
+mkdir -p "$CLUSTER_DIR/cwd"
+(cd "$CLUSTER_DIR/cwd" && ctl p1 results "$SID" >/dev/null) || fail "results without --out failed"
+[ -z "$(ls -A "$CLUSTER_DIR/cwd")" ] || fail "results without --out wrote files: $(ls -A "$CLUSTER_DIR/cwd")"
 ctl p2 plot "$SID" --out "$CLUSTER_DIR/out" || fail "plot failed"
 grep -q "<svg" "$CLUSTER_DIR/out/curves.svg" || fail "no curves.svg"
 T=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['trials'][0]['trial'])" "$CLUSTER_DIR/status.json")
