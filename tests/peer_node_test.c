@@ -176,6 +176,9 @@ static void test_cluster_in_one_process(void) {
     CHECK_INT(status, SL_EINVAL); /* bad arguments */
     CHECK_OK(call(nodes, 3, 1, "stats", "x", out, sizeof out, &status));
     CHECK_INT(status, SL_EINVAL);
+    CHECK_OK(call(nodes, 3, 1, "hello", NULL, out, sizeof out, &status));
+    CHECK_INT(status, SL_OK);
+    CHECK(strstr(out, "\"protocol\":1") && strstr(out, "\"members\",\"stats\",\"hello\""));
 
     CHECK_OK(sl_node_ctl_register(nodes[1], "echo", ctl_echo, &echo_calls));
     CHECK_ERR(sl_node_ctl_register(nodes[1], "echo", ctl_echo, NULL), SL_EEXIST);

@@ -411,6 +411,7 @@ def gen_ctl_req():
     study = b'{"name":"s","trainer":{"type":"command","command":"python3 t.py {lr}"},' \
         b'"search_space":{"lr":{"type":"real","low":0.001,"high":0.1}}}'
     for i, (cmd, args) in enumerate([
+            ("hello", []),
             ("put", [b"greeting", b"hello"]), ("get", [b"greeting"]), ("del", [b"greeting"]),
             ("keys", []), ("keys", [b"study/"]), ("watch-keys", [b"jobs/"]),
             ("store-fault", [b"block", b"tcp://127.0.0.1:7601"]), ("store-fault", [b"heal"]),
@@ -445,6 +446,8 @@ def gen_ctl_rep():
             ("stats", 0, False, b'{"name":"a","addr":"tcp://127.0.0.1:23411","version":"0.1.0",'
              b'"uptime_ms":1042,"members":{"total":1,"alive":1},"decode":{"ok":1,"bad":2,'
              b'"errors":{"SL_ENONCANON":2}},"store":{"state_hash":18446744073709551615}}'),
+            ("hello", 0, False, b'{"protocol":1,"version":"0.1.0","name":"a","commands":'
+             b'["members","stats","hello","put","get","del","keys","store-fault","watch-keys"]}'),
             ("put", 0, False, b"{}"), ("get-raw", 0, False, b"\x00\xffhello"),
             ("get-notfound", 10, False, b"no such key"),
             ("get-usage", 1, False, b"usage: get KEY"),

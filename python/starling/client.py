@@ -181,8 +181,27 @@ class Client:
         """The peer's counters and gauges (``stats``), nested by module."""
         return self.call_json("stats")
 
+    def hello(self) -> Dict[str, Any]:
+        """What the peer speaks (``hello``): ``protocol`` (1), ``version``
+        (its release), ``name`` and ``commands`` (every command it serves).
+        A peer older than ``hello`` answers ``SL_EUNSUPPORTED``; then this
+        returns its ``stats``' version and no ``commands``."""
+        try:
+            return self.call_json("hello")
+        except StarlingError as e:
+            if e.status != Status.EUNSUPPORTED:
+                raise
+            st = self.stats()
+            return {"protocol": 1, "version": st.get("version", ""), "name": st.get("name", "")}
+
+    def supports(self, command: str) -> bool:
+        """Whether the peer serves ``command`` (from :meth:`hello`; True when
+        the peer is too old to say)."""
+        cmds = self.hello().get("commands")
+        return True if cmds is None else command in cmds
+
     def version(self) -> str:
-        """The peer's version string (``stats``' ``version``)."""
+        """The peer's release (``stats``' ``version``)."""
         return str(self.stats().get("version", ""))
 
     # ---- store ----

@@ -316,6 +316,24 @@ static void add_u64(cJSON *o, const char *k, uint64_t v) {
     cJSON_AddRawToObject(o, k, num);
 }
 
+/* hello: what this peer speaks (proto/control.md 4.6): the control
+ * protocol's version, the peer's release and every command it serves. */
+static sl_err ctl_hello(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
+    (void)ctx;
+    if (refuse_args(req, call, "hello"))
+        return SL_OK;
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return SL_ENOMEM;
+    cJSON_AddNumberToObject(root, "protocol", 1);
+    cJSON_AddStringToObject(root, "version", SL_VERSION);
+    cJSON_AddStringToObject(root, "name", node->name);
+    cJSON *cmds = cJSON_AddArrayToObject(root, "commands");
+    for (size_t i = 0; cmds && i < node->ctl_count; i++)
+        cJSON_AddItemToArray(cmds, cJSON_CreateString(node->ctl[i].cmd));
+    return reply_json(call, root);
+}
+
 static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_ctl_call_t *call) {
     if (refuse_args(req, call, "stats"))
         return SL_OK;
@@ -891,6 +909,7 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
     }
     sl_node_ctl_register(node, "members", ctl_members, NULL);
     sl_node_ctl_register(node, "stats", ctl_stats, NULL);
+    sl_node_ctl_register(node, "hello", ctl_hello, NULL);
     if ((err = sl_swim_join(node->swim, now_ms(), cfg->seeds, cfg->seed_count)) != SL_OK)
         goto fail;
     sl_log(SL_LOG_NOTICE, "PEER-START",

@@ -143,6 +143,14 @@ def main():
         st = a.stats()
         check(st.get("name") == "a" and isinstance(st.get("uptime_ms"), int), "stats")
         check(a.version() != "", f"version {a.version()!r}")
+        hi = a.hello()
+        spec_cmds = {"members", "stats", "hello", "put", "get", "del", "keys", "watch-keys",
+                     "store-fault", "blob-chunk", "blob-commit", "blob-fetch", "blob-read",
+                     "blob-ls", "submit", "status", "results", "plot", "logs", "fetch", "cancel"}
+        check(hi.get("protocol") == 1 and set(hi.get("commands", [])) == spec_cmds,
+              f"hello: protocol 1 and exactly the commands control.md specifies: {hi}")
+        check(a.supports("watch-keys") and not a.supports("frobnicate"), "supports()")
+        check(raises(Status.EINVAL, a.call, "hello", "x"), "hello x: SL_EINVAL")
 
         # store
         a.put("py/k1", "hello")
