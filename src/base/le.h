@@ -1,10 +1,16 @@
 /* Little-endian fixed-width integers in byte buffers, the byte order of
  * Starling's file formats (platform/disk.c: the WAL, snapshots and slot
- * files; nn/checkpoint.c: training checkpoints). Internal to the library. */
+ * files; nn/checkpoint.c: training checkpoints; nn/export.c: the zip and
+ * numpy headers of .npz files). Internal to the library. */
 #ifndef STARLING_BASE_LE_H
 #define STARLING_BASE_LE_H
 
 #include <stdint.h>
+
+static inline void sl_put16le(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 
 static inline void sl_put32le(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++)

@@ -12,6 +12,7 @@
 
 #include "nn/nn_internal.h"
 #include "starling/hash.h"
+#include "base/le.h"
 
 #define MAX_MEMBERS 256
 
@@ -33,15 +34,6 @@ typedef struct {
     const float *stats;           /* host copy of the statistics */
     bool failed;                  /* a write failed */
 } npz_t;
-
-static void le16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void le32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 static void out(npz_t *z, const void *p, size_t n) {
     if (!z->failed && fwrite(p, 1, n, z->f) != n)
@@ -66,7 +58,7 @@ static sl_err member(npz_t *z, const char *name, const char *descr, const int *s
     size_t hlen = (size_t)n + pad + 1;
     uint8_t head[10 + 256 + 64];
     memcpy(head, "\x93NUMPY\x01\x00", 8);
-    le16(head + 8, (uint16_t)hlen);
+    sl_put16le(head + 8, (uint16_t)hlen);
     memcpy(head + 10, dict, (size_t)n);
     memset(head + 10 + n, ' ', pad);
     head[10 + n + pad] = '\n';
@@ -78,17 +70,17 @@ static sl_err member(npz_t *z, const char *name, const char *descr, const int *s
     m->offset = z->offset;
     uint16_t name_len = (uint16_t)strlen(m->name);
     uint8_t lh[30];
-    le32(lh, 0x04034b50);
-    le16(lh + 4, 20);     /* version needed */
-    le16(lh + 6, 0);      /* flags */
-    le16(lh + 8, 0);      /* stored */
-    le16(lh + 10, 0);     /* time */
-    le16(lh + 12, 0x21);  /* date: 1980-01-01 */
-    le32(lh + 14, m->crc);
-    le32(lh + 18, m->size);
-    le32(lh + 22, m->size);
-    le16(lh + 26, name_len);
-    le16(lh + 28, 0);
+    sl_put32le(lh, 0x04034b50);
+    sl_put16le(lh + 4, 20);     /* version needed */
+    sl_put16le(lh + 6, 0);      /* flags */
+    sl_put16le(lh + 8, 0);      /* stored */
+    sl_put16le(lh + 10, 0);     /* time */
+    sl_put16le(lh + 12, 0x21);  /* date: 1980-01-01 */
+    sl_put32le(lh + 14, m->crc);
+    sl_put32le(lh + 18, m->size);
+    sl_put32le(lh + 22, m->size);
+    sl_put16le(lh + 26, name_len);
+    sl_put16le(lh + 28, 0);
     out(z, lh, sizeof lh);
     out(z, m->name, name_len);
     out(z, head, head_len);
@@ -136,7 +128,7 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
     if (!spec_u)
         goto fail;
     for (size_t i = 0; i < sl; i++)
-        le32((uint8_t *)&spec_u[i], (uint8_t)m->spec.text[i]);
+        sl_put32le((uint8_t *)&spec_u[i], (uint8_t)m->spec.text[i]);
     char descr[16];
     snprintf(descr, sizeof descr, "<U%zu", sl ? sl : 1);
     if (!sl)
@@ -146,7 +138,7 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
     int ishape[1] = {4};
     int32_t iv[4] = {m->input.channels, m->input.height, m->input.width, m->input.classes};
     for (int i = 0; i < 4; i++)
-        le32((uint8_t *)&input[i], (uint32_t)iv[i]);
+        sl_put32le((uint8_t *)&input[i], (uint32_t)iv[i]);
     if (err == SL_OK)
         err = member(z, "input", "<i4", ishape, 1, input, sizeof input);
     if (err == SL_OK)
@@ -159,26 +151,26 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
         uint16_t name_len = (uint16_t)strlen(mb->name);
         uint8_t ch[46];
         memset(ch, 0, sizeof ch);
-        le32(ch, 0x02014b50);
-        le16(ch + 4, 20);
-        le16(ch + 6, 20);
-        le16(ch + 12, 0);
-        le16(ch + 14, 0x21);
-        le32(ch + 16, mb->crc);
-        le32(ch + 20, mb->size);
-        le32(ch + 24, mb->size);
-        le16(ch + 28, name_len);
-        le32(ch + 42, mb->offset);
+        sl_put32le(ch, 0x02014b50);
+        sl_put16le(ch + 4, 20);
+        sl_put16le(ch + 6, 20);
+        sl_put16le(ch + 12, 0);
+        sl_put16le(ch + 14, 0x21);
+        sl_put32le(ch + 16, mb->crc);
+        sl_put32le(ch + 20, mb->size);
+        sl_put32le(ch + 24, mb->size);
+        sl_put16le(ch + 28, name_len);
+        sl_put32le(ch + 42, mb->offset);
         out(z, ch, sizeof ch);
         out(z, mb->name, name_len);
     }
     uint8_t end[22];
     memset(end, 0, sizeof end);
-    le32(end, 0x06054b50);
-    le16(end + 8, (uint16_t)z->count);
-    le16(end + 10, (uint16_t)z->count);
-    le32(end + 12, z->offset - cd_start);
-    le32(end + 16, cd_start);
+    sl_put32le(end, 0x06054b50);
+    sl_put16le(end + 8, (uint16_t)z->count);
+    sl_put16le(end + 10, (uint16_t)z->count);
+    sl_put32le(end + 12, z->offset - cd_start);
+    sl_put32le(end + 16, cd_start);
     out(z, end, sizeof end);
     if (z->failed || fclose(z->f) != 0) {
         z->f = NULL;
