@@ -1,0 +1,450 @@
+/* The ring all-reduce over ZeroMQ (src/elastic/ring_link.c): W = 1..4
+ * ranks as threads on 127.0.0.1, each with its own link, against the
+ * in-memory schedule (the harness of tests/elastic_ring_test.c, here run
+ * in order): every rank ends with the oracle's bits, for lengths 0, below
+ * W, not divisible by W, random and 16 MiB, small chunks and windows, and
+ * several calls on one link. A keyed ring (CurveZMQ + ZAP) works; a rank
+ * with the wrong key fails cleanly and so do the others; a message of
+ * another job is a protocol error; a rank that dies mid-reduce ends the
+ * others' all-reduce within the timeout. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "elastic/ring_link.h"
+#include "starling/platform.h"
+#include "starling/rng.h"
+#include "testlib.h"
+
+#define MAXW 4
+
+/* ---- the oracle: sl_ring_next's operations run in memory ---- */
+
+typedef struct {
+    float *data;  /* copy of the sent range */
+    uint64_t len; /* floats */
+} omsg_t;
+
+typedef struct {
+    omsg_t *q;   /* FIFO into this rank */
+    size_t head; /* next to take */
+    size_t tail; /* next free */
+    size_t cap;  /* allocated */
+} oq_t;
+
+/* Every rank's buffer in `bufs` becomes what the schedule makes of it,
+ * finalize dividing by `divisor` (as the link does). */
+static void oracle(uint32_t w, uint64_t count, uint64_t chunk, float divisor, float **bufs) {
+    if (w == 1) {
+        if (divisor != 1.0f)
+            for (uint64_t i = 0; i < count; i++)
+                bufs[0][i] /= divisor;
+        return;
+    }
+    sl_ring_iter_t it[MAXW];
+    sl_ring_op_t op[MAXW];
+    bool have[MAXW], sent[MAXW];
+    oq_t q[MAXW];
+    memset(q, 0, sizeof q);
+    for (uint32_t r = 0; r < w; r++) {
+        sl_ring_cfg_t cfg = {.world = w, .rank = r, .count = count, .chunk = chunk};
+        sl_ring_iter_init(&it[r], &cfg);
+        have[r] = sl_ring_next(&it[r], &op[r]);
+        sent[r] = false;
+    }
+    for (bool any = true; any;) {
+        any = false;
+        for (uint32_t r = 0; r < w; r++) {
+            while (have[r]) {
+                sl_ring_op_t *o = &op[r];
+                if (!sent[r] && o->has_send) {
+                    float *p = bufs[r] + o->send_off;
+                    if (o->finalize)
+                        for (uint64_t i = 0; i < o->send_len; i++)
+                            p[i] /= divisor;
+                    oq_t *d = &q[(r + 1) % w];
+                    if (d->tail == d->cap) {
+                        d->cap = d->cap ? 2 * d->cap : 64;
+                        d->q = realloc(d->q, d->cap * sizeof *d->q);
+                    }
+                    d->q[d->tail].data = malloc(o->send_len * sizeof(float) + 1);
+                    memcpy(d->q[d->tail].data, p, o->send_len * sizeof(float));
+                    d->q[d->tail++].len = o->send_len;
+                }
+                sent[r] = true;
+                if (o->has_recv) {
+                    if (q[r].head == q[r].tail)
+                        break;
+                    omsg_t *m = &q[r].q[q[r].head++];
+                    for (uint64_t i = 0; i < o->recv_len; i++)
+                        bufs[r][o->recv_off + i] =
+                            o->reduce ? bufs[r][o->recv_off + i] + m->data[i] : m->data[i];
+                    free(m->data);
+                }
+                have[r] = sl_ring_next(&it[r], &op[r]);
+                sent[r] = false;
+                any = true;
+            }
+        }
+    }
+    for (uint32_t r = 0; r < w; r++) {
+        CHECK_MSG(!have[r], "the oracle's rank %u never finished", r);
+        free(q[r].q);
+    }
+}
+
+/* ---- ranks as threads ---- */
+
+typedef struct {
+    sl_ring_link_cfg_t cfg;    /* this rank's link */
+    const char *eps[MAXW];     /* endpoints */
+    float *buf;                /* reduced in place */
+    uint64_t count;            /* floats */
+    float divisor;             /* finalize */
+    int calls;                 /* all-reduces in a row (buffers of calls > 1 restart from in[]) */
+    float **in;                /* calls' inputs, [call][i] */
+    float **out;               /* calls' results, [call][i] */
+    uint64_t die_after;        /* test switch, 0: never */
+    sl_err err;                /* first failure */
+    char why[200];             /* its text */
+    uint64_t took_ms;          /* open to close */
+} rank_t;
+
+static void *rank_main(void *arg) {
+    rank_t *k = arg;
+    uint64_t t0 = sl_plat_now_ns();
+    sl_ring_link_t *link = NULL;
+    k->err = sl_ring_link_open(&k->cfg, &link);
+    if (k->err == SL_OK && k->die_after)
+        sl_ring_link_test_die_after(link, k->die_after);
+    for (int c = 0; c < k->calls && k->err == SL_OK; c++) {
+        if (k->in)
+            memcpy(k->buf, k->in[c], k->count * sizeof(float));
+        k->err = sl_ring_link_allreduce(link, k->buf, k->count, k->divisor);
+        if (k->out && k->err == SL_OK)
+            memcpy(k->out[c], k->buf, k->count * sizeof(float));
+    }
+    if (link)
+        snprintf(k->why, sizeof k->why, "%s", sl_ring_link_error(link));
+    sl_ring_link_close(&link);
+    CHECK(link == NULL);
+    k->took_ms = (sl_plat_now_ns() - t0) / 1000000;
+    return NULL;
+}
+
+static char eps_text[MAXW][64];
+
+/* W consecutive ports below 32768 that nothing listens on now, a
+ * different block per run. */
+static void pick_endpoints(uint32_t w, sl_rng_t *rng) {
+    for (;;) {
+        unsigned base = 20000 + (unsigned)sl_rng_below(rng, 12000 / MAXW) * MAXW;
+        bool free_ = true;
+        for (uint32_t r = 0; r < MAXW && free_; r++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(base + r)),
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            free_ = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+            if (fd >= 0)
+                close(fd);
+        }
+        if (!free_)
+            continue;
+        for (uint32_t r = 0; r < w; r++)
+            snprintf(eps_text[r], sizeof eps_text[r], "tcp://127.0.0.1:%u", base + r);
+        return;
+    }
+}
+
+static void setup(rank_t *ranks, uint32_t w, uint64_t count, size_t chunk_bytes, uint32_t window,
+                  sl_rng_t *rng) {
+    pick_endpoints(w, rng);
+    for (uint32_t r = 0; r < w; r++) {
+        rank_t *k = &ranks[r];
+        memset(k, 0, sizeof *k);
+        for (uint32_t i = 0; i < w; i++)
+            k->eps[i] = eps_text[i];
+        k->cfg = (sl_ring_link_cfg_t){.job = 0x5157a11e, .round = 7, .world = w, .rank = r,
+                                      .endpoints = k->eps, .chunk_bytes = chunk_bytes,
+                                      .window = window, .timeout_ms = 5000};
+        k->count = count;
+        k->divisor = (float)w;
+        k->calls = 1;
+        k->buf = malloc(count * sizeof(float) + 1);
+        for (uint64_t i = 0; i < count; i++)
+            k->buf[i] = (float)(sl_rng_double(rng) * 2 - 1);
+    }
+}
+
+static void run(rank_t *ranks, uint32_t w) {
+    pthread_t th[MAXW];
+    for (uint32_t r = 0; r < w; r++)
+        pthread_create(&th[r], NULL, rank_main, &ranks[r]);
+    for (uint32_t r = 0; r < w; r++)
+        pthread_join(th[r], NULL);
+}
+
+static void release(rank_t *ranks, uint32_t w) {
+    for (uint32_t r = 0; r < w; r++)
+        free(ranks[r].buf);
+}
+
+/* One all-reduce of `count` floats on W ranks: the oracle's bits everywhere. */
+static void same_as_oracle(uint32_t w, uint64_t count, size_t chunk_bytes, uint32_t window,
+                           sl_rng_t *rng) {
+    rank_t ranks[MAXW];
+    float *want[MAXW];
+    setup(ranks, w, count, chunk_bytes, window, rng);
+    for (uint32_t r = 0; r < w; r++) {
+        want[r] = malloc(count * sizeof(float) + 1);
+        memcpy(want[r], ranks[r].buf, count * sizeof(float));
+    }
+    uint64_t chunk = (chunk_bytes ? chunk_bytes : SL_RING_LINK_CHUNK_BYTES) / sizeof(float);
+    oracle(w, count, chunk, (float)w, want);
+    run(ranks, w);
+    for (uint32_t r = 0; r < w; r++) {
+        CHECK_MSG(ranks[r].err == SL_OK, "W %u count %llu chunk %zu window %u: rank %u: %s (%s)",
+                  w, (unsigned long long)count, chunk_bytes, window, r,
+                  sl_errname(ranks[r].err), ranks[r].why);
+        if (ranks[r].err == SL_OK)
+            CHECK_MSG(memcmp(ranks[r].buf, want[r], count * sizeof(float)) == 0,
+                      "W %u count %llu chunk %zu: rank %u differs from the oracle", w,
+                      (unsigned long long)count, chunk_bytes, r);
+        if (r > 0 && ranks[r].err == SL_OK && ranks[0].err == SL_OK)
+            CHECK_MSG(memcmp(ranks[r].buf, ranks[0].buf, count * sizeof(float)) == 0,
+                      "W %u: ranks 0 and %u differ", w, r);
+        free(want[r]);
+    }
+    release(ranks, w);
+}
+
+static sl_rng_t rng;
+
+static void test_lengths(void) {
+    for (uint32_t w = 1; w <= MAXW; w++) {
+        uint64_t counts[] = {0, w - 1, 1000003, 1 + sl_rng_below(&rng, 300000),
+                             (uint64_t)16 << 20 >> 2};
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+            same_as_oracle(w, counts[i], 0, 0, &rng);
+    }
+}
+
+static void test_chunks_and_windows(void) {
+    /* many chunks per step, windows from lockstep to deep, a chunk that
+     * is not a whole number of floats (rounded down) */
+    size_t chunks[] = {4, 1000, 4096, 65536, 65538};
+    uint32_t windows[] = {1, 2, 4, 16};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++)
+        for (size_t j = 0; j < sizeof windows / sizeof windows[0]; j++) {
+            uint32_t w = 2 + (uint32_t)sl_rng_below(&rng, MAXW - 1);
+            uint64_t count = chunks[i] < 100 ? 97 : 1 + sl_rng_below(&rng, 200000);
+            same_as_oracle(w, count, chunks[i], windows[j], &rng);
+        }
+}
+
+/* Three all-reduces on one link, each with its own input; divisor 1 (sums). */
+static void test_calls(void) {
+    uint32_t w = 3;
+    uint64_t count = 50001;
+    int calls = 3;
+    rank_t ranks[MAXW];
+    setup(ranks, w, count, 8192, 4, &rng);
+    float *in[MAXW][3], *out[MAXW][3], *want[MAXW];
+    for (uint32_t r = 0; r < w; r++) {
+        ranks[r].divisor = 1.0f;
+        ranks[r].calls = calls;
+        ranks[r].in = in[r];
+        ranks[r].out = out[r];
+        for (int c = 0; c < calls; c++) {
+            in[r][c] = malloc(count * sizeof(float));
+            out[r][c] = calloc(count, sizeof(float));
+            for (uint64_t i = 0; i < count; i++)
+                in[r][c][i] = (float)(sl_rng_double(&rng) * 10);
+        }
+    }
+    run(ranks, w);
+    for (int c = 0; c < calls; c++) {
+        for (uint32_t r = 0; r < w; r++) {
+            want[r] = malloc(count * sizeof(float));
+            memcpy(want[r], in[r][c], count * sizeof(float));
+        }
+        oracle(w, count, 8192 / sizeof(float), 1.0f, want);
+        for (uint32_t r = 0; r < w; r++) {
+            CHECK_MSG(ranks[r].err == SL_OK, "rank %u: %s (%s)", r, sl_errname(ranks[r].err),
+                      ranks[r].why);
+            CHECK_MSG(memcmp(out[r][c], want[r], count * sizeof(float)) == 0,
+                      "call %d: rank %u differs from the oracle", c, r);
+            free(want[r]);
+        }
+    }
+    for (uint32_t r = 0; r < w; r++)
+        for (int c = 0; c < calls; c++) {
+            free(in[r][c]);
+            free(out[r][c]);
+        }
+    release(ranks, w);
+}
+
+static void test_keyed(void) {
+    sl_net_key_t key, other;
+    CHECK_OK(sl_net_key_generate(&key));
+    CHECK_OK(sl_net_key_generate(&other));
+    /* every rank keyed: the oracle's bits */
+    uint32_t w = 3;
+    uint64_t count = 300001;
+    rank_t ranks[MAXW];
+    float *want[MAXW];
+    setup(ranks, w, count, 0, 0, &rng);
+    for (uint32_t r = 0; r < w; r++) {
+        ranks[r].cfg.key = &key;
+        want[r] = malloc(count * sizeof(float));
+        memcpy(want[r], ranks[r].buf, count * sizeof(float));
+    }
+    oracle(w, count, SL_RING_LINK_CHUNK_BYTES / sizeof(float), (float)w, want);
+    run(ranks, w);
+    for (uint32_t r = 0; r < w; r++) {
+        CHECK_MSG(ranks[r].err == SL_OK, "keyed rank %u: %s (%s)", r, sl_errname(ranks[r].err),
+                  ranks[r].why);
+        CHECK(memcmp(ranks[r].buf, want[r], count * sizeof(float)) == 0);
+        free(want[r]);
+    }
+    release(ranks, w);
+
+    /* rank 1 holds another key: it and the others fail, none hangs; rank
+     * 1, dialling a server of the cluster's key, sees its handshake fail */
+    setup(ranks, w, count, 0, 0, &rng);
+    for (uint32_t r = 0; r < w; r++) {
+        ranks[r].cfg.key = r == 1 ? &other : &key;
+        ranks[r].cfg.timeout_ms = 2000;
+    }
+    run(ranks, w);
+    int auth = 0;
+    for (uint32_t r = 0; r < w; r++) {
+        CHECK_MSG(ranks[r].err == SL_EAUTH || ranks[r].err == SL_ECLOSED ||
+                      ranks[r].err == SL_ETIMEDOUT,
+                  "wrong key, rank %u: %s (%s)", r, sl_errname(ranks[r].err), ranks[r].why);
+        CHECK_MSG(ranks[r].took_ms < 2000 + 3000, "wrong key, rank %u took %llu ms", r,
+                  (unsigned long long)ranks[r].took_ms);
+        auth += ranks[r].err == SL_EAUTH;
+    }
+    /* a handshake failed somewhere (which rank sees it first is a race:
+     * the others may see their neighbour close first) */
+    CHECK_MSG(auth >= 1, "wrong key: no rank saw the handshake fail (%s, %s, %s)",
+              sl_errname(ranks[0].err), sl_errname(ranks[1].err), sl_errname(ranks[2].err));
+    /* an open rank in a keyed ring fails too */
+    release(ranks, w);
+    setup(ranks, w, count, 0, 0, &rng);
+    for (uint32_t r = 0; r < w; r++) {
+        ranks[r].cfg.key = r == 2 ? NULL : &key;
+        ranks[r].cfg.timeout_ms = 2000;
+    }
+    run(ranks, w);
+    for (uint32_t r = 0; r < w; r++)
+        CHECK_MSG(ranks[r].err != SL_OK && ranks[r].took_ms < 5000,
+                  "an open rank in a keyed ring, rank %u: %s after %llu ms", r,
+                  sl_errname(ranks[r].err), (unsigned long long)ranks[r].took_ms);
+    release(ranks, w);
+}
+
+/* A message of another job: rank 2's receive is a protocol error. */
+static void test_mismatch(void) {
+    uint32_t w = 3;
+    rank_t ranks[MAXW];
+    setup(ranks, w, 10000, 0, 0, &rng);
+    for (uint32_t r = 0; r < w; r++)
+        ranks[r].cfg.timeout_ms = 2000;
+    ranks[1].cfg.job ^= 1;
+    run(ranks, w);
+    /* the first rank to receive a message of the other job says so (the
+     * others may see that rank's sockets close first) */
+    int proto = 0;
+    for (uint32_t r = 0; r < w; r++) {
+        proto += ranks[r].err == SL_EPROTO && strstr(ranks[r].why, "unexpected ring message");
+        CHECK_MSG(ranks[r].err != SL_OK && ranks[r].took_ms < 5000, "rank %u: %s after %llu ms",
+                  r, sl_errname(ranks[r].err), (unsigned long long)ranks[r].took_ms);
+    }
+    CHECK_MSG(proto >= 1, "no rank saw the other job's message (%s, %s, %s)",
+              sl_errname(ranks[0].err), sl_errname(ranks[1].err), sl_errname(ranks[2].err));
+    /* a different length (the count) is one too */
+    release(ranks, w);
+    setup(ranks, w, 10000, 0, 0, &rng);
+    for (uint32_t r = 0; r < w; r++)
+        ranks[r].cfg.timeout_ms = 2000;
+    ranks[0].count = 9000;
+    run(ranks, w);
+    CHECK_MSG(ranks[1].err == SL_EPROTO || ranks[2].err == SL_EPROTO || ranks[0].err == SL_EPROTO,
+              "a shorter count: %s, %s, %s", sl_errname(ranks[0].err), sl_errname(ranks[1].err),
+              sl_errname(ranks[2].err));
+    release(ranks, w);
+}
+
+/* Rank 2 of 4 closes its sockets after some sends: the others get an
+ * error within the timeout, none hangs. */
+static void test_death(void) {
+    uint32_t w = 4, timeout_ms = 3000;
+    uint64_t afters[] = {1, 7, 80}; /* 96 sends in all */
+    for (size_t i = 0; i < sizeof afters / sizeof afters[0]; i++) {
+        rank_t ranks[MAXW];
+        setup(ranks, w, (uint64_t)4 << 20, 65536, 4, &rng);
+        for (uint32_t r = 0; r < w; r++)
+            ranks[r].cfg.timeout_ms = timeout_ms;
+        ranks[2].die_after = afters[i];
+        uint64_t t0 = sl_plat_now_ns();
+        run(ranks, w);
+        uint64_t took = (sl_plat_now_ns() - t0) / 1000000;
+        CHECK_ERR(ranks[2].err, SL_ECLOSED);
+        for (uint32_t r = 0; r < w; r++) {
+            CHECK_MSG(ranks[r].err == SL_ECLOSED || ranks[r].err == SL_ETIMEDOUT,
+                      "death after %llu sends, rank %u: %s (%s)", (unsigned long long)afters[i],
+                      r, sl_errname(ranks[r].err), ranks[r].why);
+        }
+        /* once every rank has passed the whole ring (step 4 of 6), rank 3
+         * has rank 2's connection and sees it break, not the timeout */
+        CHECK_MSG(afters[i] < 80 || ranks[3].err == SL_ECLOSED, "rank 3: %s (%s)",
+                  sl_errname(ranks[3].err),
+                  ranks[3].why);
+        CHECK_MSG(took < timeout_ms + 2000, "death after %llu sends: the ring ended after %llu ms",
+                  (unsigned long long)afters[i], (unsigned long long)took);
+        if (sl_test_failures == 0 && getenv("SL_VERBOSE"))
+            fprintf(stderr, "death after %llu sends: ended in %llu ms (%s / %s / %s / %s)\n",
+                    (unsigned long long)afters[i], (unsigned long long)took,
+                    sl_errname(ranks[0].err), sl_errname(ranks[1].err), sl_errname(ranks[2].err),
+                    sl_errname(ranks[3].err));
+        release(ranks, w);
+    }
+}
+
+static void test_args(void) {
+    sl_ring_link_t *l = NULL;
+    sl_ring_link_cfg_t cfg = {.world = 2, .rank = 2};
+    CHECK_ERR(sl_ring_link_open(&cfg, &l), SL_EINVAL);
+    cfg.rank = 0; /* no endpoints */
+    CHECK_ERR(sl_ring_link_open(&cfg, &l), SL_EINVAL);
+    cfg = (sl_ring_link_cfg_t){.world = 1};
+    CHECK_OK(sl_ring_link_open(&cfg, &l));
+    float x[3] = {2, 4, 6};
+    CHECK_ERR(sl_ring_link_allreduce(l, x, 3, 0), SL_EINVAL);
+    CHECK_OK(sl_ring_link_allreduce(l, x, 3, 2));
+    CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3);
+    sl_ring_link_close(&l);
+    sl_ring_link_close(&l); /* idempotent */
+}
+
+int main(void) {
+    uint64_t seed = getenv("SL_SEED") ? strtoull(getenv("SL_SEED"), NULL, 10)
+                                      : sl_plat_now_ns() ^ (uint64_t)getpid();
+    fprintf(stderr, "seed %llu (SL_SEED=%llu replays it)\n", (unsigned long long)seed,
+            (unsigned long long)seed);
+    sl_rng_seed(&rng, seed);
+    sl_test_run("args", test_args);
+    sl_test_run("lengths", test_lengths);
+    sl_test_run("chunks_and_windows", test_chunks_and_windows);
+    sl_test_run("calls", test_calls);
+    sl_test_run("keyed", test_keyed);
+    sl_test_run("mismatch", test_mismatch);
+    sl_test_run("death", test_death);
+    return sl_test_finish();
+}
