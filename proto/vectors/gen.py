@@ -218,6 +218,22 @@ def gen_envelope():
     add(f, "invalid", "body-oversized", "SL_ETOOBIG", hdr(PING), "80+00*4194304", None)
     invalid(f, "trailing-byte", "SL_EPROTO", PING, p + b"\x00")
     invalid(f, "two-maps", "SL_EPROTO", PING, p + p)
+    # Types (section 2.1): this codec (membership and control) refuses every
+    # type it does not implement; 16..63 reach it only when no protocol
+    # took them (store.txt, blob.txt have their own).
+    invalid(f, "type-15-reserved", "SL_ETYPE", 15, p)
+    invalid(f, "type-24-blob", "SL_ETYPE", 24, p)
+    invalid(f, "type-66-reserved", "SL_ETYPE", 66, p)
+    # No floats in any message (section 3, rule 5): float32, float64 and
+    # the canonical NaN alike are SL_EPROTO, in every protocol.
+    f64 = lambda x: Raw(b"\xcb" + struct.pack(">d", x))
+    invalid(f, "float32-unknown-key", "SL_EPROTO", PING,
+            {**ping(), 9: Raw(b"\xca" + struct.pack(">f", 1.0))})
+    invalid(f, "float-nan-unknown-key", "SL_EPROTO", PING,
+            {**ping(), 9: Raw(b"\xcb\x7f\xf8" + b"\x00" * 6)})
+    invalid(f, "float-as-seq", "SL_EPROTO", PING, {**ping(), 3: f64(1.0)})
+    invalid(f, "ctl-req-float-unknown-key", "SL_EPROTO", CTL_REQ, {**ctl_req(), 9: f64(0.5)})
+    invalid(f, "ctl-rep-float-unknown-key", "SL_EPROTO", CTL_REP, {**ctl_rep(), 9: [f64(0.5)]})
 
 
 def gen_ping():
@@ -297,6 +313,15 @@ def gen_ping():
             ping(gossip=[member("m", "a", 1, 0, META_513)]))
     invalid(f, "meta-513-bytes-at-end", "SL_ETOOBIG", SYNC,
             sync([member("m", "a", 1, 0, META_513)]))
+    # The 512-octet bound is applied while reading (envelope.md 4): the map
+    # is read within its first 512 octets; one the body ends inside sooner
+    # is SL_ETRUNC, one that needs more is SL_ETOOBIG even if cut short.
+    mp_full = enc(ping(gossip=[member("m", "a", 1, 0, META_FULL)]))
+    at = mp_full.index(enc(META_FULL))
+    invalid(f, "meta-cut-short", "SL_ETRUNC", PING, Raw(mp_full[:at + 40]))
+    mp_513 = enc(ping(gossip=[member("m", "a", 1, 0, META_513)]))
+    at = mp_513.index(enc(META_513))
+    invalid(f, "meta-513-garbage-after-512", "SL_ETOOBIG", PING, Raw(mp_513[:at + 512] + b"\x00" * 100))
     invalid(f, "meta-not-map", "SL_EPROTO", PING,
             ping(gossip=[member("m", "a", 1, 0, Raw(enc(["x"])))]))
     invalid(f, "unknown-key-float", "SL_EPROTO", PING,
