@@ -10,6 +10,7 @@
 #include "starling/msg.h"
 #include "starling/peer.h"
 #include "starling/platform.h"
+#include "starling/store.h"
 #include "starling/store_node.h"
 #include "testlib.h"
 
@@ -195,6 +196,76 @@ static void test_two_writes_one_turn(void) {
     stop(&ps[1]);
 }
 
+/* proto/store.md 3.1 and envelope.md 2.1, on a peer: a DIGEST with an
+ * empty reply_to, from a new replica lacking a's write, is applied (a
+ * computes its answer) but gets none, not on the connection it came in on
+ * either; a type-20 message (no protocol behind it) is dropped unread and
+ * counted as decode.unrouted. A PING sent last on the same connection is
+ * answered on it: everything before the ACK was handled before the PING,
+ * so anything a sent back for the DIGEST would come before it. */
+static void test_digest_without_reply_to(void) {
+    peer_t ps[1] = {{0}};
+    start(&ps[0], "a", NULL);
+    if (!ps[0].node)
+        return;
+    CHECK_OK(sl_store_node_put(ps[0].store, "k", 1, "v", 1));
+    sl_store_stats_t before, after;
+    sl_store_stats(sl_store_node_store(ps[0].store), &before);
+    sl_net_client_t *c = NULL;
+    CHECK_OK(sl_net_client_new(sl_node_addr(ps[0].node), NULL, &c));
+    if (!c) {
+        stop(&ps[0]);
+        return;
+    }
+    sl_store_dmsg_t d = {.type = SL_STORE_MSG_DIGEST, .sender = 0x5eed0001}; /* reply_to "" */
+    sl_store_msg_t dm;
+    CHECK_OK(sl_store_msg_encode(&d, SIZE_MAX, &dm));
+    uint8_t h[SL_WIRE_HEADER_LEN] = {SL_WIRE_MAGIC0, SL_WIRE_MAGIC1, SL_WIRE_VERSION,
+                                     SL_STORE_MSG_DIGEST};
+    CHECK_OK(sl_net_client_send(c, h, dm.body, dm.len, DEADLINE_MS));
+    h[3] = 20;
+    CHECK_OK(sl_net_client_send(c, h, dm.body, dm.len, DEADLINE_MS));
+    sl_store_msg_fini(&dm);
+    sl_msg_t ping;
+    memset(&ping, 0, sizeof ping);
+    ping.type = SL_MSG_PING;
+    ping.from = sl_bytes_str("mallory");
+    ping.from_addr = sl_bytes_str("tcp://127.0.0.1:9");
+    ping.u.ping.seq = 7;
+    ping.u.ping.target = sl_bytes_str("a");
+    uint8_t *b = NULL;
+    size_t bl = 0;
+    CHECK_OK(sl_msg_encode(&ping, h, &b, &bl));
+    CHECK_OK(sl_net_client_send(c, h, b, bl, DEADLINE_MS));
+    sl_free(b);
+    int store_msgs = 0;
+    bool acked = false;
+    uint64_t t0 = sl_plat_now_ns();
+    while (!acked && ms_since(t0) < DEADLINE_MS) {
+        step(ps, 1);
+        uint8_t *rh = NULL, *rb = NULL;
+        size_t rhl, rbl;
+        if (sl_net_client_recv(c, 1, &rh, &rhl, &rb, &rbl) != SL_OK)
+            continue;
+        if (rhl == SL_WIRE_HEADER_LEN && rh[3] >= SL_STORE_MSG_DIGEST && rh[3] <= SL_STORE_MSG_SUMMARY)
+            store_msgs++;
+        acked = rhl == SL_WIRE_HEADER_LEN && rh[3] == SL_MSG_ACK;
+        sl_free(rh);
+        sl_free(rb);
+    }
+    sl_net_client_destroy(&c);
+    CHECK_MSG(acked, "no ACK for the PING sent after the DIGEST");
+    CHECK_INT(store_msgs, 0);
+    sl_store_stats(sl_store_node_store(ps[0].store), &after);
+    CHECK_MSG(after.deltas_sent > before.deltas_sent, "the DIGEST was not handled");
+    CHECK_INT(after.rejected, before.rejected);
+    char out[16384];
+    uint32_t st = 99;
+    CHECK_OK(call(ps, 1, &ps[0], "stats", NULL, NULL, out, sizeof out, &st));
+    CHECK_MSG(strstr(out, "\"unrouted\":1") != NULL, "type 20 not counted unrouted");
+    stop(&ps[0]);
+}
+
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     snprintf(tmpdir, sizeof tmpdir, "%s/sl-store-node-%d",
@@ -202,6 +273,7 @@ int main(void) {
     mkdir(tmpdir, 0700);
     sl_test_run("two_peers", test_two_peers);
     sl_test_run("two_writes_one_turn", test_two_writes_one_turn);
+    sl_test_run("digest_without_reply_to", test_digest_without_reply_to);
     sl_plat_remove_tree(tmpdir);
     return sl_test_finish();
 }
