@@ -129,7 +129,7 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
         goto fail;
     for (size_t i = 0; i < sl; i++)
         sl_put32le((uint8_t *)&spec_u[i], (uint8_t)m->spec.text[i]);
-    char descr[16];
+    char descr[24]; /* "<U" and a size_t's 20 digits */
     snprintf(descr, sizeof descr, "<U%zu", sl ? sl : 1);
     if (!sl)
         spec_u[0] = 0;
