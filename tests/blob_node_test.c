@@ -842,6 +842,89 @@ static void test_upload_kept(void) {
     dir_tag = "";
 }
 
+/* The peer's `stats` reply (its JSON), through its control endpoint. */
+static bool stats_of(peer_t *ps, peer_t *p, char *out, size_t cap) {
+    sl_net_client_t *c = NULL;
+    if (sl_net_client_new(sl_node_control_endpoint(p->node), NULL, &c) != SL_OK)
+        return false;
+    sl_msg_t req;
+    memset(&req, 0, sizeof req);
+    req.type = SL_MSG_CTL_REQ;
+    req.u.ctl_req.id = 9;
+    req.u.ctl_req.cmd = sl_bytes_str("stats");
+    uint8_t h[SL_WIRE_HEADER_LEN], *b = NULL;
+    size_t bl = 0;
+    bool got = false;
+    if (sl_msg_encode(&req, h, &b, &bl) == SL_OK && sl_net_client_send(c, h, b, bl, DEADLINE_MS) == SL_OK) {
+        uint64_t t0 = sl_plat_now_ns();
+        while (!got && ms_since(t0) < DEADLINE_MS) {
+            step(ps, NPEERS);
+            uint8_t *rh = NULL, *rb = NULL;
+            size_t rhl, rbl;
+            if (sl_net_client_recv(c, 1, &rh, &rhl, &rb, &rbl) != SL_OK)
+                continue;
+            sl_msg_t rep;
+            if (sl_msg_decode(rh, rhl, rb, rbl, &rep) == SL_OK) {
+                size_t n = rep.u.ctl_rep.body.len < cap - 1 ? rep.u.ctl_rep.body.len : cap - 1;
+                memcpy(out, rep.u.ctl_rep.body.ptr, n);
+                out[n] = 0;
+                got = true;
+                sl_msg_fini(&rep);
+            }
+            sl_free(rh);
+            sl_free(rb);
+        }
+    }
+    sl_free(b);
+    sl_net_client_destroy(&c);
+    return got;
+}
+
+/* An OFFER whose manifest does not decode (proto/blob.md 3.3: a chunk
+ * count other than size / chunk_len) is dropped and counted: in
+ * blob.bad_msgs, and in the peer's bad_input under "blob" like every
+ * module's refusals (it was only in blob.bad_msgs). */
+static void test_bad_offer_counted(void) {
+    peer_t ps[NPEERS] = {{0}};
+    start(&ps[0], "a", NULL);
+    if (!ps[0].blobs)
+        return;
+    sl_blob_manifest_t m;
+    CHECK_OK(sl_blob_manifest_build((const uint8_t *)"abc", 3, 1, &m));
+    m.chunk_count = 2; /* three chunks of 1 byte, says size */
+    uint8_t *man = NULL, *body = NULL;
+    size_t man_len = 0, body_len = 0;
+    CHECK_OK(sl_blob_manifest_encode(&m, &man, &man_len));
+    m.chunk_count = 3;
+    sl_blob_manifest_fini(&m);
+    sl_blob_msg_t o = {.type = SL_BLOB_MSG_OFFER, .data = man, .data_len = man_len,
+                       .addr = (const uint8_t *)"tcp://127.0.0.1:9", .addr_len = 17};
+    CHECK_OK(sl_blob_msg_encode(&o, &body, &body_len));
+    CHECK_ERR(sl_blob_msg_decode(SL_BLOB_MSG_OFFER, body, body_len, &o), SL_EPROTO);
+    sl_net_client_t *c = NULL;
+    CHECK_OK(sl_net_client_new(sl_node_addr(ps[0].node), NULL, &c));
+    uint8_t h[SL_WIRE_HEADER_LEN] = {SL_WIRE_MAGIC0, SL_WIRE_MAGIC1, SL_WIRE_VERSION,
+                                     SL_BLOB_MSG_OFFER};
+    if (c)
+        CHECK_OK(sl_net_client_send(c, h, body, body_len, DEADLINE_MS));
+    sl_blob_node_stats_t st;
+    uint64_t t0 = sl_plat_now_ns();
+    do {
+        step(ps, NPEERS);
+        sl_blob_node_stats(ps[0].blobs, &st);
+    } while (st.bad_msgs == 0 && ms_since(t0) < DEADLINE_MS);
+    CHECK_INT(st.bad_msgs, 1);
+    CHECK_INT(st.jobs, 0);
+    char out[16384];
+    CHECK(stats_of(ps, &ps[0], out, sizeof out));
+    CHECK_MSG(strstr(out, "\"bad_input_by_module\":{\"blob\":1}") != NULL,
+              "the bad OFFER is not in bad_input: %.200s", strstr(out, "bad_input") ? strstr(out, "bad_input") : out);
+    sl_net_client_destroy(&c);
+    sl_free(man);
+    sl_free(body);
+    stop(&ps[0]);
+}
+
 int main(void) {
     /* before anything is allocated: every block must carry the header */
     sl_alloc_set_hook(&(sl_alloc_hook_t){track_realloc, NULL});
@@ -856,6 +939,7 @@ int main(void) {
     sl_test_run("stream_large", test_stream_large);
     sl_test_run("cache", test_cache);
     sl_test_run("upload_kept", test_upload_kept);
+    sl_test_run("bad_offer_counted", test_bad_offer_counted);
     sl_plat_remove_tree(tmpdir);
     return sl_test_finish();
 }

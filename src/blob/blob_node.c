@@ -1045,8 +1045,20 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
                    uint64_t now_ns) {
     sl_blob_node_t *bn = ctx;
     sl_blob_msg_t m;
-    if (sl_blob_msg_decode(type, body, len, &m) != SL_OK) {
+    sl_err err = sl_blob_msg_decode(type, body, len, &m);
+    if (err != SL_OK) {
+        /* refused input, counted where every module's is (proto/blob.md
+           rule 1); a bad manifest inside an OFFER lands here too */
         bn->st.bad_msgs++;
+        sl_node_bad_input(node, "blob");
+        uint64_t left_out;
+        if (sl_log_limit(&bn->bad_msg_log, now_ns / 1000000, 10000, &left_out))
+            sl_log(SL_LOG_WARNING, "BLOB-BAD-MSG",
+                   "dropped a blob message of type %u that does not decode: %s (from %s); "
+                   "%" PRIu64 " more dropped since the last such line",
+                   type, sl_errname(err),
+                   sl_net_in_peer(sl_node_net(node))[0] ? sl_net_in_peer(sl_node_net(node)) : "?",
+                   left_out);
         return;
     }
     if ((type == SL_BLOB_MSG_GET || type == SL_BLOB_MSG_OFFER) &&

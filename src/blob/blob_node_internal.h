@@ -120,6 +120,7 @@ struct sl_blob_node {
     sl_blob_node_stats_t st;     /* counters */
     uint64_t refused_addr;       /* GETs and OFFERs naming an address not the sender's */
     sl_log_limit_t refused_log;  /* BLOB-REFUSED: a line per 10 s */
+    sl_log_limit_t bad_msg_log;  /* BLOB-BAD-MSG: a line per 10 s */
 };
 
 /* Manifests found in the store (sl_blob_node_list), sorted. */
