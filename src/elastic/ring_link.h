@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define SL_RING_LINK_CHUNK_BYTES 262144 /* default bytes per message (docs/elastic.md) */
-#define SL_RING_LINK_WINDOW 8           /* default messages sent ahead of the receives */
+#define SL_RING_LINK_WINDOW 1           /* default operations sent ahead of the receives */
 #define SL_RING_LINK_TIMEOUT_MS 10000   /* default: no progress this long ends the link */
 #define SL_RING_LINK_HEADER_LEN 32      /* bytes of a message's first frame */
 #define SL_RING_LINK_DONE 0xffffffffu   /* the step of a call's DONE (rank+1 to rank) */
