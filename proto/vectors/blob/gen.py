@@ -123,6 +123,7 @@ invalid('offer-manifest-keys-out-of-order', 'SL_ENONCANON', 26, offer(mp([(1, ui
         (3, arr([bn(b2(DATA[i:i + 32])) for i in range(0, len(DATA), 32)]))]), ADDR))
 invalid('offer-manifest-trailing-bytes', 'SL_EPROTO', 26, offer(MAN + b'\xc0', ADDR))
 invalid('offer-manifest-float', 'SL_EPROTO', 26, offer(man(extra=[(4, F64)]), ADDR))
+invalid('offer-manifest-9-keys', 'SL_ETOOBIG', 26, offer(man(extra=[(k, uint(0)) for k in range(4, 9)]), ADDR))
 invalid('offer-manifest-65537-bytes', 'SL_ETOOBIG', 26, mp([(0, b'\xc6' + struct.pack('>I', 65537)), (1, s(ADDR))]))
 
 # Floats (envelope.md 3, rule 5): none in a blob message, anywhere, float32 included.
