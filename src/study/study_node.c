@@ -655,35 +655,74 @@ static void lead(sl_study_node_t *sn, cached_t *c, int capacity) {
     sl_decisions_fini(&d);
 }
 
-/* Alive members (sorted by id for determinism is not needed: the cores
- * break ties by id). */
-typedef struct {
-    char names[64][SL_NAME_MAX + 1]; /* member ids */
-    sl_round_member_t m[64];         /* the cores' view */
-    int slots[64];                   /* each one's slots, loaded or not */
-    size_t count;                    /* used */
-} members_t;
+/* The members a turn sees (sl_study_members_t, study_node_internal.h):
+ * every alive or suspect member of the swim core's table, however many
+ * (it kept the first 64 of the table, and the table's order differs
+ * between peers: above 64 peers two of them chose different leaders and
+ * ranked claims differently). The order does not matter: the cores break
+ * ties by id. */
+typedef sl_study_members_t members_t;
 
-/* Each alive member with its free slots: its --slots (as it wrote them
- * under peer/NAME/slots) less the trials it runs (this peer's jobs; for
- * another, the running trials it owns, from the open ones). */
-static void members_build(sl_study_node_t *sn, cached_t *c, int concurrency, members_t *ms) {
-    const sl_swim_t *sw = sl_node_swim(sn->node);
-    live_t *lv = &c->live;
+static sl_err members_reserve(sl_study_members_t *ms, size_t want) {
+    if (want <= ms->cap)
+        return SL_OK;
+    size_t nc = ms->cap ? ms->cap : 64;
+    while (nc < want)
+        nc *= 2;
+    char(*names)[SL_NAME_MAX + 1] = sl_realloc(ms->names, nc * sizeof *names);
+    if (!names)
+        return SL_ENOMEM;
+    ms->names = names;
+    sl_round_member_t *m = sl_realloc(ms->m, nc * sizeof *m);
+    if (!m)
+        return SL_ENOMEM;
+    ms->m = m;
+    int *slots = sl_realloc(ms->slots, nc * sizeof *slots);
+    if (!slots)
+        return SL_ENOMEM;
+    ms->slots = slots;
+    ms->cap = nc;
+    return SL_OK;
+}
+
+sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms) {
     ms->count = 0;
     size_t n = sl_swim_member_count(sw);
-    for (size_t i = 0; i < n && ms->count < 64; i++) {
+    if (members_reserve(ms, n) != SL_OK)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
         sl_swim_member_t m;
         if (sl_swim_member_at(sw, i, &m) != SL_OK)
             continue;
-        bool al = m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT;
-        if (!al)
+        if (m.state != SL_STATE_ALIVE && m.state != SL_STATE_SUSPECT)
             continue;
         size_t k = ms->count++;
         snprintf(ms->names[k], sizeof ms->names[k], "%.*s", (int)m.name.len,
                  (const char *)m.name.ptr);
+        ms->slots[k] = 1;
+        ms->m[k] = (sl_round_member_t){ms->names[k], true, 1};
+    }
+    return SL_OK;
+}
+
+void sl_study_members_fini(sl_study_members_t *ms) {
+    sl_free(ms->names);
+    sl_free(ms->m);
+    sl_free(ms->slots);
+    memset(ms, 0, sizeof *ms);
+}
+
+/* Each alive member with its free slots: its --slots (as it wrote them
+ * under peer/NAME/slots) less the trials it runs (this peer's jobs; for
+ * another, the running trials it owns, from the open ones). */
+static sl_err members_build(sl_study_node_t *sn, cached_t *c, int concurrency, members_t *ms) {
+    live_t *lv = &c->live;
+    if (sl_study_members_alive(sl_node_swim(sn->node), ms) != SL_OK)
+        return SL_ENOMEM;
+    for (size_t k = 0; k < ms->count; k++) {
+        bool is_self = !strcmp(ms->names[k], self_name(sn));
         int busy = 0, slots = concurrency;
-        if (!m.is_self) { /* its --slots, as it wrote them (peer/NAME/slots) */
+        if (!is_self) { /* its --slots, as it wrote them (peer/NAME/slots) */
             char key[SL_NAME_MAX + 32];
             const uint8_t *val;
             size_t len;
@@ -695,7 +734,7 @@ static void members_build(sl_study_node_t *sn, cached_t *c, int concurrency, mem
                 slots = atoi(b) > 0 ? atoi(b) : (b[0] == '-' ? 0 : c->spec.concurrency);
             }
         }
-        if (m.is_self) {
+        if (is_self) {
             busy = running_jobs(sn);
         } else {
             for (size_t o = 0; o < lv->open_count; o++) {
@@ -708,6 +747,7 @@ static void members_build(sl_study_node_t *sn, cached_t *c, int concurrency, mem
         int free_slots = slots - busy;
         ms->m[k] = (sl_round_member_t){ms->names[k], true, free_slots > 0 ? free_slots : 0};
     }
+    return SL_OK;
 }
 
 /* (with STUDY-CLAIM and STUDY-RUN: each job's timeline, for the scaling
@@ -849,7 +889,7 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
  * alive members that have slots at all, loaded or not: every peer with
  * the same membership agrees on it whatever it knows of the others'
  * load. -1: none. */
-static int top_member(const members_t *ms, const char *trial_id) {
+int sl_study_members_top(const sl_study_members_t *ms, const char *trial_id) {
     int best = -1;
     uint64_t bw = 0;
     for (size_t k = 0; k < ms->count; k++) {
@@ -938,7 +978,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         abort(); /* an invariant broke: the test that switched the check on fails */
     }
     int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : (sn->cfg.slots < 0 ? 0 : spec->concurrency);
-    members_t ms;
+    members_t *ms = &sn->members;
     uint64_t writes0 = sn->writes;
     int jobs0 = running_jobs(sn);
     /* workers first: their reports change the view */
@@ -985,16 +1025,17 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
     if (sn->writes != writes0 || running_jobs(sn) != jobs0)
         refresh(sn, c);
     /* (after the jobs: a slot freed this turn is taken again this turn) */
-    members_build(sn, c, concurrency, &ms);
+    if (members_build(sn, c, concurrency, ms) != SL_OK)
+        return; /* (no view this turn: a part of one could pick another leader) */
     /* the leader of this round */
     sl_sched_view_t sv = {.study_id = c->id, .capacity = 1, .cancelled = lv->cancelled,
                           .trials = lv->trials, .trial_count = lv->trial_count};
     uint64_t round = sl_sched_round(spec, &sv);
-    int leader = sl_round_leader(ms.m, ms.count, sl_round_key(c->id, round));
-    if (leader >= 0 && !strcmp(ms.names[leader], self_name(sn))) {
+    int leader = sl_round_leader(ms->m, ms->count, sl_round_key(c->id, round));
+    if (leader >= 0 && !strcmp(ms->names[leader], self_name(sn))) {
         int cap = 0;
-        for (size_t i = 0; i < ms.count; i++)
-            cap += ms.m[i].free_slots;
+        for (size_t i = 0; i < ms->count; i++)
+            cap += ms->m[i].free_slots;
         for (size_t o = 0; o < lv->open_count; o++)
             cap += lv->trials[lv->rows[lv->open[o]].tix - 1].state == SL_TRIAL_RUNNING;
         /* a searcher that does not learn from results (random, grid) keeps
@@ -1040,8 +1081,8 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
     if (!cands || !rows || !pick || !next)
         goto claims_out;
     int self_at = -1;
-    for (size_t k = 0; k < ms.count; k++)
-        if (!strcmp(ms.names[k], self_name(sn)))
+    for (size_t k = 0; k < ms->count; k++)
+        if (!strcmp(ms->names[k], self_name(sn)))
             self_at = (int)k;
     /* The trials claimed before (a takeover, a promotion, a retry), the
        fresh trials (never claimed) that rank this peer first among the
@@ -1057,7 +1098,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
        with a long promoted run waited for it or for the study's end (a
        fresh trial started 2.9 s late in an 8-peer run, its promotions
        after it, and the study waited for them) */
-    if (self_at < 0 || ms.m[self_at].free_slots <= 0)
+    if (self_at < 0 || ms->m[self_at].free_slots <= 0)
         goto claims_out;
     size_t nc = 0, np = 0;
     for (size_t o = 0; o < nopen; o++) {
@@ -1090,7 +1131,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
             r->claimable_ms = now;
         cd->waited_ms = now - r->claimable_ms;
         bool fresh = !r->has_claim;
-        bool first = fresh && top_member(&ms, r->id) == self_at;
+        bool first = fresh && sl_study_members_top(ms, r->id) == self_at;
         bool overdue = now >= r->claimable_ms + STEAL_MS;
         if (fresh && !first && !overdue) {
             due_at(due, r->claimable_ms + STEAL_MS);
@@ -1099,7 +1140,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         rows[nc++] = lv->open[o];
     }
     uint64_t handoff = UINT64_MAX;
-    if (!nc || sl_claim_pick(cands, nc, ms.m, ms.count, self_name(sn), now, spec->lease_ms,
+    if (!nc || sl_claim_pick(cands, nc, ms->m, ms->count, self_name(sn), now, spec->lease_ms,
                              pick, next, &np, &handoff) != SL_OK)
         goto claims_out;
     /* one left to another member is handed on to this peer at its turn,
@@ -1113,7 +1154,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         /* (said before the write: the live view takes it at once) */
         sl_log(SL_LOG_INFO, "STUDY-CLAIM", "study %s trial %s: claim epoch %" PRIu64
                " (%s, rung %d, claimable for %" PRIu64 " ms)", c->id, r->id, next[k].epoch,
-               !r->has_claim ? (top_member(&ms, r->id) == self_at ? "fresh, ranked first"
+               !r->has_claim ? (sl_study_members_top(ms, r->id) == self_at ? "fresh, ranked first"
                                                                   : "fresh, overdue")
                              : "claimed before", lv->trials[r->tix - 1].rung,
                now - r->claimable_ms);
@@ -1121,7 +1162,7 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         r->claimable_ms = 0;
         sl_trial_t t = lv->trials[r->tix - 1];
         start_job(sn, c, &t, &next[k]);
-        ms.m[self_at].free_slots--;
+        ms->m[self_at].free_slots--;
     }
 claims_out:
     sl_free(cands);
@@ -1468,6 +1509,7 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
         sl_free(sn->specs[i].free_dirs);
     }
     sl_study_ckpt_fini(sn);
+    sl_study_members_fini(&sn->members);
     if (sn->orphan_count == 0) { /* abandoned threads may still read the data sets */
         sl_study_data_destroy(&sn->data); /* and write to the wake pipe */
         close(sn->wake[0]);

@@ -7,6 +7,7 @@
 
 #include "starling/study.h"
 #include "starling/study_node.h"
+#include "starling/swim.h"
 #include "study/study_worker.h"
 
 #define MAX_STUDIES 16
@@ -45,6 +46,25 @@
 #define STEAL_MS SL_CLAIM_HANDOFF_MS
 /* Proposals kept waiting, in fleet slots, for searchers that do not learn. */
 #define LOOKAHEAD 3
+
+/* The members a study turn sees: every alive or suspect member of the
+ * swim core's table, however many (no cap: peers with the same view pick
+ * the same leader and rank claims the same at any N). The arrays grow on
+ * the heap and are kept from turn to turn; m[k].id points into names[k]. */
+typedef struct {
+    char (*names)[SL_NAME_MAX + 1]; /* member ids */
+    sl_round_member_t *m;           /* the cores' view */
+    int *slots;                     /* each one's slots, loaded or not */
+    size_t count;                   /* used */
+    size_t cap;                     /* allocated */
+} sl_study_members_t;
+/* Fills `ms` with the alive and suspect members of `sw`, each with one
+ * slot, free (the loop then sets the slots). SL_ENOMEM: `ms` is empty. */
+sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms);
+/* The member a fresh trial ranks first (rendezvous weight) among those
+ * with slots; -1: none. */
+int sl_study_members_top(const sl_study_members_t *ms, const char *trial_id);
+void sl_study_members_fini(sl_study_members_t *ms);
 
 /* A part of a trial kept by the key it came from: a key rewritten
  * replaces its part, a key deleted removes it. key_hash is the hash of
@@ -235,6 +255,7 @@ struct sl_study_node {
     bool poked;                      /* membership changed since the last turn */
     ck_pending_t pending[MAX_PENDING]; /* checkpoints waiting for their copies */
     ck_restore_t *restores;          /* checkpoint fetches under way */
+    sl_study_members_t members;      /* the members of the last turn (kept for its arrays) */
 };
 
 /* Store access (the study's keys are LWW registers). */
