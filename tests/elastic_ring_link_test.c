@@ -136,6 +136,7 @@ static void *rank_main(void *arg) {
 }
 
 static char eps_text[MAXW][64];
+static sl_rng_t rng;
 
 /* W consecutive ports below 32768 that nothing listens on now, a
  * different block per run. */
@@ -220,8 +221,6 @@ static void same_as_oracle(uint32_t w, uint64_t count, size_t chunk_bytes, uint3
     }
     release(ranks, w);
 }
-
-static sl_rng_t rng;
 
 static void test_lengths(void) {
     for (uint32_t w = 1; w <= MAXW; w++) {
@@ -431,6 +430,15 @@ static void test_args(void) {
     CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3);
     sl_ring_link_close(&l);
     sl_ring_link_close(&l); /* idempotent */
+    /* an endpoint already bound: SL_EIO, no link */
+    pick_endpoints(2, &rng);
+    const char *eps[2] = {eps_text[0], eps_text[1]};
+    cfg = (sl_ring_link_cfg_t){.world = 2, .rank = 0, .endpoints = eps};
+    sl_ring_link_t *a = NULL, *b = (sl_ring_link_t *)&cfg;
+    CHECK_OK(sl_ring_link_open(&cfg, &a));
+    CHECK_ERR(sl_ring_link_open(&cfg, &b), SL_EIO);
+    CHECK(b == NULL);
+    sl_ring_link_close(&a);
 }
 
 int main(void) {

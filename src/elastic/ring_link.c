@@ -160,26 +160,19 @@ static void teardown(sl_ring_link_t *l) {
 
 static sl_err fail(sl_ring_link_t *l, sl_err err, const char *fmt, ...) {
     if (l->err == SL_OK) {
+        int n = 0;
         if (err != SL_EPROTO && l->router_refused && !l->prev_known) {
             /* the likeliest cause: rank-1 holds another key */
-            l->err = SL_EAUTH;
-            int n = snprintf(l->errbuf, sizeof l->errbuf,
-                             "a connection from rank %u's side failed its handshake (wrong cluster "
-                             "key?), then: ", (l->rank + l->world - 1) % l->world);
-            va_list ap;
-            va_start(ap, fmt);
-            if (n > 0 && (size_t)n < sizeof l->errbuf)
-                vsnprintf(l->errbuf + n, sizeof l->errbuf - (size_t)n, fmt, ap);
-            va_end(ap);
-            sl_log(SL_LOG_WARNING, "RING-LINK-FAILED", "round %llu rank %u: %s",
-                   (unsigned long long)l->round, l->rank, l->errbuf);
-            teardown(l);
-            return l->err;
+            err = SL_EAUTH;
+            n = snprintf(l->errbuf, sizeof l->errbuf,
+                         "a connection from rank %u's side failed its handshake (wrong cluster "
+                         "key?), then: ", (l->rank + l->world - 1) % l->world);
         }
         l->err = err;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(l->errbuf, sizeof l->errbuf, fmt, ap);
+        if (n >= 0 && (size_t)n < sizeof l->errbuf)
+            vsnprintf(l->errbuf + n, sizeof l->errbuf - (size_t)n, fmt, ap);
         va_end(ap);
         sl_log(SL_LOG_WARNING, "RING-LINK-FAILED", "round %llu rank %u: %s",
                (unsigned long long)l->round, l->rank, l->errbuf);
@@ -213,6 +206,8 @@ static sl_err apply_curve_client(void *sock, const sl_net_key_t *key) {
     return SL_OK;
 }
 
+static sl_err open_sockets(sl_ring_link_t *l, const sl_ring_link_cfg_t *cfg);
+
 sl_err sl_ring_link_open(const sl_ring_link_cfg_t *cfg, sl_ring_link_t **out) {
     *out = NULL;
     if (cfg->world == 0 || cfg->rank >= cfg->world || (cfg->world > 1 && !cfg->endpoints))
@@ -233,10 +228,17 @@ sl_err sl_ring_link_open(const sl_ring_link_cfg_t *cfg, sl_ring_link_t **out) {
     l->dealer_fd = l->prev_fd = -1;
     for (int i = 0; i < 4; i++)
         zmq_msg_init(&l->f[i]);
+    sl_err err = cfg->world > 1 ? open_sockets(l, cfg) : SL_OK;
+    if (err != SL_OK) {
+        sl_ring_link_close(&l); /* what failed was logged (RING-LINK-FAILED) */
+        return err;
+    }
     *out = l;
-    if (cfg->world == 1)
-        return SL_OK;
+    return SL_OK;
+}
 
+/* Binds the ROUTER, connects the DEALER, with keys and monitors. */
+static sl_err open_sockets(sl_ring_link_t *l, const sl_ring_link_cfg_t *cfg) {
     uint32_t prev = (cfg->rank + cfg->world - 1) % cfg->world, next = (cfg->rank + 1) % cfg->world;
     const char *bind = cfg->bind ? cfg->bind : cfg->endpoints[cfg->rank];
     const char *dial = cfg->endpoints[next];
