@@ -211,6 +211,16 @@ static int parse_level(const char *v, int *out) {
     return bad("--log-level must be err, warning, notice, info or debug, not '%s'", v);
 }
 
+
+/* Whether `s` begins with the literal `prefix`. */
+static bool starts_with(const char *s, const char *prefix) {
+    return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* Whether a tcp:// endpoint listens on every interface (0.0.0.0 or *). */
+static bool listens_everywhere(const char *endpoint) {
+    return starts_with(endpoint, "tcp://0.0.0.0:") || starts_with(endpoint, "tcp://*:");
+}
 static int parse(opts_t *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     snprintf(o->listen, sizeof o->listen, "tcp://127.0.0.1:%d", SL_NET_DEFAULT_PORT);
@@ -345,7 +355,7 @@ static int parse(opts_t *o, int argc, char **argv) {
     const char *port = strrchr(o->listen, ':') + 1;
     if (!o->advertise[0]) {
         /* Listening on every interface: others reach us by host name. */
-        if (!strncmp(o->listen, "tcp://0.0.0.0:", 14) || !strncmp(o->listen, "tcp://*:", 8)) {
+        if (listens_everywhere(o->listen)) {
             char host[256];
             if (sl_plat_hostname(host, sizeof host) != SL_OK)
                 snprintf(host, sizeof host, "localhost");
@@ -457,8 +467,8 @@ static int resolve_names(opts_t *o) {
         rc = resolve_one("--advertise", o->advertise, sizeof o->advertise);
     if (rc)
         return rc;
-    if (!strncmp(o->advertise, "tcp://127.", 10) &&
-        (!strncmp(o->listen, "tcp://0.0.0.0:", 14) || !strncmp(o->listen, "tcp://*:", 8)))
+    if (starts_with(o->advertise, "tcp://127.") &&
+        listens_everywhere(o->listen))
         sl_log(SL_LOG_WARNING, "PEER-ADVERTISE",
                "advertising %s, a loopback address, while listening on all interfaces: other "
                "hosts cannot reach it; set --advertise", o->advertise);

@@ -59,8 +59,9 @@ bool sl_blob_node_holds(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_
 /* blob/HEX/dead: the blob was deleted (sl_blob_node_delete) */
 static size_t dead_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out) {
     manifest_key(hash, out);
-    memcpy(out + PREFIX_LEN + HEX_LEN, "/dead", 6);
-    return PREFIX_LEN + HEX_LEN + 5;
+    static const char suffix[] = "/dead";
+    memcpy(out + PREFIX_LEN + HEX_LEN, suffix, sizeof suffix);
+    return PREFIX_LEN + HEX_LEN + sizeof suffix - 1;
 }
 
 bool sl_blob_node_is_dead(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]) {
