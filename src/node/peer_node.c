@@ -17,6 +17,8 @@
 #include "starling/peer.h"
 #include "starling/platform.h"
 
+#include "node/node_bench.h"
+
 #define CMD_MAX 32              /* bytes of a control command name */
 #define MSGS_PER_TURN 256       /* inbound messages handled before timers run */
 #define CTL_CHUNK (SL_MSG_MAX_LEN - 1024) /* reply body bytes per part */
@@ -970,6 +972,32 @@ const char *sl_node_data_dir(const sl_node_t *node) {
     return node->data_dir;
 }
 
+/* The timers of one turn at `now_ns` (monotonic): swim's tick when due,
+ * then every due tick hook, then what swim has to send. sl_node_step runs
+ * them after the sockets; bench/scale runs them alone on a virtual clock
+ * (node_bench.h). */
+void sl_node_timers_at(sl_node_t *node, uint64_t now_ns) {
+    int64_t now = (int64_t)(now_ns / 1000000ull);
+    if (now >= sl_swim_next_deadline_ms(node->swim))
+        sl_swim_tick(node->swim, now);
+    for (size_t i = 0; i < node->tick_count; i++)
+        if (now_ns >= node->ticks[i].due_ns)
+            node->ticks[i].due_ns = node->ticks[i].fn(node->ticks[i].ctx, node, now_ns);
+    flush_swim(node);
+}
+
+bool sl_node_deliver(sl_node_t *node, uint8_t type, const uint8_t *body, size_t len,
+                     uint64_t now_ns) {
+    for (size_t i = 0; i < node->route_count; i++)
+        if (type >= node->routes[i].lo && type <= node->routes[i].hi) {
+            node->routes[i].fn(node->routes[i].ctx, node, type, body, len, now_ns);
+            return true;
+        }
+    return false;
+}
+
+sl_swim_t *sl_node_swim_mut(sl_node_t *node) { return node->swim; }
+
 sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
     uint64_t now_ns = sl_plat_now_ns();
     int64_t now = (int64_t)(now_ns / 1000000ull);
@@ -1010,12 +1038,7 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
     char lost[SL_ADDR_MAX + 16];
     while (sl_net_next_lost(node->net, lost, sizeof lost))
         sl_swim_probe_soon(node->swim, now, lost, strlen(lost));
-    if (now >= sl_swim_next_deadline_ms(node->swim))
-        sl_swim_tick(node->swim, now);
-    for (size_t i = 0; i < node->tick_count; i++)
-        if (now_ns >= node->ticks[i].due_ns)
-            node->ticks[i].due_ns = node->ticks[i].fn(node->ticks[i].ctx, node, now_ns);
-    flush_swim(node);
+    sl_node_timers_at(node, now_ns);
     /* What a burst (a join, a SYNC, a store catch-up) freed goes back to
      * the system now and then, so a peer at rest is as small as it can be. */
     if (now_ns >= node->trim_ns) {

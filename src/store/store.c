@@ -41,12 +41,16 @@ sl_err sl_store_set_addr(sl_store_t *s, const char *addr) {
 }
 
 void sl_store_mark_durable(sl_store_t *s) {
+    s->fp_cached = 0;
     s->track_durable = true;
     for (uint32_t i = 0; i < s->rep_count; i++)
         s->reps[i].durable = s->reps[i].seq;
 }
 
-void sl_store_request_reset(sl_store_t *s) { s->want_reset = true; }
+void sl_store_request_reset(sl_store_t *s) {
+    s->fp_cached = 0;
+    s->want_reset = true;
+}
 
 void sl_store_set_bug(sl_store_t *s, sl_store_bug bug) { s->bug = bug; }
 
@@ -541,6 +545,7 @@ static sl_err local_op(sl_store_t *s, const void *key, size_t key_len, sl_crdt_i
     if ((err = sl_store_msg_encode(&m, SL_MSG_MAX_LEN, delta)))
         return err;
     bool changed;
+    s->fp_cached = 0; /* (every local write passes here) */
     if ((err = store_apply_item(s, key, key_len, it, s->self_rix, &changed))) {
         sl_store_msg_fini(delta);
         return err;

@@ -51,6 +51,8 @@ typedef struct {
     uint64_t resend_from;       /* a heal: our own atoms past this seq go to it
                                    again (rule 9) ... */
     bool resend;                /* ... until one answer carried them all */
+    uint64_t lists_fp;          /* our fingerprint when vv and retired were set to our
+                                   own lists (an agreeing SUMMARY); 0: from its DIGEST */
 } peer_t;
 
 struct sl_store {
@@ -90,6 +92,17 @@ struct sl_store {
                                    last collection (its target; after a reset, our
                                    vv then): a removal of them may be gone */
     uint32_t gc_done_len;       /* entries */
+    uint64_t gc_gen;            /* bumped when a peer's lists, the live list or a
+                                   retirement change: with reps_sig, all that
+                                   the collector reads besides the records */
+    uint64_t gc_barrier_sig;    /* gc_sig when the running barrier began */
+    uint64_t gc_idle_sig;       /* gc_sig of a collection that found nothing to do
+                                   and saw nothing change since its barrier began */
+    bool gc_idle;               /* gc_idle_sig holds: skip until gc_sig moves */
+    uint64_t fp_sig;            /* reps_sig when fp_cached was computed */
+    uint64_t fp_cached;         /* sl_store_fingerprint then (0: none; every entry
+                                   point that may change it sets 0) */
+    uint32_t fp_calls;          /* sl_store_fingerprint calls (one in 16 checks fp_sig) */
     uint64_t snap_from;         /* snapshot being received: sender */
     uint64_t snap_id;           /* its id */
     uint32_t snap_next;         /* next chunk expected */

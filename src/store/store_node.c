@@ -16,6 +16,7 @@
 #define GC_MS 1000u
 #define ACTIVE_ROUNDS 5 /* fast rounds after each change of our state */
 #define MAX_PEERS 1024
+#define LIVE_EVERY_MS 30000u /* update_live with no change seen, in case */
 #define KEYS_PART_LEN (1u << 20)
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
     uint64_t heard_fp;                /* the fingerprint it last told us (0: none) */
     uint64_t sent_fp;                 /* our fingerprint when we last sent it a DIGEST */
     bool urgent;                      /* joined or came back: exchange at the next round */
+    uint32_t seen;                    /* update_live's pass that last found it a member */
 } peer_rid_t;
 
 /* A local write appended to the WAL but not synced yet: at the end of
@@ -56,6 +58,14 @@ struct sl_store_node {
     uint64_t next_gc_ns;          /* next garbage collection step */
     peer_rid_t *peers;            /* address -> replica id and fingerprints */
     size_t peer_count;            /* entries */
+    uint32_t *peer_index;         /* open addressing by address: 1 + peers index, 0 empty */
+    size_t peer_index_cap;        /* slots, a power of two (0: none yet) */
+    size_t urgent_count;          /* peers with urgent set */
+    bool maybe_fresh;             /* a member may lack our state and not have been sent it */
+    bool maybe_differ;            /* a member's fingerprint may not be ours */
+    bool live_dirty;              /* membership or a replica id changed: update_live */
+    uint32_t live_pass;           /* update_live's passes */
+    uint64_t next_live_ns;        /* update_live at the latest then, changed or not */
     uint64_t *live;               /* the last list given to sl_store_set_live */
     size_t live_count;            /* entries */
     uint64_t digests_sent;        /* DIGESTs sent by rounds */
@@ -484,13 +494,51 @@ sl_store_t *sl_store_node_store(sl_store_node_t *sn) { return sn->store; }
 
 /* ---- messages ---- */
 
+/* The peers by address: a hash index kept on insertion (peers are never
+ * removed), so a look-up costs one hash and about one comparison. It was a
+ * linear scan, made for every member at every round (every 100 ms) and
+ * for every pair of member and peer each second: at 150 members, most of
+ * a peer's work at rest (bench/results/scale.md). */
+static size_t peer_slot(const sl_store_node_t *sn, const char *addr, size_t len) {
+    size_t mask = sn->peer_index_cap - 1;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: addresses of members, at most MAX_PEERS */
+    for (size_t k = 0; k < len; k++)
+        h = (h ^ (uint8_t)addr[k]) * 0x100000001b3ull;
+    size_t i = (size_t)sl_mix64(h) & mask;
+    for (;; i = (i + 1) & mask) {
+        uint32_t v = sn->peer_index[i];
+        if (!v)
+            return i;
+        const char *a = sn->peers[v - 1].addr;
+        if (memcmp(a, addr, len) == 0 && a[len] == 0)
+            return i;
+    }
+}
+
+static sl_err peer_index_grow(sl_store_node_t *sn) {
+    size_t cap = sn->peer_index_cap ? sn->peer_index_cap * 2 : 64;
+    uint32_t *idx = sl_calloc(cap, sizeof *idx);
+    if (!idx)
+        return SL_ENOMEM;
+    sl_free(sn->peer_index);
+    sn->peer_index = idx;
+    sn->peer_index_cap = cap;
+    for (size_t k = 0; k < sn->peer_count; k++)
+        idx[peer_slot(sn, sn->peers[k].addr, strlen(sn->peers[k].addr))] = (uint32_t)k + 1;
+    return SL_OK;
+}
+
 static peer_rid_t *peer_find(sl_store_node_t *sn, const char *addr, size_t len, bool create) {
     if (!len || len > SL_STORE_MAX_ADDR)
         return NULL;
-    for (size_t i = 0; i < sn->peer_count; i++)
-        if (strlen(sn->peers[i].addr) == len && memcmp(sn->peers[i].addr, addr, len) == 0)
-            return &sn->peers[i];
+    if (sn->peer_index_cap) {
+        uint32_t v = sn->peer_index[peer_slot(sn, addr, len)];
+        if (v)
+            return &sn->peers[v - 1];
+    }
     if (!create || sn->peer_count >= MAX_PEERS)
+        return NULL;
+    if (2 * (sn->peer_count + 1) > sn->peer_index_cap && peer_index_grow(sn) != SL_OK)
         return NULL;
     peer_rid_t *p = sl_realloc(sn->peers, (sn->peer_count + 1) * sizeof *p);
     if (!p)
@@ -499,7 +547,16 @@ static peer_rid_t *peer_find(sl_store_node_t *sn, const char *addr, size_t len, 
     p = &sn->peers[sn->peer_count++];
     memset(p, 0, sizeof *p);
     memcpy(p->addr, addr, len);
+    sn->peer_index[peer_slot(sn, addr, len)] = (uint32_t)sn->peer_count;
+    sn->live_dirty = true;
+    sn->maybe_fresh = sn->maybe_differ = true;
     return p;
+}
+
+static void peer_urgent(sl_store_node_t *sn, peer_rid_t *p, bool urgent) {
+    if (p->urgent != urgent)
+        sn->urgent_count += urgent ? 1 : (size_t)-1;
+    p->urgent = urgent;
 }
 
 /* What a DIGEST or SUMMARY tells of its sender: its replica id and its
@@ -513,7 +570,12 @@ static void learn_peer(sl_store_node_t *sn, const char *addr, uint64_t rid, uint
     if (p->rid && p->rid != rid) {
         sl_store_retire(sn->store, p->rid); /* restarted: its old incarnation is gone for good */
         p->sent_fp = 0;
+        sn->maybe_fresh = true;
     }
+    if (p->rid != rid)
+        sn->live_dirty = true;
+    if (p->heard_fp != fp)
+        sn->maybe_fresh = sn->maybe_differ = true;
     p->rid = rid;
     p->heard_fp = fp;
 }
@@ -643,6 +705,7 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
 static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     sl_store_node_t *sn = ctx;
     (void)node;
+    sn->live_dirty = true; /* a member joined, changed state, left or was reaped */
     bool back = ev->new_state == SL_STATE_ALIVE &&
                 (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE ||
                  (ev->kind == SL_SWIM_EV_UPDATE && ev->incarnation != ev->old_incarnation));
@@ -652,7 +715,8 @@ static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     if (!p)
         return;
     p->heard_fp = p->sent_fp = 0;
-    p->urgent = true;
+    sn->maybe_fresh = sn->maybe_differ = true;
+    peer_urgent(sn, p, true);
     sn->next_sync_ns = 0; /* a round at the next turn */
 }
 
@@ -672,28 +736,23 @@ static void update_live(sl_store_node_t *sn) {
     uint64_t *live = sl_calloc(count + 1, sizeof *live);
     if (!live)
         return;
+    sn->live_dirty = false;
+    uint32_t pass = ++sn->live_pass;
     for (size_t i = 0; i < count; i++) {
         sl_swim_member_t m;
-        if (sl_swim_member_at(sw, i, &m) != SL_OK || m.is_self || m.state == SL_STATE_LEFT)
+        if (sl_swim_member_at(sw, i, &m) != SL_OK || m.state == SL_STATE_LEFT)
             continue;
-        uint64_t rid = sl_hash64(m.addr.ptr, m.addr.len, 77) | (1ull << 63);
-        for (size_t k = 0; k < sn->peer_count; k++)
-            if (sn->peers[k].rid && strlen(sn->peers[k].addr) == m.addr.len &&
-                memcmp(sn->peers[k].addr, m.addr.ptr, m.addr.len) == 0)
-                rid = sn->peers[k].rid;
-        live[n++] = rid;
+        peer_rid_t *p = peer_find(sn, (const char *)m.addr.ptr, m.addr.len, false);
+        if (p)
+            p->seen = pass;
+        if (m.is_self)
+            continue;
+        live[n++] = p && p->rid ? p->rid : sl_hash64(m.addr.ptr, m.addr.len, 77) | (1ull << 63);
     }
     /* members that left or were reaped: their replica ids go for good */
-    for (size_t k = 0; k < sn->peer_count; k++) {
-        sl_swim_member_t m;
-        sl_bytes_t a = {(const uint8_t *)sn->peers[k].addr, strlen(sn->peers[k].addr)};
-        bool member = false;
-        for (size_t i = 0; i < count && !member; i++)
-            member = sl_swim_member_at(sw, i, &m) == SL_OK && m.state != SL_STATE_LEFT &&
-                     m.addr.len == a.len && memcmp(m.addr.ptr, a.ptr, a.len) == 0;
-        if (!member && sn->peers[k].rid)
+    for (size_t k = 0; k < sn->peer_count; k++)
+        if (sn->peers[k].seen != pass && sn->peers[k].rid)
             sl_store_retire(sn->store, sn->peers[k].rid);
-    }
     qsort(live, n, sizeof *live, u64_cmp);
     if (n == sn->live_count && (n == 0 || memcmp(live, sn->live, n * sizeof *live) == 0)) {
         sl_free(live);
@@ -726,6 +785,21 @@ static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
     if (fp != sn->last_fp) {
         sn->last_fp = fp;
         sn->active_rounds = ACTIVE_ROUNDS;
+        sn->maybe_fresh = sn->maybe_differ = true;
+    }
+    /* nothing to do before the idle time but for a member that is urgent,
+       or one not sent our state while it changes: no pass over the members
+       then (it made one every round, 10 a second, at rest too) */
+    if (!sn->urgent_count && !(sn->active_rounds && sn->maybe_fresh)) {
+        if (now_ns < sn->next_idle_ns)
+            return;
+        /* idle, every member agreed at the last pass and none told
+           otherwise since, no refresh due: a silent round, no pass */
+        if (!sn->maybe_differ && now_ns < sn->next_refresh_ns) {
+            sn->next_idle_ns = now_ns + (uint64_t)sn->idle_ms * 1000000ull;
+            sn->rounds_silent++;
+            return;
+        }
     }
     const sl_swim_t *sw = sl_node_swim(sn->node);
     size_t count = sl_swim_member_count(sw);
@@ -751,11 +825,13 @@ static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
         if (sl_rng_below(&sn->rng, ++n_any) == 0)
             any = p;
     }
+    sn->maybe_fresh = n_fresh > 0; /* (until a peer or our state changes) */
+    sn->maybe_differ = n_differ > 0;
     peer_rid_t *to = NULL;
     bool digest = true;
     if (urgent) {
         to = urgent;
-        to->urgent = false;
+        peer_urgent(sn, to, false);
     } else if (sn->active_rounds && fresh) {
         to = fresh;
         sn->active_rounds--;
@@ -801,7 +877,13 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     }
     if (now_ns >= sn->next_gc_ns) {
         sn->next_gc_ns = now_ns + (uint64_t)GC_MS * 1000000ull;
-        update_live(sn);
+        /* the live list when membership or a replica id changed (and every
+           LIVE_EVERY_MS in any case): it looked at every pair of member
+           and peer each second */
+        if (sn->live_dirty || now_ns >= sn->next_live_ns) {
+            sn->next_live_ns = now_ns + (uint64_t)LIVE_EVERY_MS * 1000000ull;
+            update_live(sn);
+        }
         sl_store_gc(sn->store);
     }
     uint64_t next = sn->next_sync_ns < sn->next_gc_ns ? sn->next_sync_ns : sn->next_gc_ns;
@@ -1011,7 +1093,7 @@ static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
         sn->blocked_count = 0;
         sn->next_sync_ns = 0;
         for (size_t i = 0; i < sn->peer_count; i++)
-            sn->peers[i].urgent = true; /* as membership would after a heal */
+            peer_urgent(sn, &sn->peers[i], true); /* as membership would after a heal */
         return reply_ok(call);
     }
     if (req->arg_count < 2 || req->args[0].len != 5 || memcmp(req->args[0].ptr, "block", 5))
@@ -1102,6 +1184,7 @@ void sl_store_node_destroy(sl_store_node_t **snp) {
     sl_store_destroy(&sn->store);
     sl_disk_close(&sn->disk);
     sl_free(sn->peers);
+    sl_free(sn->peer_index);
     sl_free(sn->live);
     sl_free(sn->blocked);
     sl_free(sn);

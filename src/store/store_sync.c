@@ -101,7 +101,34 @@ static uint64_t fp_of(bool want_reset, const sl_store_range_t *vv, uint32_t vn,
     return h ? h : 1;
 }
 
+/* A hash of everything the fingerprint and the collector read of the
+ * replicas, in replica-number order: no allocation, no sort, a few
+ * instructions a replica. */
+static uint64_t reps_sig(const sl_store_t *s) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)s->rep_count << 32) ^ s->self_rix ^
+                 ((uint64_t)s->want_reset << 62) ^ ((uint64_t)s->track_durable << 61);
+    for (uint32_t i = 0; i < s->rep_count; i++) {
+        const replica_t *r = &s->reps[i];
+        h = (h ^ r->rid) * 0xff51afd7ed558ccdull;
+        h = (h ^ r->seq) * 0xc4ceb9fe1a85ec53ull;
+        h = (h ^ r->durable ^ ((uint64_t)r->retired << 62) ^ ((uint64_t)r->retire_pending << 63)) *
+            0x9e3779b97f4a7c15ull;
+    }
+    return sl_mix64(h);
+}
+
+/* The fingerprint is kept while reps_sig does not move: a round asks for
+ * it every 100 ms, and it sorted every replica each time (at rest, with
+ * nothing changed; bench/results/scale.md). */
 uint64_t sl_store_fingerprint(const sl_store_t *s) {
+    sl_store_t *w = (sl_store_t *)s; /* (a cache: the value is the same either way) */
+    /* every entry point that may change it drops it (fp_cached = 0); one
+       call in 16 also checks the replicas' hash, in case */
+    if (s->fp_cached && ++w->fp_calls % 16 != 0)
+        return s->fp_cached;
+    uint64_t sig = reps_sig(s);
+    if (s->fp_cached && s->fp_sig == sig)
+        return s->fp_cached;
     sl_store_range_t *vv, *ret;
     uint32_t vn, rn;
     if (vv_lists(s, s->track_durable, &vv, &vn, &ret, &rn) != SL_OK)
@@ -109,6 +136,8 @@ uint64_t sl_store_fingerprint(const sl_store_t *s) {
     uint64_t h = fp_of(s->want_reset, vv, vn, ret, rn);
     sl_free(vv);
     sl_free(ret);
+    w->fp_sig = sig;
+    w->fp_cached = h;
     return h;
 }
 
@@ -146,6 +175,15 @@ static uint64_t peer_knows(const peer_t *p, uint64_t rid) {
     if (found)
         return v;
     return pairs_get(p->retired, p->retired_count, rid, NULL);
+}
+
+/* Whether a peer's new lists are the ones it had (the collector reads
+ * them: a change wakes it, a repeat at rest does not). */
+static bool same_lists(const peer_t *p, const sl_store_range_t *vv, uint32_t vn,
+                       const sl_store_range_t *ret, uint32_t rn) {
+    return p->vv_count == vn && p->retired_count == rn &&
+           (!vn || memcmp(p->vv, vv, vn * sizeof *vv) == 0) &&
+           (!rn || memcmp(p->retired, ret, rn * sizeof *ret) == 0);
 }
 
 static peer_t *peer_get(sl_store_t *s, uint64_t rid, bool create) {
@@ -862,6 +900,9 @@ static sl_err handle_digest(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t no
         memcpy(vv, m->ranges, m->range_count * sizeof *vv);
     if (ret)
         memcpy(ret, m->retired, m->retired_count * sizeof *ret);
+    if (!same_lists(p, vv, m->range_count, ret, m->retired_count))
+        s->gc_gen++;
+    p->lists_fp = 0;
     sl_free(p->vv);
     sl_free(p->retired);
     p->vv = vv;
@@ -935,16 +976,25 @@ static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t n
     sl_err err = resend_owed(s, peer_get(s, m->sender, false), replies);
     if (err)
         return err;
-    if (m->fingerprint == sl_store_fingerprint(s)) {
+    uint64_t fp = sl_store_fingerprint(s);
+    if (m->fingerprint == fp) {
         replies->agreed = true;
         s->caught_up_ms = now_ms;
         peer_t *p = peer_get(s, m->sender, true);
         if (!p)
             return SL_ENOMEM;
+        /* it agreed at this fingerprint before: its lists are ours already
+           (at rest every member's refresh came here and sorted our lists) */
+        if (p->lists_fp == fp) {
+            p->own_seen = pairs_get(p->vv, p->vv_count, s->rid, NULL);
+            goto agreed;
+        }
         sl_store_range_t *vv, *ret;
         uint32_t vn, rn;
         if ((err = vv_lists(s, s->track_durable, &vv, &vn, &ret, &rn)))
             return err;
+        if (!same_lists(p, vv, vn, ret, rn))
+            s->gc_gen++;
         sl_free(p->vv);
         sl_free(p->retired);
         p->vv = vv;
@@ -952,6 +1002,8 @@ static sl_err handle_summary(sl_store_t *s, const sl_store_dmsg_t *m, uint64_t n
         p->retired = ret;
         p->retired_count = rn;
         p->own_seen = pairs_get(vv, vn, s->rid, NULL);
+        p->lists_fp = fp;
+    agreed:
         if (m->reply)
             return SL_OK;
         sl_store_msg_t d;
@@ -1006,8 +1058,25 @@ static const char *check_claims(const sl_store_t *s, const sl_store_dmsg_t *m) {
     return NULL;
 }
 
+static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
+                      uint64_t now_ms, sl_store_out_t *replies, bool *persist);
+
+/* (the fingerprint kept by sl_store_fingerprint goes with any change: on
+ * the way in and out, a RESET snapshot swaps the maps; a SUMMARY changes
+ * no replica: at rest, N/30 of them a second reach a peer) */
 sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                         uint64_t now_ms, sl_store_out_t *replies, bool *persist) {
+    bool keep = type == SL_STORE_MSG_SUMMARY;
+    if (!keep)
+        s->fp_cached = 0;
+    sl_err err = receive(s, type, body, len, now_ms, replies, persist);
+    if (!keep)
+        s->fp_cached = 0;
+    return err;
+}
+
+static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
+                      uint64_t now_ms, sl_store_out_t *replies, bool *persist) {
     *persist = false;
     sl_store_dmsg_t m;
     sl_err err = len > SL_MSG_MAX_LEN ? SL_ETOOBIG : sl_store_msg_decode(type, body, len, &m);
@@ -1078,7 +1147,16 @@ sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t
     return SL_OK;
 }
 
+static sl_err replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len);
+
 sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len) {
+    s->fp_cached = 0;
+    sl_err err = replay(s, type, body, len);
+    s->fp_cached = 0;
+    return err;
+}
+
+static sl_err replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len) {
     sl_store_dmsg_t m;
     if (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY)
         return SL_ETYPE;
@@ -1106,6 +1184,8 @@ sl_err sl_store_set_live(sl_store_t *s, const uint64_t *rids, size_t count) {
     s->live = l;
     s->live_count = (uint32_t)count;
     s->gc_active = false; /* the view changed: start a new barrier */
+    s->gc_gen++;
+    s->fp_cached = 0;
     return SL_OK;
 }
 
@@ -1116,6 +1196,8 @@ sl_err sl_store_retire(sl_store_t *s, uint64_t rid) {
     sl_err err = store_rix_get(s, rid, &rix);
     if (!err && !s->reps[rix].retired)
         s->reps[rix].retire_pending = 1;
+    s->gc_gen++;
+    s->fp_cached = 0;
     return err;
 }
 
@@ -1129,11 +1211,27 @@ static bool gc_stable(void *ctx, sl_dot_t d) {
     return rix < s->gc_len && d.seq <= s->gc_cut_next[rix];
 }
 
+/* What the collector reads besides the records (which change only with a
+ * replica's seq, in reps_sig). */
+static uint64_t gc_sig(const sl_store_t *s) {
+    return sl_mix64(reps_sig(s) ^ sl_mix64(s->gc_gen + 0x6763) ^ s->live_count);
+}
+
 size_t sl_store_gc(sl_store_t *s) {
     peer_t **peers = NULL;
     size_t dropped = 0;
     if (s->bug == SL_STORE_BUG_NO_GC)
         return 0;
+    /* At rest a collection finds nothing, and the barrier after it is the
+       one before: until something the collector reads moves, it would
+       find nothing again (it looked at every replica of every live peer
+       and every record, each second) */
+    uint64_t sig = gc_sig(s);
+    if (s->gc_idle && s->gc_idle_sig == sig)
+        return 0;
+    s->gc_idle = false;
+    s->fp_cached = 0; /* (it retires replicas) */
+    bool idle = false;
     if (s->live_count && !(peers = sl_calloc(s->live_count, sizeof *peers)))
         return 0;
     for (uint32_t i = 0; i < s->live_count; i++) {
@@ -1195,6 +1293,11 @@ start:
         s->gc_target = target;
         s->gc_len = n;
         s->gc_active = true;
+        s->gc_barrier_sig = sig;
+        if (idle) {
+            s->gc_idle = true;
+            s->gc_idle_sig = sig;
+        }
         goto done;
     }
     for (uint32_t r = 0; r < s->gc_len; r++) {
@@ -1207,6 +1310,7 @@ start:
                 goto done;
     }
     /* stable: collect under the cut */
+    size_t dropped0 = dropped;
     for (uint32_t i = 0; i < s->rec_count; i++) {
         rec_t *r = &s->recs[i];
         if (r->type == SL_CRDT_NONE)
@@ -1234,6 +1338,9 @@ start:
     s->gc_active = false;
     s->st.gc_dropped += dropped;
     store_maybe_compact(s);
+    /* nothing found, and nothing moved since this barrier began: the next
+       one is this one again */
+    idle = dropped == dropped0 && s->gc_barrier_sig == sig && gc_sig(s) == sig;
     goto start; /* and begin the next barrier now */
 done:
     sl_free(peers);
