@@ -4,7 +4,9 @@
  *     sort of every replica, asked for at every round): after every kind
  *     of change it equals the one computed afresh;
  *   - the collector skips while nothing it reads moves: after idle calls
- *     it still collects what a later removal leaves, on both replicas. */
+ *     it still collects what a later removal leaves, on both replicas.
+ * And a delta that arrives past a gap is kept (bounded) and applied once
+ * the gap fills, not left to anti-entropy. */
 #include <stdlib.h>
 
 #include "starling/store.h"
@@ -174,8 +176,87 @@ static void test_gc_after_idle(void) {
     sl_store_destroy(&b);
 }
 
+static bool has(sl_store_t *s, const char *k) {
+    const uint8_t *v;
+    size_t n;
+    return sl_store_get(s, k, strlen(k), &v, &n) == SL_OK;
+}
+
+/* Receives `m` and then every kept delta it made ready, as the store
+ * node does; returns how many kept ones were applied. */
+static int receive_all(sl_store_t *s, const sl_store_msg_t *m) {
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    bool persist = false;
+    CHECK_OK(sl_store_receive(s, m->type, m->body, m->len, 1000, &o, &persist));
+    sl_store_out_fini(&o);
+    int n = 0;
+    sl_store_msg_t r;
+    while (sl_store_take_ready(s, &r) == SL_OK) {
+        sl_store_out_init(&o);
+        persist = false;
+        CHECK_OK(sl_store_receive(s, r.type, r.body, r.len, 1000, &o, &persist));
+        CHECK_MSG(persist, "a kept delta applied changes the state (and is logged)");
+        sl_store_out_fini(&o);
+        sl_store_msg_fini(&r);
+        n++;
+    }
+    return n;
+}
+
+/* A write pushed past a gap (the delta before it lost or late) was dropped,
+ * and waited for anti-entropy; it is kept and applied when the gap fills. */
+static void test_delta_past_gap(void) {
+    sl_store_t *a = mk(10), *b = mk(20);
+    enum { W = 72 };
+    sl_store_msg_t d[W];
+    for (int i = 0; i < W; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        CHECK_OK(sl_store_put(a, k, strlen(k), "v", 1, 1000, &d[i]));
+    }
+    /* 0, then 2 (1 is late): 2 waits, kept */
+    CHECK_INT(receive_all(b, &d[0]), 0);
+    CHECK_INT(receive_all(b, &d[2]), 0);
+    CHECK(has(b, "k0") && !has(b, "k2"));
+    sl_store_stats_t st;
+    sl_store_stats(b, &st);
+    CHECK_INT(st.gaps, 1);
+    CHECK_INT(b->held_count, 1);
+    /* the same delta again is not kept twice */
+    CHECK_INT(receive_all(b, &d[2]), 0);
+    CHECK_INT(b->held_count, 1);
+    /* 1 arrives: 2 follows at once, without anti-entropy */
+    CHECK_INT(receive_all(b, &d[1]), 1);
+    CHECK_MSG(has(b, "k1") && has(b, "k2"), "k2 waits for anti-entropy after its gap filled");
+    CHECK_INT(b->held_count, 0);
+    CHECK_INT(sl_store_vv_get(b, 10), 3);
+    /* bounded: 4 is late, 5..71 come (67 kept past the gap: the oldest 3
+       dropped), then 3 and 4: 8..71 follow, 5..7 wait for anti-entropy */
+    receive_all(b, &d[3]);
+    for (int i = 5; i < W; i++)
+        receive_all(b, &d[i]);
+    CHECK_INT(b->held_count, SL_STORE_HELD_MAX);
+    CHECK_INT(b->held_dropped, 3);
+    CHECK(b->held_bytes <= SL_STORE_HELD_BYTES);
+    CHECK_INT(receive_all(b, &d[4]), 0); /* 5 was dropped: the gap stays */
+    CHECK(has(b, "k4") && !has(b, "k5") && !has(b, "k71"));
+    sync_pair(a, b); /* anti-entropy brings 5..7, and the kept ones with it */
+    CHECK(has(b, "k5") && has(b, "k71"));
+    sl_store_msg_t r;
+    CHECK_ERR(sl_store_take_ready(b, &r), SL_ENOTFOUND); /* nothing new left in them: dropped */
+    CHECK_INT(b->held_count, 0);
+    CHECK_INT(b->held_bytes, 0);
+    CHECK_INT(sl_store_state_hash(a), sl_store_state_hash(b));
+    for (int i = 0; i < W; i++)
+        sl_store_msg_fini(&d[i]);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
 int main(void) {
     sl_test_run("fingerprint_kept", test_fingerprint_kept);
     sl_test_run("gc_after_idle", test_gc_after_idle);
+    sl_test_run("delta_past_gap", test_delta_past_gap);
     return sl_test_finish();
 }

@@ -256,6 +256,19 @@ sl_err sl_store_summary(sl_store_t *s, bool reply, sl_store_msg_t *out);
 sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                         uint64_t now_ms, sl_store_out_t *replies, bool *persist);
 
+/* A DELTA that starts past what this replica holds of one of its
+ * replicas (a gap: an earlier delta of that replica was lost or is late)
+ * is applied for its other replicas and kept aside (at most
+ * SL_STORE_HELD_MAX deltas and SL_STORE_HELD_BYTES bytes, the oldest
+ * dropped first: anti-entropy repairs what was dropped). Once the gap is
+ * filled, sl_store_take_ready hands it back, removed, to be received like
+ * any message (sl_store_receive: applied, persisted, told); SL_ENOTFOUND
+ * when none is ready. Kept deltas that every replica's entry has passed
+ * are dropped. Call it after each DELTA or SNAPSHOT received. */
+#define SL_STORE_HELD_MAX 64
+#define SL_STORE_HELD_BYTES (4u << 20)
+sl_err sl_store_take_ready(sl_store_t *s, sl_store_msg_t *out);
+
 /* Applies a WAL or snapshot record during recovery (no clock check, no
  * replies). */
 sl_err sl_store_replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len);

@@ -473,6 +473,9 @@ void sl_store_destroy(sl_store_t **sp) {
     sl_free(s->gc_cut);
     sl_free(s->gc_done);
     sl_store_destroy(&s->shadow);
+    for (uint32_t i = 0; i < s->held_count; i++)
+        sl_store_msg_fini(&s->held[i]);
+    sl_free(s->held);
     sl_free(s);
     *sp = NULL;
 }

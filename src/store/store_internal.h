@@ -103,6 +103,10 @@ struct sl_store {
     uint64_t fp_cached;         /* sl_store_fingerprint then (0: none; every entry
                                    point that may change it sets 0) */
     uint32_t fp_calls;          /* sl_store_fingerprint calls (one in 16 checks fp_sig) */
+    sl_store_msg_t *held;       /* DELTAs kept past a gap (sl_store_take_ready), oldest first */
+    uint32_t held_count;        /* entries (at most SL_STORE_HELD_MAX) */
+    size_t held_bytes;          /* their bodies' bytes (at most SL_STORE_HELD_BYTES) */
+    uint64_t held_dropped;      /* kept deltas dropped to stay within the bounds */
     uint64_t snap_from;         /* snapshot being received: sender */
     uint64_t snap_id;           /* its id */
     uint32_t snap_next;         /* next chunk expected */

@@ -697,6 +697,15 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
             send_to(sn, out.reply_to, strlen(out.reply_to), &out.msgs[i]);
     }
     sl_store_out_fini(&out);
+    /* deltas kept past a gap that this one filled: received now, as if
+       they had just come (logged, told); they waited for anti-entropy */
+    if (err == SL_OK && persist && type != SL_STORE_MSG_DIGEST && type != SL_STORE_MSG_SUMMARY) {
+        sl_store_msg_t ready;
+        while (sl_store_take_ready(sn->store, &ready) == SL_OK) {
+            on_msg(sn, node, ready.type, ready.body, ready.len, now_ns);
+            sl_store_msg_fini(&ready);
+        }
+    }
 }
 
 /* A member that joined, came back or restarted: what we heard from it

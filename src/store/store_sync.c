@@ -1061,6 +1061,83 @@ static const char *check_claims(const sl_store_t *s, const sl_store_dmsg_t *m) {
 static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                       uint64_t now_ms, sl_store_out_t *replies, bool *persist);
 
+/* ---- deltas kept past a gap ---- */
+
+static void held_drop(sl_store_t *s, uint32_t i) {
+    s->held_bytes -= s->held[i].len;
+    sl_store_msg_fini(&s->held[i]);
+    memmove(&s->held[i], &s->held[i + 1], (s->held_count - i - 1) * sizeof *s->held);
+    s->held_count--;
+}
+
+/* Keeps a copy of a DELTA that had a gap (the oldest go first past the
+ * bounds; without memory it is not kept: anti-entropy brings it). A
+ * delta kept already (a resend) is not kept twice. */
+static void hold(sl_store_t *s, const uint8_t *body, size_t len) {
+    if (len > SL_STORE_HELD_BYTES)
+        return;
+    for (uint32_t i = 0; i < s->held_count; i++)
+        if (s->held[i].len == len && memcmp(s->held[i].body, body, len) == 0)
+            return;
+    if (!s->held && !(s->held = sl_calloc(SL_STORE_HELD_MAX, sizeof *s->held)))
+        return;
+    while (s->held_count && (s->held_count == SL_STORE_HELD_MAX ||
+                             s->held_bytes + len > SL_STORE_HELD_BYTES)) {
+        held_drop(s, 0);
+        s->held_dropped++;
+    }
+    uint8_t *copy = sl_malloc(len);
+    if (!copy)
+        return;
+    memcpy(copy, body, len);
+    s->held[s->held_count++] = (sl_store_msg_t){.type = SL_STORE_MSG_DELTA, .body = copy, .len = len};
+    s->held_bytes += len;
+}
+
+/* 1: every range of a kept delta can be applied now and one brings what
+ * this replica lacks; 0: a gap is still open; -1: nothing in it is new
+ * (or it no longer decodes): drop it. */
+static int held_state(const sl_store_t *s, const sl_store_msg_t *h) {
+    sl_store_dmsg_t m;
+    if (sl_store_msg_decode(h->type, h->body, h->len, &m) != SL_OK)
+        return -1;
+    bool gap = false, news = false;
+    for (uint32_t g = 0; g < m.range_count; g++) {
+        const sl_store_range_t *r = &m.ranges[g];
+        if (r->rid == s->rid)
+            continue;
+        uint32_t rix = store_rix_find(s, r->rid);
+        uint64_t seq = rix == NO_REC ? 0 : s->reps[rix].seq;
+        if (rix != NO_REC && s->reps[rix].retired)
+            continue;
+        if (seq < r->from)
+            gap = true;
+        if (seq < r->to)
+            news = true;
+    }
+    sl_store_dmsg_fini(&m);
+    return !news ? -1 : gap ? 0 : 1;
+}
+
+sl_err sl_store_take_ready(sl_store_t *s, sl_store_msg_t *out) {
+    for (uint32_t i = 0; i < s->held_count;) {
+        int st = held_state(s, &s->held[i]);
+        if (st < 0) {
+            held_drop(s, i);
+            continue;
+        }
+        if (st > 0) {
+            *out = s->held[i];
+            s->held_bytes -= out->len;
+            memmove(&s->held[i], &s->held[i + 1], (s->held_count - i - 1) * sizeof *s->held);
+            s->held_count--;
+            return SL_OK;
+        }
+        i++;
+    }
+    return SL_ENOTFOUND;
+}
+
 /* (the fingerprint kept by sl_store_fingerprint goes with any change: on
  * the way in and out, a RESET snapshot swaps the maps; a SUMMARY changes
  * no replica: at rest, N/30 of them a second reach a peer) */
@@ -1123,9 +1200,12 @@ static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t l
         replies->peer_fp = m.fingerprint;
         err = handle_summary(s, &m, now_ms, replies);
     }
-    else if (type == SL_STORE_MSG_DELTA)
+    else if (type == SL_STORE_MSG_DELTA) {
+        uint64_t gaps = s->st.gaps;
         err = apply_delta(s, &m, false, &changed);
-    else
+        if (!err && s->st.gaps != gaps)
+            hold(s, body, len); /* (past a gap: kept until it fills) */
+    } else
         err = apply_snapshot(s, &m, &changed);
     if (!err && changed) {
         /* the answer to our pull: do we now hold what the sender's
