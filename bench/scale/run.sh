@@ -4,7 +4,7 @@
 # bench/results/scale.md. Usage: bench/scale/run.sh [BUILD_DIR] [K] [N...]
 set -euo pipefail
 build=${1:-build}
-k=${2:-3000}
+k=${2:-12000}
 shift $(( $# > 2 ? 2 : $# )) || true
 ns=("$@")
 [ ${#ns[@]} -gt 0 ] || ns=(50 150)

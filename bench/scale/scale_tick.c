@@ -11,7 +11,7 @@
  * alone:
  *
  *   valgrind --tool=callgrind --toggle-collect=run_ticks \
- *       build/sl-scale-tick 150 3000
+ *       build/sl-scale-tick 150 12000
  *
  * and instructions per tick = the total Ir / K. The swim probe period is
  * set to an hour (no member answers: the other members are not real), so
@@ -123,7 +123,7 @@ __attribute__((noinline)) void run_ticks(sl_node_t *node, int k, int n) { ticks(
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 50;
-    int k = argc > 2 ? atoi(argv[2]) : 3000;
+    int k = argc > 2 ? atoi(argv[2]) : 12000;
     if (n < 1 || n > 1000 || k < 1) {
         fprintf(stderr, "usage: sl-scale-tick N K (members 1..1000, ticks)\n");
         return 2;
