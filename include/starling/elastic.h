@@ -299,6 +299,67 @@ sl_err sl_ring_iter_init(sl_ring_iter_t *it, const sl_ring_cfg_t *cfg);
  * operation: its buffer is already the average. */
 bool sl_ring_next(sl_ring_iter_t *it, sl_ring_op_t *op);
 
+
+/* ---- the job file (src/elastic/job_spec.c; docs/elastic.md, "The job file") ----
+ *
+ * A JSON object with "kind": "elastic". Unknown fields are refused and
+ * every refusal names the field ("nodes.min: must be in [1, 32], not 0").
+ * sl_elastic_job_encode writes the canonical form (fixed key order, every
+ * default filled in, numbers as %.17g): it parses back to the same job,
+ * and the job id is a hash of it, so two files that mean the same job
+ * have the same id. */
+
+#define SL_ELASTIC_JOB_MAX_LEN (64 * 1024) /* bytes of a job file */
+#define SL_ELASTIC_NAME_MAX 64             /* characters in a job name */
+#define SL_ELASTIC_TEXT_MAX 1024           /* characters in a model spec or command */
+#define SL_ELASTIC_DATASET_MAX 255         /* characters in a dataset name or path */
+#define SL_ELASTIC_MAX_EPOCHS 10000        /* epochs of a job */
+#define SL_ELASTIC_MAX_BATCH 1048576       /* global batch, all ranks together */
+#define SL_ELASTIC_JOB_ID_LEN 16           /* hex characters of a job id */
+#define SL_ELASTIC_JOB_CANON_MAX 4096      /* bytes of the canonical encoding */
+
+typedef enum {
+    SL_ELASTIC_TRAINER_BUILTIN = 1, /* the built-in trainer, data-parallel */
+    SL_ELASTIC_TRAINER_COMMAND = 2  /* a command run with torchrun's environment */
+} sl_elastic_trainer_kind;
+
+/* A parsed, validated job file. */
+typedef struct {
+    char name[SL_ELASTIC_NAME_MAX + 1];       /* letters, digits, '_', '-', '.' */
+    uint64_t seed;                            /* default 1 */
+    uint32_t min_nodes, max_nodes;            /* 1 <= min <= max <= SL_ELASTIC_MAX_NODES */
+    sl_elastic_trainer_kind trainer;          /* builtin or command */
+    char model[SL_ELASTIC_TEXT_MAX + 1];      /* builtin: model spec ("mlp:256,128") */
+    char command[SL_ELASTIC_TEXT_MAX + 1];    /* command: the shell command */
+    uint32_t stop_grace_s;                    /* command: SIGTERM to SIGKILL (default 10) */
+    char dataset[SL_ELASTIC_DATASET_MAX + 1]; /* builtin: required; command: optional */
+    uint64_t dataset_limit;                   /* first N training samples (0: all) */
+    double val_split;                         /* held-out fraction, [0, 0.9] (default 0.1) */
+    uint32_t epochs;                          /* 1..SL_ELASTIC_MAX_EPOCHS */
+    uint32_t global_batch;                    /* samples per step, all ranks (default 128) */
+    char optimizer[16];                       /* sgd (default), nesterov, adam, adamw */
+    double lr;                                /* (0, 10] (default 0.05) */
+    double momentum;                          /* [0, 1) (default 0.9) */
+    double weight_decay;                      /* [0, 1) (default 0) */
+    char schedule[16];                        /* none (default), step, cosine */
+    uint32_t step_epochs;                     /* step schedule period (default 10) */
+    double step_gamma;                        /* step schedule factor, (0, 1] (default 0.1) */
+    uint32_t warmup_epochs;                   /* linear warm-up (default 0) */
+    uint32_t checkpoint_every;                /* steps between checkpoints (default 100) */
+} sl_elastic_job_t;
+
+/* Parses a job file. SL_EINVAL (SL_ETOOBIG over SL_ELASTIC_JOB_MAX_LEN)
+ * with the reason in `why`, naming the field; SL_ENOMEM. */
+sl_err sl_elastic_job_parse(const char *json, size_t len, sl_elastic_job_t *out, char *why,
+                            size_t why_len);
+/* The canonical encoding (NUL-terminated, `*len` bytes without the NUL);
+ * SL_ETOOBIG if it does not fit `cap`. */
+sl_err sl_elastic_job_encode(const sl_elastic_job_t *job, char *out, size_t cap, size_t *len);
+/* The job id: 16 hex characters of a hash of the canonical encoding. */
+sl_err sl_elastic_job_id(const sl_elastic_job_t *job, char out[SL_ELASTIC_JOB_ID_LEN + 1]);
+/* Whether `id` (len bytes) has a job id's form. */
+bool sl_elastic_job_id_valid(const char *id, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
