@@ -360,6 +360,99 @@ sl_err sl_elastic_job_id(const sl_elastic_job_t *job, char out[SL_ELASTIC_JOB_ID
 /* Whether `id` (len bytes) has a job id's form. */
 bool sl_elastic_job_id_valid(const char *id, size_t len);
 
+
+/* ---- the job's store keys and records (src/elastic/job_records.c;
+ * proto/elastic.md) ----
+ *
+ * The one place that builds and parses `job/J/...` keys and encodes and
+ * decodes their values. J is a job id (16 lower-case hex), R a round in
+ * decimal (1..SL_ELASTIC_ROUND_MAX, no leading zero), P and L peer ids
+ * (1..64 bytes of UTF-8, no control character; the last segment, so they
+ * may hold '/'):
+ *
+ *   job/J/spec        the job's canonical JSON (sl_elastic_job_encode)
+ *   job/J/vol/P       msgpack {0: round}
+ *   job/J/w/R/L       msgpack {0: parent round, 1: parent leader, 2: [members]}
+ *   job/J/ack/R/P     msgpack {0: world leader, 1: tip round, 2: tip leader,
+ *                              3: step, 4: has_state, 5: state_world round,
+ *                              6: state_world leader}
+ *   job/J/cancel      msgpack {} (any map: the job is cancelled)
+ *
+ * Values are canonical msgpack (proto/envelope.md section 3: integer keys
+ * ascending, every field required, unknown keys skipped, no float).
+ * Decoders are strict and bounded and say why in `why`: SL_EPROTO for a
+ * malformed key or value, SL_ETRUNC for a value that ends early,
+ * SL_ENONCANON for msgpack out of the canonical profile, SL_ETOOBIG over a
+ * bound. */
+
+#define SL_ELASTIC_ROUND_MAX UINT64_C(9007199254740991) /* rounds and steps: 2^53-1 */
+#define SL_ELASTIC_KEY_MAX 192          /* bytes of the longest key, with its NUL */
+#define SL_ELASTIC_VALUE_MAX 4096       /* bytes of a record value (not the spec) */
+#define SL_ELASTIC_MAX_RECORDS 4096     /* records of each kind one view holds */
+
+typedef enum {
+    SL_ELASTIC_KEY_SPEC = 1,  /* job/J/spec */
+    SL_ELASTIC_KEY_VOL = 2,   /* job/J/vol/P */
+    SL_ELASTIC_KEY_WORLD = 3, /* job/J/w/R/L */
+    SL_ELASTIC_KEY_ACK = 4,   /* job/J/ack/R/P */
+    SL_ELASTIC_KEY_CANCEL = 5 /* job/J/cancel */
+} sl_elastic_key_kind;
+
+/* A parsed key. `round` and `peer` are set for the kinds that have them
+ * (the world's leader is `peer`). */
+typedef struct {
+    sl_elastic_key_kind kind;
+    char job[SL_ELASTIC_JOB_ID_LEN + 1];
+    uint64_t round;
+    char peer[SL_ELASTIC_ID_MAX + 1];
+} sl_elastic_key_t;
+
+/* Writes the key (NUL-terminated, *len bytes without it); SL_EINVAL for a
+ * key that would not parse back, SL_ETOOBIG if `cap` is short. */
+sl_err sl_elastic_key_build(const sl_elastic_key_t *k, char *out, size_t cap, size_t *len);
+/* Parses a key; SL_EPROTO with the reason otherwise. */
+sl_err sl_elastic_key_parse(const char *key, size_t len, sl_elastic_key_t *out, char *why,
+                            size_t why_len);
+
+/* Each encoder writes the record's canonical value into `out` (`cap`
+ * bytes; SL_ETOOBIG if short) and refuses (SL_EINVAL) a record its
+ * decoder would refuse. Each decoder takes the parsed key (the writer,
+ * round and leader come from it) and `max_nodes`, the job's bound on a
+ * world's members (<= SL_ELASTIC_MAX_NODES). */
+sl_err sl_elastic_vol_encode(const sl_elastic_vol_t *v, uint8_t *out, size_t cap, size_t *len);
+sl_err sl_elastic_vol_decode(const sl_elastic_key_t *key, const void *val, size_t len,
+                             sl_elastic_vol_t *out, char *why, size_t why_len);
+sl_err sl_elastic_world_encode(const sl_elastic_world_t *w, uint32_t max_nodes, uint8_t *out,
+                               size_t cap, size_t *len);
+sl_err sl_elastic_world_decode(const sl_elastic_key_t *key, uint32_t max_nodes,
+                               const void *val, size_t len, sl_elastic_world_t *out,
+                               char *why, size_t why_len);
+sl_err sl_elastic_ack_encode(const sl_elastic_ack_t *a, uint8_t *out, size_t cap, size_t *len);
+sl_err sl_elastic_ack_decode(const sl_elastic_key_t *key, const void *val, size_t len,
+                             sl_elastic_ack_t *out, char *why, size_t why_len);
+sl_err sl_elastic_cancel_encode(uint8_t *out, size_t cap, size_t *len);
+sl_err sl_elastic_cancel_decode(const void *val, size_t len, char *why, size_t why_len);
+/* job/J/spec: the canonical encoding of a job whose id is J. */
+sl_err sl_elastic_spec_decode(const sl_elastic_key_t *key, const void *val, size_t len,
+                              sl_elastic_job_t *out, char *why, size_t why_len);
+
+/* The job's records as read from the store, turned into the core's view. */
+typedef struct sl_elastic_records sl_elastic_records_t;
+
+sl_err sl_elastic_records_new(const char *job_id, uint32_t max_nodes,
+                              sl_elastic_records_t **out);
+void sl_elastic_records_destroy(sl_elastic_records_t **r);
+/* Adds one store entry of the job: a vol, world, ack or cancel record (the
+ * spec is read with sl_elastic_spec_decode, and is skipped here). A key of
+ * another job, a malformed key or value, a second record for one key, or a
+ * record over SL_ELASTIC_MAX_RECORDS of its kind is refused (the view
+ * keeps what it had) with the reason. */
+sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t key_len,
+                              const void *val, size_t val_len, char *why, size_t why_len);
+/* Fills the view's worlds, acks, vols and cancelled (borrowed from `r`
+ * until its next add or destroy); the caller sets members and synced. */
+void sl_elastic_records_view(const sl_elastic_records_t *r, sl_elastic_view_t *view);
+
 #ifdef __cplusplus
 }
 #endif
