@@ -9,6 +9,7 @@
 #include "starling/blob.h"
 #include "starling/rng.h"
 #include "starling/platform.h"
+#include "blob/blob_test.h"
 #include "testlib.h"
 
 static char base[256];

@@ -14,6 +14,7 @@
 
 #include "starling/crdt.h"
 #include "starling/rng.h"
+#include "store/crdt_test.h"
 #include "testlib.h"
 
 #define REPLICAS 3

@@ -24,6 +24,7 @@
 
 #include "starling/sim.h"
 #include "starling/store.h"
+#include "store/store_test.h"
 #include "testlib.h"
 
 #define NODES 5

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "starling/sim.h"
+#include "sim/sim_test.h"
 #include "testlib.h"
 
 #define N 8

@@ -95,9 +95,6 @@ typedef struct {
 sl_err sl_blob_plan(const uint8_t hash[SL_BLAKE2B_LEN], const char *const *names, const bool *holds,
                     size_t n, size_t r, sl_blob_plan_t *out);
 
-/* Test-only planted bug (S6 checker): 1 = plans never re-replicate. */
-void sl_blob_set_bug(int bug);
-
 /* Checks `len` bytes against a chunk or blob hash: SL_ECORRUPT if not. */
 sl_err sl_blob_verify(const void *data, size_t len, const uint8_t hash[SL_BLAKE2B_LEN]);
 

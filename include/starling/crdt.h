@@ -149,10 +149,6 @@ size_t sl_crdt_val_drop(sl_crdt_val_t *v, bool (*pred)(void *ctx, const sl_crdt_
 size_t sl_crdt_val_ctx(const sl_crdt_val_t *v, const uint8_t *elem, uint32_t elem_len,
                        bool all, sl_dot_t *out, size_t cap);
 
-/* Test-only: plants a bug in every value (process-wide), so the law tests
- * can be seen to fire. 1: LWW ties ignore the replica id. 0: none. */
-void sl_crdt_set_bug(int bug);
-
 /* Readers. */
 const sl_crdt_item_t *sl_crdt_lww_get(const sl_crdt_val_t *v); /* NULL: none/deleted */
 int64_t sl_crdt_counter_value(const sl_crdt_val_t *v);

@@ -158,8 +158,6 @@ void sl_simswim_set_net(sl_simswim_t *c, const sl_sim_net_t *net);
 /* Call after changing node `id`'s core directly (sl_swim_set_meta, ...):
  * sends its outputs, feeds its events to the checkers, reschedules it. */
 sl_err sl_simswim_touch(sl_simswim_t *c, uint32_t id);
-/* Plants a bug in every core, present and restarted (tests only). */
-void sl_simswim_set_bug(sl_simswim_t *c, sl_swim_bug bug);
 
 /* Watches node `member` reaching incarnation `inc` (or a later one) in
  * state `state` (SL_SWIM_STATE_NONE: any) in the other nodes' views:

@@ -300,15 +300,6 @@ sl_err sl_store_retire(sl_store_t *s, uint64_t rid);
 /* One step of garbage collection (see above); returns atoms dropped. */
 size_t sl_store_gc(sl_store_t *s);
 
-/* Test-only: a planted bug, so a simulation checker can be seen to fire
- * (tests/sim_store_test.c). Never set outside tests. */
-typedef enum {
-    SL_STORE_BUG_NONE = 0,
-    SL_STORE_BUG_DELTA_DROP = 1, /* S2: deltas silently skip some atoms */
-    SL_STORE_BUG_NO_GC = 2       /* S5: garbage collection never drops anything */
-} sl_store_bug;
-void sl_store_set_bug(sl_store_t *s, sl_store_bug bug);
-
 /* ---- Introspection ---- */
 
 typedef struct {

@@ -6,6 +6,7 @@
 #include <sodium.h>
 
 #include "starling/mpack.h"
+#include "blob/blob_test.h"
 
 static int planted_bug; /* sl_blob_set_bug: tests only */
 

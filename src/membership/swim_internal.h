@@ -8,6 +8,7 @@
 
 #include "starling/rng.h"
 #include "starling/swim.h"
+#include "membership/swim_test.h"
 
 /* ---- Interned strings (src/membership/swim_intern.c) ---- */
 

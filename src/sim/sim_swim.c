@@ -9,6 +9,7 @@
 
 #include "starling/msg.h"
 #include "starling/sim.h"
+#include "sim/sim_test.h"
 
 #define ADDR_PREFIX "sim://n"
 #define MAX_VIOLATIONS 64

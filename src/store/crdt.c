@@ -5,6 +5,7 @@
 
 #include "starling/hash.h"
 #include "starling/rng.h"
+#include "store/crdt_test.h"
 
 static bool kind_matches_type(uint8_t kind, uint8_t type) {
     switch (kind) {

@@ -10,6 +10,7 @@
 #include "starling/hlc.h"
 #include "starling/rng.h"
 #include "starling/store.h"
+#include "store/store_test.h"
 
 #define BLOCK_SHIFT 20
 #define BLOCK_LEN (1u << BLOCK_SHIFT)
