@@ -74,6 +74,12 @@ sl_err sl_node_run(sl_node_t *node);
  * it, runs due timers and sends what the cores output. */
 sl_err sl_node_step(sl_node_t *node, int max_wait_ms);
 
+/* Stops the loop with an error, for a module that finds one of its
+ * invariants broken (the study view check): sl_node_step returns `err`
+ * (the first one given) from then on, so sl_node_run logs PEER-LOOP and
+ * returns it without a graceful leave, and the peer exits non-zero. */
+void sl_node_fail(sl_node_t *node, sl_err err);
+
 /* Announces a graceful leave and serves for `wait_ms` more. */
 sl_err sl_node_leave(sl_node_t *node, int wait_ms);
 

@@ -124,6 +124,7 @@ struct sl_node {
     char first_seed[SL_ADDR_MAX + 16]; /* the first of them, for messages */
     uint64_t alone_warn_ns;            /* when to warn next that no seed answered */
     uint64_t trim_ns;                  /* when to give freed memory back next */
+    sl_err failed;                     /* sl_node_fail: the loop stops with it */
     bool back_valid;                   /* back_* describe the message being handled */
     sl_net_route_t back_route;         /* the ROUTER connection it came in on */
     char back_addr[SL_ADDR_MAX + 1];   /* its sender's advertised address */
@@ -998,7 +999,14 @@ bool sl_node_deliver(sl_node_t *node, uint8_t type, const uint8_t *body, size_t 
 
 sl_swim_t *sl_node_swim_mut(sl_node_t *node) { return node->swim; }
 
+void sl_node_fail(sl_node_t *node, sl_err err) {
+    if (node->failed == SL_OK)
+        node->failed = err != SL_OK ? err : SL_EINTERNAL;
+}
+
 sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
+    if (node->failed != SL_OK)
+        return node->failed;
     uint64_t now_ns = sl_plat_now_ns();
     int64_t now = (int64_t)(now_ns / 1000000ull);
     int64_t deadline = sl_swim_next_deadline_ms(node->swim);
@@ -1054,7 +1062,7 @@ sl_err sl_node_step(sl_node_t *node, int max_wait_ms) {
                    "there, and that it uses the same --key (or none)",
                    node->first_seed, node->seed_count > 1 ? " or the other seeds" : "");
     }
-    return SL_OK;
+    return node->failed; /* (SL_OK unless a module called sl_node_fail) */
 }
 
 sl_err sl_node_leave(sl_node_t *node, int wait_ms) {

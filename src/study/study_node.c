@@ -974,8 +974,14 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
     sl_study_live_refresh(sn, c, now);
     char why[256];
     if (sn->check_view && !sl_study_live_check(sn, c, now, why, sizeof why)) {
-        sl_log(SL_LOG_ERR, "STUDY-VIEW", "the live view differs from the store: %s", why);
-        abort(); /* an invariant broke: the test that switched the check on fails */
+        /* an invariant broke: counted (stats study.view_errors) and the
+           peer stops through its loop's error path and exits non-zero, so
+           the test that switched the check on fails (lib.sh peers_running) */
+        sl_log(SL_LOG_ERR, "STUDY-VIEW", "the live view differs from the store: %s; stopping the peer",
+               why);
+        sn->view_errors++;
+        sl_node_fail(sn->node, SL_EINTERNAL);
+        return;
     }
     int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : (sn->cfg.slots < 0 ? 0 : spec->concurrency);
     members_t *ms = &sn->members;
@@ -1299,6 +1305,7 @@ static size_t study_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"writes", sn->writes},
                              {"claims", sn->claims},
                              {"claims_lost", sn->claims_lost},
+                             {"view_errors", sn->view_errors},
                              {"jobs_ended", sn->jobs_ended},
                              {"job_ms", sn->job_ms_total},
                              {"keys_applied", applied},

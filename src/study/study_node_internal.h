@@ -244,6 +244,7 @@ struct sl_study_node {
     uint64_t turn_ns_total;          /* their cost (stats) */
     uint64_t claims;                 /* trials claimed here (stats) */
     uint64_t claims_lost;            /* jobs stopped: another peer held the claim (stats) */
+    uint64_t view_errors;            /* turns whose view check failed (stats; the peer stops) */
     uint64_t jobs_ended;             /* jobs whose worker ended (stats) */
     uint64_t job_ms_total;           /* wall ms jobs held a slot, claim to end (stats) */
     uint64_t turn_fp;                /* store fingerprint at the last turn */

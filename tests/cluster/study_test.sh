@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 cluster_init
 # every peer compares its live view of each study with a fresh read of its
-# store on every turn, and aborts on a difference (docs/studies.md)
+# store on every turn, and stops (exit 1) on a difference (docs/studies.md)
 export SL_STUDY_CHECK=1
 STUDY_FILE=$CLUSTER_DIR/toy.json
 cat >"$STUDY_FILE" <<'JSON'
@@ -269,8 +269,9 @@ grep -q "$FULL" "$CLUSTER_DIR/watch.txt" || fail "watch shows no trials"
 log "ok: every command answers after a full-cluster restart"
 
 # the check can fail: two peers whose live views lose one change in 50
-# (SL_STUDY_PLANT=lost-change) run a quick study; one must abort with
-# STUDY-VIEW
+# (SL_STUDY_PLANT=lost-change) run a quick study; one must log STUDY-VIEW
+# and stop through the loop's error path (PEER-LOOP, exit status 1: no
+# abort, no signal)
 export SL_STUDY_PLANT=lost-change
 MAY_EXIT[q0]=1 MAY_EXIT[q1]=1
 start_peer q0 --allow-commands
@@ -289,6 +290,22 @@ ctl q0 submit "$CLUSTER_DIR/planted.json" >/dev/null || fail "planted submit fai
 caught() { grep -q "STUDY-VIEW" "$CLUSTER_DIR/q0.log" "$CLUSTER_DIR/q1.log"; }
 wait_until 30 "the live view check catches the planted lost change" caught
 grep -h "STUDY-VIEW" "$CLUSTER_DIR/q0.log" "$CLUSTER_DIR/q1.log" | head -1 >&2
+stopped_q() {
+    local n
+    for n in q0 q1; do
+        grep -q "STUDY-VIEW" "$CLUSTER_DIR/$n.log" && ! kill -0 "${PID[$n]}" 2>/dev/null &&
+            { echo "$n"; return 0; }
+    done
+    return 1
+}
+wait_until 20 "the peer that caught it stops" eval 'stopped_q >/dev/null'
+QN=$(stopped_q)
+QRC=0
+wait "${PID[$QN]}" 2>/dev/null || QRC=$?
+unset "PID[$QN]"
+[ "$QRC" -eq 1 ] || fail "$QN exited with status $QRC after STUDY-VIEW, not 1 (its loop's error path)"
+grep -q "PEER-LOOP" "$CLUSTER_DIR/$QN.log" || fail "$QN stopped with no PEER-LOOP line"
+log "ok: $QN logged STUDY-VIEW and exited with status 1"
 log "leaderboard:"
 head -5 "$CLUSTER_DIR/leaderboard.txt" >&2
 log "PASS"
