@@ -171,8 +171,13 @@ def main():
         got = []
         w = starling.Client(peer=os.path.join(tmp, "a"))
 
+        watching = threading.Event()
+
         def writer():
-            time.sleep(0.5)
+            # the watch is open once it has seen a write: probe until then
+            deadline = time.monotonic() + 20
+            while not watching.wait(0.05) and time.monotonic() < deadline:
+                a.put("py/w/probe", "")
             for i in range(3):
                 a.put(f"py/w/{i}", str(i))
             a.delete("py/w/0")
@@ -180,9 +185,13 @@ def main():
         t = threading.Thread(target=writer)
         t.start()
         for ev in w.watch("py/w/", timeout=20):
+            if ev["key"] == "py/w/probe":
+                watching.set()
+                continue
             got.append(ev)
             if len(got) == 4:
                 break
+        watching.set()
         t.join()
         w.close()
         check([e["key"] for e in got] == ["py/w/0", "py/w/1", "py/w/2", "py/w/0"]
