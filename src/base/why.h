@@ -11,10 +11,6 @@
 
 #ifdef __cplusplus
 extern "C" {
-#ifdef __cplusplus
-}
-#endif
-
 #endif
 
 /* Writes the formatted message into why (when why is non-NULL and why_len

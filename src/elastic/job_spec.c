@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "base/why.h"
 #include "starling/elastic.h"
 #include "starling/hash.h"
@@ -21,23 +22,6 @@
 
 /* "path.key", or "key" at the top. */
 #define FIELD(path, key) (path), (*(path) ? "." : ""), (key)
-
-/* Refuses keys of `obj` not in `allowed` (NULL-terminated) and duplicates. */
-static sl_err check_keys(const cJSON *obj, const char *path, const char *const *allowed,
-                         char *why, size_t why_len) {
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        bool ok = false;
-        for (size_t i = 0; allowed[i]; i++)
-            if (strcmp(it->string, allowed[i]) == 0)
-                ok = true;
-        if (!ok)
-            return refuse(why, why_len, "%s%s%s: unknown field", FIELD(path, it->string));
-        for (const cJSON *j = it->next; j; j = j->next)
-            if (strcmp(it->string, j->string) == 0)
-                return refuse(why, why_len, "%s%s%s: given twice", FIELD(path, it->string));
-    }
-    return SL_OK;
-}
 
 static const cJSON *get(const cJSON *obj, const char *key) {
     return cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -82,26 +66,6 @@ static sl_err get_u32(const cJSON *obj, const char *path, const char *key, bool 
     return err;
 }
 
-static sl_err get_str(const cJSON *obj, const char *path, const char *key, bool required,
-                      char *out, size_t cap, char *why, size_t why_len) {
-    const cJSON *v = get(obj, key);
-    if (!v)
-        return required ? refuse(why, why_len, "%s%s%s: required", FIELD(path, key)) : SL_OK;
-    if (!cJSON_IsString(v))
-        return refuse(why, why_len, "%s%s%s: must be a string", FIELD(path, key));
-    size_t n = strlen(v->valuestring);
-    if (n == 0)
-        return refuse(why, why_len, "%s%s%s: must not be empty", FIELD(path, key));
-    if (n >= cap)
-        return refuse(why, why_len, "%s%s%s: longer than %zu characters", FIELD(path, key),
-                      cap - 1);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v->valuestring[i] < 0x20)
-            return refuse(why, why_len, "%s%s%s: holds a control character", FIELD(path, key));
-    memcpy(out, v->valuestring, n + 1);
-    return SL_OK;
-}
-
 static bool name_ok(const char *s) {
     for (; *s; s++)
         if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
@@ -116,7 +80,7 @@ static sl_err parse_nodes(const cJSON *o, sl_elastic_job_t *j, char *why, size_t
         return refuse(why, why_len, "nodes: required ({\"min\": N, \"max\": M})");
     if (!cJSON_IsObject(o))
         return refuse(why, why_len, "nodes: must be an object {\"min\": N, \"max\": M}");
-    if ((err = check_keys(o, "nodes", keys, why, why_len)) ||
+    if ((err = sl_json_check_keys(o, "nodes", keys, why, why_len)) ||
         (err = get_u32(o, "nodes", "min", true, 1, SL_ELASTIC_MAX_NODES, &j->min_nodes, why,
                        why_len)) ||
         (err = get_u32(o, "nodes", "max", true, 1, SL_ELASTIC_MAX_NODES, &j->max_nodes, why,
@@ -135,13 +99,13 @@ static sl_err parse_trainer(const cJSON *t, sl_elastic_job_t *j, char *why, size
     if (!cJSON_IsObject(t))
         return refuse(why, why_len, "trainer: must be an object with a \"type\"");
     char type[16] = "";
-    if ((err = get_str(t, "trainer", "type", true, type, sizeof type, why, why_len)))
+    if ((err = sl_json_get_str(t, "trainer", "type", true, type, sizeof type, why, why_len)))
         return err;
     if (strcmp(type, "builtin") == 0) {
         static const char *const keys[] = {"type", "model", NULL};
         j->trainer = SL_ELASTIC_TRAINER_BUILTIN;
-        if ((err = check_keys(t, "trainer", keys, why, why_len)) ||
-            (err = get_str(t, "trainer", "model", true, j->model, sizeof j->model, why,
+        if ((err = sl_json_check_keys(t, "trainer", keys, why, why_len)) ||
+            (err = sl_json_get_str(t, "trainer", "model", true, j->model, sizeof j->model, why,
                            why_len)))
             return err;
         sl_nn_spec_t ns;
@@ -156,8 +120,8 @@ static sl_err parse_trainer(const cJSON *t, sl_elastic_job_t *j, char *why, size
     if (strcmp(type, "command") == 0) {
         static const char *const keys[] = {"type", "command", "stop_grace_s", NULL};
         j->trainer = SL_ELASTIC_TRAINER_COMMAND;
-        if ((err = check_keys(t, "trainer", keys, why, why_len)) ||
-            (err = get_str(t, "trainer", "command", true, j->command, sizeof j->command, why,
+        if ((err = sl_json_check_keys(t, "trainer", keys, why, why_len)) ||
+            (err = sl_json_get_str(t, "trainer", "command", true, j->command, sizeof j->command, why,
                            why_len)) ||
             (err = get_u32(t, "trainer", "stop_grace_s", false, 1, 600, &j->stop_grace_s, why,
                            why_len)))
@@ -174,12 +138,12 @@ static sl_err parse_dataset(const cJSON *root, sl_elastic_job_t *j, char *why,
     if (!ds)
         return SL_OK;
     if (cJSON_IsString(ds))
-        return get_str(root, "", "dataset", true, j->dataset, sizeof j->dataset, why, why_len);
+        return sl_json_get_str(root, "", "dataset", true, j->dataset, sizeof j->dataset, why, why_len);
     if (!cJSON_IsObject(ds))
         return refuse(why, why_len, "dataset: must be a name or {\"name\": ...}");
     static const char *const keys[] = {"name", "limit", "val_split", NULL};
-    if ((err = check_keys(ds, "dataset", keys, why, why_len)) ||
-        (err = get_str(ds, "dataset", "name", true, j->dataset, sizeof j->dataset, why,
+    if ((err = sl_json_check_keys(ds, "dataset", keys, why, why_len)) ||
+        (err = sl_json_get_str(ds, "dataset", "name", true, j->dataset, sizeof j->dataset, why,
                        why_len)) ||
         (err = get_u64(ds, "dataset", "limit", false, 0, 1e12, &j->dataset_limit, why,
                        why_len)) ||
@@ -196,8 +160,8 @@ static sl_err parse_optimizer(const cJSON *o, sl_elastic_job_t *j, char *why, si
         return SL_OK;
     if (!cJSON_IsObject(o))
         return refuse(why, why_len, "optimizer: must be an object {\"type\": ..., \"lr\": ...}");
-    if ((err = check_keys(o, "optimizer", keys, why, why_len)) ||
-        (err = get_str(o, "optimizer", "type", false, j->optimizer, sizeof j->optimizer, why,
+    if ((err = sl_json_check_keys(o, "optimizer", keys, why, why_len)) ||
+        (err = sl_json_get_str(o, "optimizer", "type", false, j->optimizer, sizeof j->optimizer, why,
                        why_len)))
         return err;
     sl_nn_opt_kind k;
@@ -223,8 +187,8 @@ static sl_err parse_schedule(const cJSON *o, sl_elastic_job_t *j, char *why, siz
         return SL_OK;
     if (!cJSON_IsObject(o))
         return refuse(why, why_len, "schedule: must be an object {\"type\": ...}");
-    if ((err = check_keys(o, "schedule", keys, why, why_len)) ||
-        (err = get_str(o, "schedule", "type", false, j->schedule, sizeof j->schedule, why,
+    if ((err = sl_json_check_keys(o, "schedule", keys, why, why_len)) ||
+        (err = sl_json_get_str(o, "schedule", "type", false, j->schedule, sizeof j->schedule, why,
                        why_len)))
         return err;
     sl_nn_schedule k;
@@ -276,32 +240,18 @@ sl_err sl_elastic_job_parse(const char *json, size_t len, sl_elastic_job_t *out,
         return SL_ENOMEM;
     defaults(j);
     sl_err err = SL_EINVAL;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
-    if (!root) {
-        size_t off = end && end >= json ? (size_t)(end - json) : 0;
-        refuse(why, why_len, "job: not valid JSON near byte %zu", off);
+    cJSON *root = NULL;
+    if ((err = sl_json_parse_object(json, len, "job", &root, why, why_len)))
         goto fail;
-    }
-    if (!cJSON_IsObject(root)) {
-        refuse(why, why_len, "job: must be a JSON object");
-        goto fail;
-    }
-    while (end && end < json + len && isspace((unsigned char)*end))
-        end++;
-    if (end != json + len && !(end && *end == '\0' && end + 1 == json + len)) {
-        refuse(why, why_len, "job: text after the JSON object (byte %zu)", (size_t)(end - json));
-        goto fail;
-    }
     char kind[16] = "";
-    if ((err = check_keys(root, "", keys, why, why_len)) ||
-        (err = get_str(root, "", "kind", true, kind, sizeof kind, why, why_len)))
+    if ((err = sl_json_check_keys(root, "", keys, why, why_len)) ||
+        (err = sl_json_get_str(root, "", "kind", true, kind, sizeof kind, why, why_len)))
         goto fail;
     if (strcmp(kind, "elastic") != 0) {
         err = refuse(why, why_len, "kind: must be \"elastic\", not \"%s\"", kind);
         goto fail;
     }
-    if ((err = get_str(root, "", "name", true, j->name, sizeof j->name, why, why_len)))
+    if ((err = sl_json_get_str(root, "", "name", true, j->name, sizeof j->name, why, why_len)))
         goto fail;
     if (!name_ok(j->name)) {
         err = refuse(why, why_len, "name: use letters, digits, '_', '-' or '.'");

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "base/why.h"
 #include "starling/hash.h"
 #include "starling/nn.h"
@@ -38,25 +39,6 @@ const char *sl_sched_name(sl_sched_kind kind) {
 }
 
 /* ---- small typed readers: each names the field on error ---- */
-
-/* Refuses keys of `obj` not in `allowed` (NULL-terminated) and duplicates. */
-static sl_err check_keys(const cJSON *obj, const char *path, const char *const *allowed,
-                         char *why, size_t why_len) {
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        bool ok = false;
-        for (size_t i = 0; allowed[i]; i++)
-            if (strcmp(it->string, allowed[i]) == 0)
-                ok = true;
-        if (!ok)
-            return refuse(why, why_len, "%s%s%s: unknown field", path, *path ? "." : "",
-                          it->string);
-        for (const cJSON *j = it->next; j; j = j->next)
-            if (strcmp(it->string, j->string) == 0)
-                return refuse(why, why_len, "%s%s%s: given twice", path, *path ? "." : "",
-                              it->string);
-    }
-    return SL_OK;
-}
 
 static const cJSON *get(const cJSON *obj, const char *key) {
     return cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -98,26 +80,6 @@ static sl_err get_i(const cJSON *obj, const char *path, const char *key, bool re
     sl_err err = get_int(obj, path, key, required, lo, hi, &v, why, why_len);
     *out = (int)v;
     return err;
-}
-
-static sl_err get_str(const cJSON *obj, const char *path, const char *key, bool required,
-                      char *out, size_t cap, char *why, size_t why_len) {
-    const cJSON *v = get(obj, key);
-    if (!v) {
-        if (required)
-            return refuse(why, why_len, "%s%s%s: required", path, *path ? "." : "", key);
-        return SL_OK;
-    }
-    if (!cJSON_IsString(v))
-        return refuse(why, why_len, "%s%s%s: must be a string", path, *path ? "." : "", key);
-    size_t n = strlen(v->valuestring);
-    if (n == 0)
-        return refuse(why, why_len, "%s%s%s: must not be empty", path, *path ? "." : "", key);
-    if (n >= cap)
-        return refuse(why, why_len, "%s%s%s: longer than %zu characters", path,
-                      *path ? "." : "", key, cap - 1);
-    memcpy(out, v->valuestring, n + 1);
-    return SL_OK;
 }
 
 static sl_err get_bool(const cJSON *obj, const char *path, const char *key, bool *out,
@@ -170,7 +132,7 @@ static sl_err parse_arch(const cJSON *o, const char *path, sl_param_t *p, char *
     static const char *const keys[] = {"type", "families", "layers", "width", "units",
                                        "channels", "kernel", "fc", NULL};
     char sub[160];
-    sl_err err = check_keys(o, path, keys, why, why_len);
+    sl_err err = sl_json_check_keys(o, path, keys, why, why_len);
     if (err)
         return err;
     const cJSON *fam = get(o, "families");
@@ -246,7 +208,7 @@ static sl_err parse_param(const cJSON *o, const char *name, sl_param_t *p, char 
                                            NULL};
         bool is_int = type[0] == 'i';
         p->kind = is_int ? SL_PARAM_INT : SL_PARAM_REAL;
-        if ((err = check_keys(o, path, keys, why, why_len)))
+        if ((err = sl_json_check_keys(o, path, keys, why, why_len)))
             return err;
         if ((err = get_num(o, path, "low", true, -1e15, 1e15, &p->low, why, why_len)) ||
             (err = get_num(o, path, "high", true, -1e15, 1e15, &p->high, why, why_len)) ||
@@ -271,7 +233,7 @@ static sl_err parse_param(const cJSON *o, const char *name, sl_param_t *p, char 
     if (strcmp(type, "categorical") == 0) {
         static const char *const keys[] = {"type", "values", NULL};
         p->kind = SL_PARAM_CAT;
-        if ((err = check_keys(o, path, keys, why, why_len)))
+        if ((err = sl_json_check_keys(o, path, keys, why, why_len)))
             return err;
         const cJSON *vals = get(o, "values");
         if (!vals)
@@ -430,14 +392,14 @@ static sl_err parse_trainer(const cJSON *t, sl_study_spec_t *s, char *why, size_
     if (!cJSON_IsObject(t))
         return refuse(why, why_len, "trainer: required (an object with a \"type\")");
     char type[16] = "";
-    if ((err = get_str(t, "trainer", "type", true, type, sizeof type, why, why_len)))
+    if ((err = sl_json_get_str(t, "trainer", "type", true, type, sizeof type, why, why_len)))
         return err;
     bool used[SL_STUDY_MAX_PARAMS] = {false};
     if (strcmp(type, "builtin") == 0) {
         static const char *const keys[] = {"type", "model", "optimizer", "lr", "batch", "threads",
                                            NULL};
         s->trainer = SL_TRAINER_BUILTIN;
-        if ((err = check_keys(t, "trainer", keys, why, why_len)))
+        if ((err = sl_json_check_keys(t, "trainer", keys, why, why_len)))
             return err;
         if (!get(t, "model")) {
             int arch = -1, n = 0;
@@ -449,12 +411,12 @@ static sl_err parse_trainer(const cJSON *t, sl_study_spec_t *s, char *why, size_
                               "trainer.model: required (a model spec such as \"mlp:256,128\" or "
                               "\"{arch}\") unless search_space has exactly one arch parameter");
             snprintf(s->model, sizeof s->model, "{%s}", s->params[arch].name);
-        } else if ((err = get_str(t, "trainer", "model", true, s->model, sizeof s->model, why,
+        } else if ((err = sl_json_get_str(t, "trainer", "model", true, s->model, sizeof s->model, why,
                                   why_len))) {
             return err;
         }
         snprintf(s->optimizer, sizeof s->optimizer, "adam");
-        if ((err = get_str(t, "trainer", "optimizer", false, s->optimizer, sizeof s->optimizer,
+        if ((err = sl_json_get_str(t, "trainer", "optimizer", false, s->optimizer, sizeof s->optimizer,
                            why, why_len)))
             return err;
         sl_nn_opt_kind ok;
@@ -510,8 +472,8 @@ static sl_err parse_trainer(const cJSON *t, sl_study_spec_t *s, char *why, size_
     if (strcmp(type, "command") == 0) {
         static const char *const keys[] = {"type", "command", "timeout_s", NULL};
         s->trainer = SL_TRAINER_COMMAND;
-        if ((err = check_keys(t, "trainer", keys, why, why_len)) ||
-            (err = get_str(t, "trainer", "command", true, s->command, sizeof s->command, why,
+        if ((err = sl_json_check_keys(t, "trainer", keys, why, why_len)) ||
+            (err = sl_json_get_str(t, "trainer", "command", true, s->command, sizeof s->command, why,
                            why_len)))
             return err;
         int64_t to = 3600;
@@ -537,18 +499,18 @@ static sl_err parse_searcher(const cJSON *o, sl_study_spec_t *s, char *why, size
     if (!cJSON_IsObject(o))
         return refuse(why, why_len, "searcher: must be an object with a \"type\"");
     char type[16] = "random";
-    if ((err = get_str(o, "searcher", "type", false, type, sizeof type, why, why_len)))
+    if ((err = sl_json_get_str(o, "searcher", "type", false, type, sizeof type, why, why_len)))
         return err;
     if (strcmp(type, "random") == 0 || strcmp(type, "grid") == 0) {
         static const char *const keys[] = {"type", NULL};
         s->searcher = type[0] == 'r' ? SL_SEARCH_RANDOM : SL_SEARCH_GRID;
-        return check_keys(o, "searcher", keys, why, why_len);
+        return sl_json_check_keys(o, "searcher", keys, why, why_len);
     }
     if (strcmp(type, "evolution") == 0) {
         static const char *const keys[] = {"type", "population", "mutation_rate",
                                            "crossover_rate", "generational", NULL};
         s->searcher = SL_SEARCH_EVOLUTION;
-        if ((err = check_keys(o, "searcher", keys, why, why_len)) ||
+        if ((err = sl_json_check_keys(o, "searcher", keys, why, why_len)) ||
             (err = get_i(o, "searcher", "population", false, 2, 1024, &s->population, why,
                          why_len)) ||
             (err = get_num(o, "searcher", "mutation_rate", false, 0, 1, &s->mutation_rate, why,
@@ -572,12 +534,12 @@ static sl_err parse_scheduler(const cJSON *o, sl_study_spec_t *s, char *why, siz
     if (!cJSON_IsObject(o))
         return refuse(why, why_len, "scheduler: required (an object with a \"type\")");
     char type[16] = "";
-    if ((err = get_str(o, "scheduler", "type", true, type, sizeof type, why, why_len)))
+    if ((err = sl_json_get_str(o, "scheduler", "type", true, type, sizeof type, why, why_len)))
         return err;
     if (strcmp(type, "fifo") == 0) {
         static const char *const keys[] = {"type", "epochs", "max_epochs", NULL};
         s->scheduler = SL_SCHED_FIFO;
-        if ((err = check_keys(o, "scheduler", keys, why, why_len)))
+        if ((err = sl_json_check_keys(o, "scheduler", keys, why, why_len)))
             return err;
         if (get(o, "epochs") && get(o, "max_epochs"))
             return refuse(why, why_len, "scheduler.epochs: give epochs or max_epochs, not both");
@@ -601,7 +563,7 @@ static sl_err parse_scheduler(const cJSON *o, sl_study_spec_t *s, char *why, siz
                       "scheduler.type: \"%s\" is not one of fifo, sh, asha, hyperband", type);
     static const char *const keys[] = {"type", "min_epochs", "max_epochs", "reduction",
                                        "brackets", NULL};
-    if ((err = check_keys(o, "scheduler", keys, why, why_len)) ||
+    if ((err = sl_json_check_keys(o, "scheduler", keys, why, why_len)) ||
         (err = get_i(o, "scheduler", "min_epochs", false, 1, SL_STUDY_MAX_EPOCHS, &s->min_epochs,
                      why, why_len)) ||
         (err = get_i(o, "scheduler", "max_epochs", true, 1, SL_STUDY_MAX_EPOCHS, &s->max_epochs,
@@ -655,11 +617,11 @@ static sl_err parse_objectives(const cJSON *o, sl_study_spec_t *s, char *why, si
         if (!cJSON_IsObject(it))
             return refuse(why, why_len, "%s: must be an object {metric, goal}", path);
         sl_objective_t *ob = &s->objectives[i];
-        sl_err err = check_keys(it, path, keys, why, why_len);
+        sl_err err = sl_json_check_keys(it, path, keys, why, why_len);
         if (!err)
-            err = get_str(it, path, "metric", true, ob->metric, sizeof ob->metric, why, why_len);
+            err = sl_json_get_str(it, path, "metric", true, ob->metric, sizeof ob->metric, why, why_len);
         if (!err)
-            err = get_str(it, path, "goal", true, goal, sizeof goal, why, why_len);
+            err = sl_json_get_str(it, path, "goal", true, goal, sizeof goal, why, why_len);
         if (err)
             return err;
         if (!name_ok(ob->metric) || strcmp(ob->metric, "epoch") == 0)
@@ -712,25 +674,11 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
     sl_study_spec_t *s = sl_calloc(1, sizeof *s);
     if (!s)
         return SL_ENOMEM;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
-    if (!root) {
-        size_t off = end && end >= json ? (size_t)(end - json) : 0;
-        refuse(why, why_len, "study: not valid JSON near byte %zu", off);
+    cJSON *root = NULL;
+    if ((err = sl_json_parse_object(json, len, "study", &root, why, why_len)))
         goto fail;
-    }
-    if (!cJSON_IsObject(root)) {
-        refuse(why, why_len, "study: must be a JSON object");
-        goto fail;
-    }
-    while (end && end < json + len && isspace((unsigned char)*end))
-        end++;
-    if (end != json + len && !(end && *end == '\0' && end + 1 == json + len)) {
-        refuse(why, why_len, "study: text after the JSON object (byte %zu)", (size_t)(end - json));
-        goto fail;
-    }
-    if ((err = check_keys(root, "", keys, why, why_len)) ||
-        (err = get_str(root, "", "name", true, s->name, sizeof s->name, why, why_len)))
+    if ((err = sl_json_check_keys(root, "", keys, why, why_len)) ||
+        (err = sl_json_get_str(root, "", "name", true, s->name, sizeof s->name, why, why_len)))
         goto fail;
     err = SL_EINVAL;
     if (!name_ok(s->name)) {
@@ -746,14 +694,14 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
     const cJSON *ds = get(root, "dataset");
     s->val_split = 0.1;
     if (cJSON_IsString(ds)) {
-        if ((err = get_str(root, "", "dataset", true, s->dataset, sizeof s->dataset, why,
+        if ((err = sl_json_get_str(root, "", "dataset", true, s->dataset, sizeof s->dataset, why,
                            why_len)))
             goto fail;
     } else if (cJSON_IsObject(ds)) {
         static const char *const dkeys[] = {"name", "limit", "val_split", NULL};
         int64_t limit = 0;
-        if ((err = check_keys(ds, "dataset", dkeys, why, why_len)) ||
-            (err = get_str(ds, "dataset", "name", true, s->dataset, sizeof s->dataset, why,
+        if ((err = sl_json_check_keys(ds, "dataset", dkeys, why, why_len)) ||
+            (err = sl_json_get_str(ds, "dataset", "name", true, s->dataset, sizeof s->dataset, why,
                            why_len)) ||
             (err = get_int(ds, "dataset", "limit", false, 0, 1e12, &limit, why, why_len)) ||
             (err = get_num(ds, "dataset", "val_split", false, 0, 0.9, &s->val_split, why,
@@ -807,7 +755,7 @@ sl_err sl_study_spec_parse(const char *json, size_t len, sl_study_spec_t *out, c
             err = refuse(why, why_len, "budget: must be an object {trials, time_s}");
             goto fail;
         }
-        if ((err = check_keys(b, "budget", bkeys, why, why_len)) ||
+        if ((err = sl_json_check_keys(b, "budget", bkeys, why, why_len)) ||
             (err = get_int(b, "budget", "trials", false, 1, SL_STUDY_MAX_TRIALS, &trials, why,
                            why_len)) ||
             (err = get_int(b, "budget", "time_s", false, 1, 365 * 86400.0, &time_s, why,
