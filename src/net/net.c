@@ -225,12 +225,18 @@ sl_err sl_net_key_load(const char *path, sl_net_key_t *key) {
 
 /* ---- Addresses ---- */
 
+/* The rest of `s` after `prefix` ("tcp://", "ipc://"), or NULL. */
+static const char *after_prefix(const char *s, const char *prefix) {
+    size_t n = strlen(prefix);
+    return strncmp(s, prefix, n) ? NULL : s + n;
+}
+
 sl_err sl_net_addr_normalize(const char *in, char *out, size_t cap) {
     if (!in || !in[0])
         return SL_EINVAL;
-    const char *s = in;
-    if (!strncmp(s, "tcp://", 6))
-        s += 6;
+    const char *s = after_prefix(in, "tcp://");
+    if (!s)
+        s = in;
     const char *colon = strrchr(s, ':');
     if (!colon || !colon[1])
         return SL_EINVAL;
@@ -406,8 +412,9 @@ void sl_net_destroy(sl_net_t **pnet) {
         zmq_close(net->monitor);
     if (net->control) {
         zmq_close(net->control);
-        if (!strncmp(net->control_endpoint, "ipc://", 6))
-            unlink(net->control_endpoint + 6); /* a stale socket file would say we listen */
+        const char *path = after_prefix(net->control_endpoint, "ipc://");
+        if (path)
+            unlink(path); /* a stale socket file would say we listen */
     }
     if (net->zap)
         zmq_close(net->zap);
@@ -471,10 +478,11 @@ sl_err sl_net_control_listen(sl_net_t *net, const char *endpoint) {
     if (net->control || !endpoint)
         return SL_EINVAL;
     char ep[SL_NET_CONTROL_MAX];
-    bool ipc = !strncmp(endpoint, "ipc://", 6);
+    const char *ipc_path = after_prefix(endpoint, "ipc://");
+    bool ipc = ipc_path != NULL;
     if (ipc) {
         /* the kernel's limit on a Unix socket's path (sun_path, 108 with its NUL) */
-        size_t path_len = strlen(endpoint + 6);
+        size_t path_len = strlen(ipc_path);
         if (path_len == 0 || path_len > 107) {
             sl_log(SL_LOG_ERR, "NET-CONTROL",
                    "control socket path is %zu bytes, over the 107 a Unix socket allows: give a "
@@ -485,7 +493,7 @@ sl_err sl_net_control_listen(sl_net_t *net, const char *endpoint) {
     } else {
         if (sl_net_addr_normalize(endpoint, ep, sizeof ep) != SL_OK)
             return SL_EINVAL;
-        const char *host = ep + 6, *colon = strrchr(host, ':');
+        const char *host = after_prefix(ep, "tcp://"), *colon = strrchr(host, ':');
         if (!net->has_key && !sl_net_host_is_loopback(host, (size_t)(colon - host))) {
             sl_log(SL_LOG_ERR, "NET-CONTROL",
                    "control endpoint %s is off loopback and the cluster has no key: anyone who "
@@ -531,8 +539,8 @@ sl_err sl_net_control_listen(sl_net_t *net, const char *endpoint) {
                zmq_strerror(bind_errno));
         goto fail;
     }
-    if (ipc && chmod(ep + 6, 0600) != 0) {
-        sl_log(SL_LOG_ERR, "NET-CONTROL", "cannot make %s private (mode 0600): %s", ep + 6,
+    if (ipc && chmod(ipc_path, 0600) != 0) {
+        sl_log(SL_LOG_ERR, "NET-CONTROL", "cannot make %s private (mode 0600): %s", ipc_path,
                strerror(errno));
         goto fail;
     }
