@@ -63,6 +63,16 @@ sl_err sl_net_key_format(const sl_net_key_t *key, char *buf, size_t cap);
  * malformed file, SL_EAUTH when public and secret do not belong together. */
 sl_err sl_net_key_parse(const char *text, size_t len, sl_net_key_t *key);
 
+/* Reads one ZAP request (ZeroMQ RFC 27) from the REP socket `zap` and
+ * answers it: accepted when the mechanism is CURVE and the client's
+ * long-term key is `key_public` (the cluster's). `flags`: 0 waits,
+ * ZMQ_DONTWAIT does not. Returns 1 accepted, 0 refused (`addr` gets the
+ * client's address when given) or malformed (no answer, `addr` empty), -1
+ * when nothing was read (errno says why: EAGAIN, ETERM). The peer's ROUTER
+ * and the elastic ring's links answer through it. */
+int sl_net_zap_answer(void *zap, const uint8_t key_public[32], int flags, char *addr,
+                      size_t addr_cap);
+
 /* Reads and parses a key file. SL_ENOTFOUND when missing. Warns in the
  * log (never printing the key) when the file is readable by others. */
 sl_err sl_net_key_load(const char *path, sl_net_key_t *key);

@@ -14,6 +14,7 @@
 
 #include "base/le.h"
 #include "elastic/ring_link.h"
+#include "starling/net.h"
 #include "starling/platform.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -84,49 +85,15 @@ static void make_header(uint8_t *h, const sl_ring_link_t *l, uint32_t call, uint
     sl_put64le(h + 24, chunk);
 }
 
-/* ---- ZAP: accept only the cluster's public key (as src/net/net.c) ---- */
+/* ---- ZAP: accept only the cluster's public key (sl_net_zap_answer) ---- */
 
 /* Answers the ROUTER's ZAP requests (RFC 27) until the context shuts down;
  * a thread of its own, so a handshake completes while the caller computes
  * between all-reduces. */
 static void *zap_main(void *arg) {
     sl_ring_link_t *l = arg;
-    for (;;) {
-        zmq_msg_t f[7];
-        int n = 0;
-        bool term = false, more = true;
-        for (; more; n++) {
-            zmq_msg_t tmp;
-            zmq_msg_init(n < 7 ? &f[n] : &tmp);
-            if (zmq_msg_recv(n < 7 ? &f[n] : &tmp, l->zap, 0) < 0) {
-                zmq_msg_close(n < 7 ? &f[n] : &tmp);
-                term = errno == ETERM;
-                break;
-            }
-            more = zmq_msg_more(n < 7 ? &f[n] : &tmp);
-            if (n >= 7)
-                zmq_msg_close(&tmp);
-        }
-        if (term) {
-            for (int i = 0; i < n && i < 7; i++)
-                zmq_msg_close(&f[i]);
-            break;
-        }
-        /* frames: version, request id, domain, address, routing id, mechanism, credentials */
-        bool ok = n == 7 && zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
-                  zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), l->key_public, 32);
-        if (n >= 2) {
-            zmq_send(l->zap, "1.0", 3, ZMQ_SNDMORE);
-            zmq_send(l->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
-            zmq_send(l->zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
-            const char *text = ok ? "OK" : "not a member of this cluster";
-            zmq_send(l->zap, text, strlen(text), ZMQ_SNDMORE);
-            zmq_send(l->zap, ok ? "member" : "", ok ? 6 : 0, ZMQ_SNDMORE);
-            zmq_send(l->zap, "", 0, 0);
-        }
-        for (int i = 0; i < n && i < 7; i++)
-            zmq_msg_close(&f[i]);
-    }
+    while (sl_net_zap_answer(l->zap, l->key_public, 0, NULL, 0) >= 0 || errno != ETERM)
+        ;
     zmq_close(l->zap);
     return NULL;
 }

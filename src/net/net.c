@@ -976,17 +976,16 @@ static bool has_more(void *sock) {
     return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more;
 }
 
-/* One ZAP request (RFC 27): accept only the cluster's public key. False
- * when none was waiting. */
-static bool serve_zap(sl_net_t *net) {
+int sl_net_zap_answer(void *zap, const uint8_t key_public[32], int flags, char *addr,
+                      size_t addr_cap) {
     zmq_msg_t f[7];
     int n = 0;
     for (; n < 7; n++) {
         zmq_msg_init(&f[n]);
-        if (zmq_msg_recv(&f[n], net->zap, ZMQ_DONTWAIT) < 0) {
+        if (zmq_msg_recv(&f[n], zap, n == 0 ? flags : ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&f[n]);
             if (n == 0)
-                return false;
+                return -1;
             break;
         }
         if (!zmq_msg_more(&f[n])) {
@@ -994,31 +993,41 @@ static bool serve_zap(sl_net_t *net) {
             break;
         }
     }
-    if (n < 7 || has_more(net->zap)) {
-        drain(net->zap);
-        for (int i = 0; i < n; i++)
-            zmq_msg_close(&f[i]);
+    int verdict = 0;
+    if (n < 7 || has_more(zap)) {
         /* A malformed request from our own libzmq: nothing sensible to send. */
-        return true;
+        drain(zap);
+    } else {
+        /* frames: version, request id, domain, address, routing id, mechanism, credentials */
+        bool ok = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
+                  zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), key_public, 32);
+        const char *text = ok ? "OK" : "not a member of this cluster";
+        zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
+        zmq_send(zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+        zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+        zmq_send(zap, text, strlen(text), ZMQ_SNDMORE);
+        zmq_send(zap, ok ? "member" : "", ok ? 6 : 0, ZMQ_SNDMORE);
+        zmq_send(zap, "", 0, 0);
+        verdict = ok ? 1 : 0;
+        if (addr && addr_cap)
+            snprintf(addr, addr_cap, "%.*s", (int)zmq_msg_size(&f[3]),
+                     (const char *)zmq_msg_data(&f[3]));
     }
-    /* frames: version, request id, domain, address, routing id, mechanism, credentials */
-    bool ok = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
-              zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), net->key_public, 32);
-    const char *code = ok ? "200" : "400";
-    const char *text = ok ? "OK" : "not a member of this cluster";
-    zmq_send(net->zap, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(net->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
-    zmq_send(net->zap, code, 3, ZMQ_SNDMORE);
-    zmq_send(net->zap, text, strlen(text), ZMQ_SNDMORE);
-    zmq_send(net->zap, ok ? "member" : "", ok ? 6 : 0, ZMQ_SNDMORE);
-    zmq_send(net->zap, "", 0, 0);
-    if (!ok) {
-        net->stats.auth_denied++;
-        sl_log(SL_LOG_NOTICE, "NET-AUTH-DENIED", "refused a connection from %.*s: wrong key",
-               (int)zmq_msg_size(&f[3]), (const char *)zmq_msg_data(&f[3]));
-    }
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < n; i++)
         zmq_msg_close(&f[i]);
+    return verdict;
+}
+
+/* One ZAP request of the ROUTER's: false when none was waiting. */
+static bool serve_zap(sl_net_t *net) {
+    char addr[64] = "";
+    int verdict = sl_net_zap_answer(net->zap, net->key_public, ZMQ_DONTWAIT, addr, sizeof addr);
+    if (verdict < 0)
+        return false;
+    if (verdict == 0 && addr[0]) {
+        net->stats.auth_denied++;
+        sl_log(SL_LOG_NOTICE, "NET-AUTH-DENIED", "refused a connection from %s: wrong key", addr);
+    }
     return true;
 }
 
