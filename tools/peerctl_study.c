@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "peerctl_client.h"
+#include "peerctl_job.h"
 #include "peerctl_store.h"
 #include "starling/common.h"
 
@@ -103,7 +104,7 @@ static cJSON *call_json(const char *cmd, const char *const *args, size_t n, int 
 
 int sl_cmd_submit(int argc, char **argv) {
     if (argc != 2 || argv[1][0] == '-')
-        return usage("submit STUDY.json   (prints the study id)");
+        return usage("submit FILE.json   (a study or an elastic job; prints its id)");
     size_t len;
     char *text = read_file(argv[1], &len);
     if (!text) {
@@ -116,7 +117,7 @@ int sl_cmd_submit(int argc, char **argv) {
     free(text);
     if (!j)
         return rc;
-    const cJSON *id = cJSON_GetObjectItem(j, "study");
+    const cJSON *id = cJSON_GetObjectItem(j, sl_job_is(j) ? "job" : "study");
     printf("%s\n", cJSON_IsString(id) ? id->valuestring : "?");
     cJSON_Delete(j);
     return 0;
@@ -206,9 +207,17 @@ int sl_cmd_status(int argc, char **argv) {
     cJSON *st = call_json("status", args, 1, &rc);
     if (!st)
         return rc;
-    print_status(st, false);
+    if (sl_job_is(st))
+        sl_job_print_status(st);
+    else
+        print_status(st, false);
     cJSON_Delete(st);
     return 0;
+}
+
+static cJSON *job_status(const char *id, int *rc) {
+    const char *args[1] = {id};
+    return call_json("status", args, 1, rc);
 }
 
 int sl_cmd_watch_study(const char *study) {
@@ -219,6 +228,10 @@ int sl_cmd_watch_study(const char *study) {
         cJSON *st = call_json("status", args, 1, &rc);
         if (!st)
             return rc;
+        if (sl_job_is(st)) {
+            cJSON_Delete(st);
+            return sl_job_watch(study, job_status);
+        }
         if (tty)
             printf("\033[H\033[2J");
         bool fin = print_status(st, true);
@@ -242,16 +255,17 @@ int sl_cmd_logs(int argc, char **argv) {
         else if (!trial)
             trial = argv[i];
         else
-            return usage("logs STUDY TRIAL [-f]");
+            return usage("logs STUDY TRIAL [-f] | logs JOB [PEER] [-f]");
     }
-    if (!study || !trial)
-        return usage("logs STUDY TRIAL [-f]");
+    if (!study)
+        return usage("logs STUDY TRIAL [-f] | logs JOB [PEER] [-f]");
     const char *args[2] = {study, trial};
     size_t shown = 0;
     for (;;) {
         char *out = NULL;
         size_t len = 0;
-        int rc = sl_peerctl_call_collect(&sl_peerctl_opts, "logs", args, 2, &out, &len);
+        int rc = sl_peerctl_call_collect(&sl_peerctl_opts, "logs", args, trial ? 2 : 1, &out,
+                                         &len);
         if (rc)
             return rc;
         if (len < shown)
@@ -271,10 +285,12 @@ int sl_cmd_logs(int argc, char **argv) {
         int rc2;
         const char *sa[1] = {study};
         cJSON *st = call_json("status", sa, 1, &rc2);
-        bool final = false;
+        bool final = sl_job_is(st) && (!strcmp(str_of(st, "state"), "done") ||
+                                       !strcmp(str_of(st, "state"), "failed") ||
+                                       !strcmp(str_of(st, "state"), "cancelled"));
         const cJSON *t;
         cJSON_ArrayForEach(t, cJSON_GetObjectItem(st, "trials")) {
-            if (!strncmp(str_of(t, "trial"), trial, strlen(trial)))
+            if (trial && !strncmp(str_of(t, "trial"), trial, strlen(trial)))
                 final = !strcmp(str_of(t, "state"), "done") || !strcmp(str_of(t, "state"), "failed");
         }
         bool fin = cJSON_IsString(cJSON_GetObjectItem(st, "finished"));
@@ -306,6 +322,11 @@ int sl_cmd_results(int argc, char **argv) {
     cJSON *r = call_json("results", args, 1, &rc);
     if (!r)
         return rc;
+    if (sl_job_is(r)) {
+        rc = (out_dir && make_dir(out_dir)) ? 1 : sl_job_results(r, out_dir, json);
+        cJSON_Delete(r);
+        return rc;
+    }
     if (json) {
         char *t = cJSON_Print(r);
         printf("%s\n", t ? t : "");
@@ -335,21 +356,23 @@ int sl_cmd_results(int argc, char **argv) {
 }
 
 int sl_cmd_fetch(int argc, char **argv) {
-    if (argc != 4)
-        return usage("fetch STUDY TRIAL DIR   (writes DIR/TRIAL.npz)");
-    const char *args[2] = {argv[1], argv[2]};
+    if (argc != 4 && argc != 3)
+        return usage("fetch STUDY TRIAL DIR   (writes DIR/TRIAL.npz)\n"
+                     "       peerctl fetch JOB DIR           (writes DIR/JOB.npz, the final model)");
+    bool job = argc == 3;
+    const char *args[2] = {argv[1], argv[2]}, *dir = argv[argc - 1];
     char *out = NULL;
     size_t len = 0;
-    int rc = sl_peerctl_call_collect(&sl_peerctl_opts, "fetch", args, 2, &out, &len);
+    int rc = sl_peerctl_call_collect(&sl_peerctl_opts, "fetch", args, job ? 1 : 2, &out, &len);
     if (rc)
         return rc;
-    rc = make_dir(argv[3]);
+    rc = make_dir(dir);
     char name[256];
-    snprintf(name, sizeof name, "%s.npz", argv[2]);
+    snprintf(name, sizeof name, "%.250s.npz", job ? argv[1] : argv[2]);
     if (!rc)
-        rc = write_file(argv[3], name, out, len);
+        rc = write_file(dir, name, out, len);
     if (!rc)
-        fprintf(stderr, "wrote %s/%s (%zu bytes)\n", argv[3], name, len);
+        fprintf(stderr, "wrote %s/%s (%zu bytes)\n", dir, name, len);
     sl_free(out);
     return rc;
 }
@@ -392,7 +415,7 @@ int sl_cmd_cancel(int argc, char **argv) {
     cJSON *r = call_json("cancel", args, 1, &rc);
     if (!r)
         return rc;
-    printf("cancelled %s\n", str_of(r, "study"));
+    printf("cancelled %s\n", str_of(r, cJSON_GetObjectItem(r, "job") ? "job" : "study"));
     cJSON_Delete(r);
     return 0;
 }

@@ -117,6 +117,10 @@ typedef struct {
                                      parameters (kept from the source when they
                                      were sent; round 0: initialised, or restored
                                      from a checkpoint) */
+    sl_elastic_ref_t broken;      /* a world whose collective broke here (the trainer
+                                     left it: a member's connection closed or went
+                                     silent), seen before membership says who died;
+                                     round 0: none */
 } sl_elastic_local_t;
 
 typedef enum {
@@ -395,7 +399,17 @@ typedef enum {
     SL_ELASTIC_KEY_VOL = 2,   /* job/J/vol/P */
     SL_ELASTIC_KEY_WORLD = 3, /* job/J/w/R/L */
     SL_ELASTIC_KEY_ACK = 4,   /* job/J/ack/R/P */
-    SL_ELASTIC_KEY_CANCEL = 5 /* job/J/cancel */
+    SL_ELASTIC_KEY_CANCEL = 5, /* job/J/cancel */
+    /* What the peers report of the job, JSON objects (proto/elastic.md
+       "Progress records"); the rendezvous does not read them. */
+    SL_ELASTIC_KEY_START = 6,  /* job/J/start/R: rank 0 started world R */
+    SL_ELASTIC_KEY_PROG = 7,   /* job/J/prog: the latest step (rank 0) */
+    SL_ELASTIC_KEY_CURVE = 8,  /* job/J/c/S: a point of the loss curve at step S (`round`) */
+    SL_ELASTIC_KEY_EPOCH = 9,  /* job/J/m/E: epoch E's metrics (E in `round`) */
+    SL_ELASTIC_KEY_CKPT = 10,  /* job/J/ckpt: the newest checkpoint (step, blob) */
+    SL_ELASTIC_KEY_DONE = 11,  /* job/J/done: the job ended (final model, metrics) */
+    SL_ELASTIC_KEY_FAIL = 12,  /* job/J/fail/P: peer P cannot train the job */
+    SL_ELASTIC_KEY_LOG = 13    /* job/J/log/P: the tail of peer P's log for the job */
 } sl_elastic_key_kind;
 
 /* A parsed key. `round` and `peer` are set for the kinds that have them

@@ -124,6 +124,13 @@ typedef sl_err (*sl_ctl_fn)(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 /* Adds a command (name up to 32 bytes). SL_EEXIST if taken, SL_EBUSY when
  * the table is full. `members` and `stats` are built in. */
 sl_err sl_node_ctl_register(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *ctx);
+/* Takes over command `cmd`, registered before: `fn` answers it from now
+ * on, and *prev_fn / *prev_ctx get the handler it replaces, to pass on
+ * the requests it does not own (jobs and studies share `status`, `logs`...:
+ * the elastic node answers for a job and passes a study on).
+ * SL_ENOTFOUND if no such command is registered. */
+sl_err sl_node_ctl_chain(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *ctx,
+                         sl_ctl_fn *prev_fn, void **prev_ctx);
 
 /* Sends one reply part: `status` SL_OK with a JSON (or byte) body, or an
  * error with a message for people as the body. Parts go out without

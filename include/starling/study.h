@@ -563,6 +563,11 @@ sl_err sl_plot_curves(const sl_study_spec_t *spec, const sl_trial_result_t *rs, 
 /* SVG scatter of two objectives with the Pareto front drawn. */
 sl_err sl_plot_pareto(const sl_study_spec_t *spec, const sl_trial_result_t *rs, size_t count,
                       int obj_x, int obj_y, sl_buf_t *out);
+/* SVG of one series y(x), `n` points in x order: a line, or a step line
+ * (`steps`: the value holds until the next point; an elastic job's world
+ * size). NaN values are left out. */
+sl_err sl_plot_series(const char *title, const char *xlabel, const char *ylabel,
+                      const double *x, const double *y, size_t n, bool steps, sl_buf_t *out);
 
 /* ---- integration helpers: store records, the builtin trainer, status ---- */
 

@@ -43,8 +43,11 @@ sl_err sl_elastic_key_build(const sl_elastic_key_t *k, char *out, size_t cap, si
     if (!k || !out || !sl_elastic_job_id_valid(k->job, strnlen(k->job, sizeof k->job)))
         return SL_EINVAL;
     bool has_peer = k->kind == SL_ELASTIC_KEY_VOL || k->kind == SL_ELASTIC_KEY_WORLD ||
-                    k->kind == SL_ELASTIC_KEY_ACK;
-    bool has_round = k->kind == SL_ELASTIC_KEY_WORLD || k->kind == SL_ELASTIC_KEY_ACK;
+                    k->kind == SL_ELASTIC_KEY_ACK || k->kind == SL_ELASTIC_KEY_FAIL ||
+                    k->kind == SL_ELASTIC_KEY_LOG;
+    bool has_round = k->kind == SL_ELASTIC_KEY_WORLD || k->kind == SL_ELASTIC_KEY_ACK ||
+                     k->kind == SL_ELASTIC_KEY_START || k->kind == SL_ELASTIC_KEY_CURVE ||
+                     k->kind == SL_ELASTIC_KEY_EPOCH;
     if (has_peer && !peer_ok(k->peer, strnlen(k->peer, sizeof k->peer)))
         return SL_EINVAL;
     if (has_round && (k->round == 0 || k->round > SL_ELASTIC_ROUND_MAX))
@@ -61,6 +64,23 @@ sl_err sl_elastic_key_build(const sl_elastic_key_t *k, char *out, size_t cap, si
     case SL_ELASTIC_KEY_ACK:
         n = snprintf(out, cap, "job/%s/ack/%llu/%s", k->job, (unsigned long long)k->round,
                      k->peer);
+        break;
+    case SL_ELASTIC_KEY_START:
+    case SL_ELASTIC_KEY_CURVE:
+    case SL_ELASTIC_KEY_EPOCH:
+        n = snprintf(out, cap, "job/%s/%s/%llu", k->job,
+                     k->kind == SL_ELASTIC_KEY_START   ? "start"
+                     : k->kind == SL_ELASTIC_KEY_CURVE ? "c"
+                                                       : "m",
+                     (unsigned long long)k->round);
+        break;
+    case SL_ELASTIC_KEY_PROG: n = snprintf(out, cap, "job/%s/prog", k->job); break;
+    case SL_ELASTIC_KEY_CKPT: n = snprintf(out, cap, "job/%s/ckpt", k->job); break;
+    case SL_ELASTIC_KEY_DONE: n = snprintf(out, cap, "job/%s/done", k->job); break;
+    case SL_ELASTIC_KEY_FAIL:
+    case SL_ELASTIC_KEY_LOG:
+        n = snprintf(out, cap, "job/%s/%s/%s", k->job,
+                     k->kind == SL_ELASTIC_KEY_FAIL ? "fail" : "log", k->peer);
         break;
     default: return SL_EINVAL;
     }
@@ -90,15 +110,39 @@ sl_err sl_elastic_key_parse(const char *key, size_t len, sl_elastic_key_t *out, 
         out->kind = SL_ELASTIC_KEY_SPEC;
         return SL_OK;
     }
-    if (rest == 6 && memcmp(p, "cancel", 6) == 0) {
-        out->kind = SL_ELASTIC_KEY_CANCEL;
-        return SL_OK;
+    static const struct {
+        const char *name;
+        sl_elastic_key_kind kind;
+    } single[] = {{"cancel", SL_ELASTIC_KEY_CANCEL}, {"prog", SL_ELASTIC_KEY_PROG},
+                  {"ckpt", SL_ELASTIC_KEY_CKPT},     {"done", SL_ELASTIC_KEY_DONE}},
+      numbered[] = {{"start/", SL_ELASTIC_KEY_START}, {"c/", SL_ELASTIC_KEY_CURVE},
+                    {"m/", SL_ELASTIC_KEY_EPOCH}},
+      by_peer[] = {{"vol/", SL_ELASTIC_KEY_VOL}, {"fail/", SL_ELASTIC_KEY_FAIL},
+                   {"log/", SL_ELASTIC_KEY_LOG}};
+    for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
+        if (rest == strlen(single[i].name) && memcmp(p, single[i].name, rest) == 0) {
+            out->kind = single[i].kind;
+            return SL_OK;
+        }
+    for (size_t i = 0; i < sizeof numbered / sizeof numbered[0]; i++) {
+        size_t nl = strlen(numbered[i].name);
+        if (rest > nl && memcmp(p, numbered[i].name, nl) == 0) {
+            if (!round_parse(p + nl, rest - nl, &out->round))
+                return bad(why, why_len, "elastic key: job/%s/%s takes 1..2^53-1 in decimal",
+                           out->job, numbered[i].name);
+            out->kind = numbered[i].kind;
+            return SL_OK;
+        }
     }
-    const char *peer;
-    if (rest > 4 && memcmp(p, "vol/", 4) == 0) {
-        out->kind = SL_ELASTIC_KEY_VOL;
-        peer = p + 4;
-    } else {
+    const char *peer = NULL;
+    for (size_t i = 0; i < sizeof by_peer / sizeof by_peer[0] && !peer; i++) {
+        size_t nl = strlen(by_peer[i].name);
+        if (rest > nl && memcmp(p, by_peer[i].name, nl) == 0) {
+            out->kind = by_peer[i].kind;
+            peer = p + nl;
+        }
+    }
+    if (!peer) {
         if (rest > 2 && memcmp(p, "w/", 2) == 0)
             out->kind = SL_ELASTIC_KEY_WORLD, p += 2;
         else if (rest > 4 && memcmp(p, "ack/", 4) == 0)
@@ -503,7 +547,15 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
     if (strcmp(k.job, r->job) != 0)
         return bad(why, why_len, "elastic key: of job %s, not %s", k.job, r->job);
     switch (k.kind) {
-    case SL_ELASTIC_KEY_SPEC: return SL_OK;
+    case SL_ELASTIC_KEY_SPEC:
+    case SL_ELASTIC_KEY_START:
+    case SL_ELASTIC_KEY_PROG:
+    case SL_ELASTIC_KEY_CURVE:
+    case SL_ELASTIC_KEY_EPOCH:
+    case SL_ELASTIC_KEY_CKPT:
+    case SL_ELASTIC_KEY_DONE:
+    case SL_ELASTIC_KEY_FAIL:
+    case SL_ELASTIC_KEY_LOG: return SL_OK; /* not the rendezvous's */
     case SL_ELASTIC_KEY_CANCEL:
         if ((err = sl_elastic_cancel_decode(val, val_len, why, why_len)))
             return err;
@@ -513,9 +565,15 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
         sl_elastic_vol_t v;
         if ((err = sl_elastic_vol_decode(&k, val, val_len, &v, why, why_len)))
             return err;
+        /* a register that only rises: a peer volunteers again, for a
+           later round, each time it is idle (an older value read late,
+           or again, changes nothing) */
         for (size_t i = 0; i < r->vol_count; i++)
-            if (strcmp(r->vols[i].peer, v.peer) == 0)
-                return bad(why, why_len, "vol: a second record of %s", v.peer);
+            if (strcmp(r->vols[i].peer, v.peer) == 0) {
+                if (v.round > r->vols[i].round)
+                    r->vols[i].round = v.round;
+                return SL_OK;
+            }
         if (r->vol_count >= SL_ELASTIC_MAX_RECORDS)
             return sl_why(why, why_len, SL_ETOOBIG, "vol: over %d records",
                           SL_ELASTIC_MAX_RECORDS);
@@ -530,7 +588,7 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
             return err;
         for (size_t i = 0; i < r->world_count; i++)
             if (sl_elastic_ref_eq(&r->worlds[i].id, &w.id))
-                return bad(why, why_len, "world: a second record of round %llu by %s",
+                return sl_why(why, why_len, SL_EEXIST, "world: a second record of round %llu by %s",
                            (unsigned long long)w.id.round, w.id.leader);
         if (r->world_count >= SL_ELASTIC_MAX_RECORDS)
             return sl_why(why, why_len, SL_ETOOBIG, "world: over %d records",
@@ -549,7 +607,7 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
             return err;
         for (size_t i = 0; i < r->ack_count; i++)
             if (r->acks[i].world.round == a.world.round && strcmp(r->acks[i].peer, a.peer) == 0)
-                return bad(why, why_len, "ack: a second record of round %llu by %s",
+                return sl_why(why, why_len, SL_EEXIST, "ack: a second record of round %llu by %s",
                            (unsigned long long)a.world.round, a.peer);
         if (r->ack_count >= SL_ELASTIC_MAX_RECORDS)
             return sl_why(why, why_len, SL_ETOOBIG, "ack: over %d records",

@@ -744,7 +744,9 @@ sl_err sl_elastic_step(sl_elastic_t *e, const sl_elastic_view_t *view,
         goto done;
     }
     if (e->phase == SL_ELASTIC_TRAINING) {
-        const char *why = ends(e, &an, find_world(&an, &e->cur));
+        const char *why = local->broken.round && sl_elastic_ref_eq(&local->broken, &e->cur)
+                              ? "the collective broke (a member's connection closed or went silent)"
+                              : ends(e, &an, find_world(&an, &e->cur));
         if (!why)
             goto done;
         emit(out, SL_ELASTIC_STOP)->reason = why;

@@ -488,6 +488,19 @@ sl_err sl_node_ctl_register(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void
     return SL_OK;
 }
 
+sl_err sl_node_ctl_chain(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *ctx,
+                         sl_ctl_fn *prev_fn, void **prev_ctx) {
+    for (size_t i = 0; i < node->ctl_count; i++)
+        if (!strcmp(node->ctl[i].cmd, cmd)) {
+            *prev_fn = node->ctl[i].fn;
+            *prev_ctx = node->ctl[i].ctx;
+            node->ctl[i].fn = fn;
+            node->ctl[i].ctx = ctx;
+            return SL_OK;
+        }
+    return SL_ENOTFOUND;
+}
+
 sl_err sl_node_route_register(sl_node_t *node, uint8_t lo, uint8_t hi, sl_node_msg_fn fn,
                               void *ctx) {
     if (lo < 16 || hi > 63 || lo > hi || !fn)

@@ -224,3 +224,37 @@ sl_err sl_plot_pareto(const sl_study_spec_t *spec, const sl_trial_result_t *rs, 
     sl_free(front);
     return out->failed ? SL_ENOMEM : SL_OK;
 }
+
+sl_err sl_plot_series(const char *title, const char *xlabel, const char *ylabel,
+                      const double *x, const double *y, size_t n, bool steps, sl_buf_t *out) {
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]) || !isfinite(y[i]))
+            continue;
+        xlo = fmin(xlo, x[i]);
+        xhi = fmax(xhi, x[i]);
+        ylo = fmin(ylo, y[i]);
+        yhi = fmax(yhi, y[i]);
+    }
+    if (steps && ylo > 0)
+        ylo = 0; /* a count: from zero */
+    axis_t ax, ay;
+    axis_fit(&ax, xlo, xhi, false);
+    axis_fit(&ay, ylo, yhi, false);
+    frame(out, title, xlabel, ylabel, &ax, &ay);
+    sl_buf_printf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
+                  palette[0]);
+    bool have = false;
+    double last_y = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]) || !isfinite(y[i]))
+            continue;
+        if (steps && have)
+            sl_buf_printf(out, "%.1f,%.1f ", px(&ax, x[i]), py(&ay, last_y));
+        sl_buf_printf(out, "%.1f,%.1f ", px(&ax, x[i]), py(&ay, y[i]));
+        have = true;
+        last_y = y[i];
+    }
+    sl_buf_printf(out, "\"/>\n</svg>\n");
+    return out->failed ? SL_ENOMEM : SL_OK;
+}
