@@ -77,6 +77,8 @@ typedef struct {
     sl_elastic_ref_t state_world; /* trainer: the last world that applied a step to them */
     uint64_t seen;            /* trainer: samples of the current epoch its state has seen */
     int training;             /* registry world it trains in, -1 */
+    int64_t stuck_since;      /* its world cannot step since then (0: it can) */
+    sl_elastic_ref_t broken;  /* trainer: the world whose collective broke here */
     int64_t booted;           /* when it last started */
     bool synced;              /* merged another replica since (or alone for SYNC_ALONE_MS) */
 } peer_t;
@@ -117,6 +119,10 @@ static void violate(world_t *w, const char *fmt, ...) {
     vsnprintf(w->violation + n, sizeof w->violation - (size_t)n, fmt, ap);
     va_end(ap);
 }
+
+/* A member whose all-reduce moved nothing this long leaves the world
+ * (the ring link's timeout, scaled to the simulated clock). */
+#define RING_TIMEOUT_MS 2000
 
 static bool running(const world_t *w, int p) {
     return w->peers[p].up && w->now >= w->peers[p].paused_until;
@@ -351,6 +357,7 @@ static void start(world_t *w, int p, const sl_elastic_view_t *v, const sl_elasti
                 (unsigned long long)a->start_step, r->source, a->source);
     }
     me->training = x;
+    me->stuck_since = 0;
     /* the state: its own, the source's sent over, or the seed's at step 0;
      * a source that crashed or moved on since it acked sends nothing, and
      * the world cannot step without it */
@@ -402,7 +409,7 @@ static void turn(world_t *w, int p) {
     peer_t *me = &w->peers[p];
     static sl_elastic_view_t v;
     build_view(w, p, &v);
-    sl_elastic_local_t local = {me->step, me->has_state, me->state_world};
+    sl_elastic_local_t local = {me->step, me->has_state, me->state_world, me->broken};
     sl_elastic_out_t out;
     sl_err err = sl_elastic_step(me->core, &v, &local, w->now, &out);
     if (err) {
@@ -424,7 +431,7 @@ static void turn(world_t *w, int p) {
         case SL_ELASTIC_WRITE_WORLD: write_world(w, p, &a->world); break;
         case SL_ELASTIC_WRITE_ACK: write_ack(w, p, &a->ack); break;
         case SL_ELASTIC_START: start(w, p, &v, a); break;
-        case SL_ELASTIC_STOP: me->training = -1; break;
+        case SL_ELASTIC_STOP: me->training = -1; me->stuck_since = 0; break;
         }
     }
 }
@@ -437,16 +444,32 @@ static void train(world_t *w) {
         wrec_t *r = &w->worlds[x];
         if (!r->started)
             continue;
-        bool ok = true;
+        bool ok = true, crashed = false;
         int idx[SL_ELASTIC_MAX_NODES] = {0};
-        for (uint32_t i = 0; i < r->w.count && ok; i++) {
+        for (uint32_t i = 0; i < r->w.count; i++) {
             idx[i] = peer_index(w, r->w.members[i]);
-            ok = idx[i] >= 0 && running(w, idx[i]) && w->peers[idx[i]].training == x;
+            crashed |= idx[i] >= 0 && !w->peers[idx[i]].up;
+            ok = ok && idx[i] >= 0 && running(w, idx[i]) && w->peers[idx[i]].training == x;
             for (uint32_t j = 0; j < i && ok; j++)
                 ok = connected(w, idx[i], idx[j]);
         }
-        if (!ok)
+        if (!ok) {
+            /* the all-reduce of a member in it breaks: at once when a
+               member crashed (its connections close), after the ring's
+               timeout when one is paused or cut off */
+            for (uint32_t i = 0; i < r->w.count; i++) {
+                peer_t *m = idx[i] >= 0 ? &w->peers[idx[i]] : NULL;
+                if (!m || !running(w, idx[i]) || m->training != x)
+                    continue;
+                if (!m->stuck_since)
+                    m->stuck_since = w->now;
+                if (crashed || w->now - m->stuck_since >= RING_TIMEOUT_MS)
+                    m->broken = r->w.id;
+            }
             continue;
+        }
+        for (uint32_t i = 0; i < r->w.count; i++)
+            w->peers[idx[i]].stuck_since = 0;
         /* E3: a world steps from the lineage's newest state when a member
          * held it at the start */
         if (r->steps == 0 && r->root >= 0) {
@@ -555,6 +578,7 @@ static sl_err boot(world_t *w, int p) {
     me->booted = w->now;
     me->synced = false;
     me->training = -1;
+    me->stuck_since = 0;
     me->has_state = false;
     me->step = 0;
     memset(&me->state_world, 0, sizeof me->state_world);
