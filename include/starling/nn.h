@@ -262,6 +262,73 @@ sl_err sl_nn_checkpoint_load(sl_nn_trainer_t *t, const char *path, char *why, si
  * docs/training.md. */
 sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t why_len);
 
+/* ---- data-parallel steps (src/nn/dp.c) ----
+ *
+ * What a data-parallel trainer (the elastic jobs' trainer,
+ * src/elastic/trainer.c) drives instead of sl_nn_trainer_epoch. Each
+ * worker builds the same trainer (same cfg: same split, same initial
+ * weights); one step is
+ *
+ *     sl_nn_dp_grads(t, rows, count, seed, g, &loss, &correct);  // summed
+ *     ... all-reduce g over the workers, divide by the step's samples ...
+ *     sl_nn_dp_apply(t, g, step, steps_per_epoch, &lr);
+ *
+ * Between the two the parameters are untouched (a step whose all-reduce
+ * fails is dropped by not applying it; the forward passes did move the
+ * batch-norm running statistics: save and restore them with
+ * sl_nn_dp_stats_get/_set). The trainer's step counter, which checkpoints
+ * carry, is the data-parallel step; sl_nn_dp_apply advances it and the
+ * epoch (step / steps_per_epoch). The cfg's batch is the most rows one
+ * forward takes: more rows are cut into chunks and their gradients added. */
+
+/* Training rows after the limit and the split (the schedule's sample
+ * count; sl_nn_dp_grads' rows index them). */
+size_t sl_nn_dp_train_count(const sl_nn_trainer_t *t);
+/* Floats in a gradient vector: the flat parameter vector (with its zero
+ * alignment gaps). */
+size_t sl_nn_dp_param_count(const sl_nn_trainer_t *t);
+/* Floats of running statistics (batch norm; 0 without). */
+size_t sl_nn_dp_stat_count(const sl_nn_trainer_t *t);
+/* Floats in the state vector: parameters, optimizer state (momentum, or
+ * Adam's m and v), running statistics, in that order. */
+size_t sl_nn_dp_state_count(const sl_nn_trainer_t *t);
+
+/* Forward and backward (training mode) over `count` training rows
+ * (`rows[i]` < sl_nn_dp_train_count): writes the gradient of the SUMMED
+ * loss to `grads` (host, sl_nn_dp_param_count floats), the summed loss and
+ * the number of rows classified right. Zero rows give zero gradients.
+ * Dropout masks derive from `seed` (one per chunk of cfg.batch rows).
+ * SL_EINVAL for a row out of range; a backend error. */
+sl_err sl_nn_dp_grads(sl_nn_trainer_t *t, const uint32_t *rows, size_t count, uint64_t seed,
+                      float *grads, double *loss_sum, double *correct);
+/* One optimizer step with the mean gradient `mean` (host) as step `step`
+ * (0-based, all workers together): the learning rate of the schedule at
+ * (step / steps_per_epoch, step % steps_per_epoch), Adam's t = step + 1.
+ * The step counter becomes step + 1; the rate used goes to *lr (may be
+ * NULL). */
+sl_err sl_nn_dp_apply(sl_nn_trainer_t *t, const float *mean, uint64_t step,
+                      uint64_t steps_per_epoch, double *lr);
+/* The running statistics to and from the host (sl_nn_dp_stat_count floats). */
+sl_err sl_nn_dp_stats_get(sl_nn_trainer_t *t, float *host);
+sl_err sl_nn_dp_stats_set(sl_nn_trainer_t *t, const float *host);
+/* The whole state to and from the host (sl_nn_dp_state_count floats); the
+ * step counter is not in it (sl_nn_dp_set_step). */
+sl_err sl_nn_dp_state_get(sl_nn_trainer_t *t, float *host);
+sl_err sl_nn_dp_state_set(sl_nn_trainer_t *t, const float *host);
+/* Initialises the state from cfg.seed as sl_nn_trainer_new does (the
+ * same weights), optimizer state zero, step 0. */
+sl_err sl_nn_dp_reset(sl_nn_trainer_t *t);
+/* The step counter, and setting it (the epoch follows). */
+uint64_t sl_nn_dp_step(const sl_nn_trainer_t *t);
+void sl_nn_dp_set_step(sl_nn_trainer_t *t, uint64_t step, uint64_t steps_per_epoch);
+/* Rows of the validation split (test false) or the test set (true). */
+size_t sl_nn_dp_eval_count(const sl_nn_trainer_t *t, bool test);
+/* Summed loss and right answers (eval mode) over rows [first,
+ * first+count) of the validation split or the test set, so that workers
+ * can each evaluate a slice and add. SL_EINVAL past the end. */
+sl_err sl_nn_dp_eval(sl_nn_trainer_t *t, bool test, size_t first, size_t count,
+                     double *loss_sum, double *correct);
+
 #ifdef __cplusplus
 }
 #endif

@@ -159,12 +159,16 @@ struct sl_nn_trainer {
     uint64_t step;                /* optimizer steps taken */
     sl_nn_progress_fn progress;   /* progress callback */
     void *progress_ctx;           /* its context */
+    struct sl_nn_dp *dp;          /* data-parallel step buffers (dp.c), made on first use */
 };
 
 /* Fingerprint of the configuration a checkpoint must match: model,
  * optimizer kind, input geometry, batch size, seed and the split's sizes
  * (the learning rate, schedule and epoch count may change on resume). */
 uint64_t sl_nn_trainer_fingerprint(const sl_nn_trainer_t *t);
+
+/* Frees what dp.c made for the trainer (sl_nn_trainer_destroy calls it). */
+void sl_nn_dp_free(sl_nn_trainer_t *t);
 
 /* Pure checkpoint codec (checkpoint.c): encode downloads the state into a
  * new buffer; decode validates everything before applying anything. */

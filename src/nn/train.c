@@ -272,6 +272,7 @@ void sl_nn_trainer_destroy(sl_nn_trainer_t **pt) {
     DFREE(t->ybatch);
     DFREE(t->acc);
 #undef DFREE
+    sl_nn_dp_free(t);
     sl_nn_model_destroy(&t->model);
     sl_free(t->train_idx_host);
     sl_free(t->train_base);
