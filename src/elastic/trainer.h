@@ -31,6 +31,7 @@
 #define STARLING_ELASTIC_TRAINER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "starling/elastic.h"
@@ -79,7 +80,8 @@ typedef enum {
                                broke (err, `text` says why); `step` where it stands */
     SL_ETEV_DONE = 4,       /* every epoch is trained (`step` the last); the world is left;
                                rank 0: the final weights are at `path` (.npz) */
-    SL_ETEV_FAILED = 5,     /* cannot train at all (data set, model, backend): `text` */
+    SL_ETEV_FAILED = 5,     /* cannot train at all (data set, model, backend) or the
+                               loss diverged: `text`; the world is left (no LEFT follows) */
     SL_ETEV_LOG = 6         /* a line of log text */
 } sl_etev_kind;
 
@@ -116,7 +118,21 @@ void sl_elastic_trainer_local(sl_elastic_trainer_t *t, sl_elastic_local_t *out);
 bool sl_elastic_trainer_in_world(sl_elastic_trainer_t *t);
 /* Pops the next event (caller sl_free's it), or NULL. */
 sl_etev_t *sl_elastic_trainer_pop(sl_elastic_trainer_t *t);
-/* Leaves, joins the thread and frees. */
+/* Leaves, joins the thread and frees (a step in progress ends first: its
+ * all-reduce finishes, or fails within the ring's timeout). */
 void sl_elastic_trainer_destroy(sl_elastic_trainer_t **t);
+
+/* Test hook: `fn` runs on the trainer's thread with the whole state vector
+ * (parameters, optimizer state, running statistics: sl_nn_dp_state_get)
+ * once the state is taken on entering a world, and after every step
+ * applied; `step` is the step it is at. NULL: none. */
+typedef void (*sl_elastic_trainer_state_fn)(void *ctx, uint64_t step, const float *state,
+                                            size_t count);
+void sl_elastic_trainer_test_on_state(sl_elastic_trainer_t *t, sl_elastic_trainer_state_fn fn,
+                                      void *ctx);
+/* Test switch: this rank's ring dies (SL_ECLOSED, its sockets closed) at
+ * its `sends`-th send in the next step's all-reduce: a rank killed
+ * mid-step (sl_ring_link_test_die_after). */
+void sl_elastic_trainer_test_die_after(sl_elastic_trainer_t *t, uint64_t sends);
 
 #endif
