@@ -5,6 +5,7 @@
  *              versions read and write)
  *   round_trip each built key parses back to its kind, ids and rest
  *   prefix     the scan prefixes of all studies, a study and a trial
+ *   slots      peer/P/slots, a peer's offer to every study
  *   refused    bad ids, a missing writer, a key that does not fit
  *   parse      users' keys are not a study's; malformed ids are told apart
  *              (with the kind their shape says); the sub-keys a reader
@@ -99,6 +100,18 @@ static void test_prefix(void) {
     CHECK_STR(p, "");
 }
 
+static void test_slots(void) {
+    char key[SL_STUDY_KEY_MAX];
+    CHECK_OK(sl_study_slots_key(key, sizeof key, "p1"));
+    CHECK_STR(key, "peer/p1/slots");
+    CHECK_ERR(sl_study_slots_key(key, sizeof key, ""), SL_EINVAL);
+    CHECK_ERR(sl_study_slots_key(key, sizeof key, NULL), SL_EINVAL);
+    CHECK_ERR(sl_study_slots_key(key, 8, "p1"), SL_ETOOBIG);
+    /* not a study's key */
+    sl_study_key_t k;
+    CHECK_ERR(sl_study_key_parse("peer/p1/slots", 13, &k), SL_ENOTFOUND);
+}
+
 static void test_refused(void) {
     char key[SL_STUDY_KEY_MAX];
     CHECK_ERR(sl_study_key_build(key, sizeof key, SL_STUDY_KEY_SPEC, "../../../escaped", NULL, 0,
@@ -182,6 +195,7 @@ int main(void) {
     sl_test_run("build", test_build);
     sl_test_run("round_trip", test_round_trip);
     sl_test_run("prefix", test_prefix);
+    sl_test_run("slots", test_slots);
     sl_test_run("refused", test_refused);
     sl_test_run("parse", test_parse);
     return sl_test_finish();

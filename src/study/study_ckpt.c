@@ -24,6 +24,7 @@
 
 #include "starling/hash.h"
 #include "starling/platform.h"
+#include "study/study_keys.h"
 #include "study/study_node_internal.h"
 
 #define MAX_FILE_LEN (256u << 20)
@@ -32,8 +33,8 @@
 
 /* ---- writing ---- */
 
-static void manifest_key(const char *study, const char *trial, char *key, size_t cap) {
-    snprintf(key, cap, "study/%s/t/%s/ck", study, trial);
+static sl_err manifest_key(const char *study, const char *trial, char key[SL_STUDY_KEY_MAX]) {
+    return sl_study_key_build(key, SL_STUDY_KEY_MAX, SL_STUDY_KEY_CKPT, study, trial, 0, NULL);
 }
 
 static void pending_free(ck_pending_t *p) {
@@ -112,13 +113,14 @@ static void write_inline(sl_study_node_t *sn, const char *study, const char *tri
     }
     sl_free(hex);
     cJSON_Delete(man);
-    char key[128];
-    manifest_key(study, trial, key, sizeof key);
+    char key[SL_STUDY_KEY_MAX];
+    bool keyed = manifest_key(study, trial, key) == SL_OK;
     const uint8_t *old;
     size_t ol;
     uint8_t prev[SL_BLAKE2B_LEN];
-    bool had = sl_study_node_get_str(sn, key, &old, &ol) == SL_OK && manifest_blob(old, ol, prev);
-    if (!txt || sl_study_node_put_str(sn, key, txt, strlen(txt)) != SL_OK) {
+    bool had = keyed && sl_study_node_get_str(sn, key, &old, &ol) == SL_OK &&
+               manifest_blob(old, ol, prev);
+    if (!txt || !keyed || sl_study_node_put_str(sn, key, txt, strlen(txt)) != SL_OK) {
         sl_log(SL_LOG_WARNING, "STUDY-CKPT", "trial %s: cannot store the checkpoint of epoch %d; "
                "the previous one stays", trial, epoch);
         free(txt);
@@ -212,8 +214,9 @@ void sl_study_ckpt_settle(sl_study_node_t *sn) {
         ck_pending_t *p = &sn->pending[i];
         if (!p->study[0] || sl_blob_node_holders(sn->cfg.blobs, p->hash) < need)
             continue;
-        char key[128];
-        manifest_key(p->study, p->trial, key, sizeof key);
+        char key[SL_STUDY_KEY_MAX];
+        if (manifest_key(p->study, p->trial, key) != SL_OK)
+            continue;
         const uint8_t *old;
         size_t ol;
         uint8_t prev[SL_BLAKE2B_LEN];
@@ -360,12 +363,12 @@ static void on_fetched(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]
 
 /* (Re)reads the manifest and fetches its blob. */
 static void try_fetch(ck_restore_t *rs) {
-    char key[128];
-    manifest_key(rs->study, rs->trial, key, sizeof key);
+    char key[SL_STUDY_KEY_MAX];
     const uint8_t *v;
     size_t vl;
     uint8_t hash[SL_BLAKE2B_LEN];
-    if (sl_study_node_get_str(rs->sn, key, &v, &vl) != SL_OK) {
+    if (manifest_key(rs->study, rs->trial, key) != SL_OK ||
+        sl_study_node_get_str(rs->sn, key, &v, &vl) != SL_OK) {
         restore_end(rs, 0, NULL); /* no checkpoint: start from the beginning */
         return;
     }

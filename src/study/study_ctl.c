@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "starling/platform.h"
+#include "study/study_keys.h"
 #include "study/study_node_internal.h"
 
 /* ---- control commands ---- */
@@ -88,18 +89,20 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                           "peer with --key FILE, or with --allow-commands if every client that "
                           "can reach the peers is trusted");
     }
-    char id[SL_TRIAL_ID_LEN + 1], key[96], body[256];
+    char id[SL_TRIAL_ID_LEN + 1], key[SL_STUDY_KEY_MAX], body[256];
     sl_study_spec_id(spec, id);
-    snprintf(key, sizeof key, "study/%s/spec", id);
+    err = sl_study_key_build(key, sizeof key, SL_STUDY_KEY_SPEC, id, NULL, 0, NULL);
     const uint8_t *v;
     size_t vl;
-    bool exists = sl_study_node_get_str(sn, key, &v, &vl) == SL_OK;
+    bool exists = err == SL_OK && sl_study_node_get_str(sn, key, &v, &vl) == SL_OK;
     if (!exists) {
         char start[32];
         snprintf(start, sizeof start, "%" PRIu64, sl_study_node_wall_ms());
-        char sk[96];
-        snprintf(sk, sizeof sk, "study/%s/start", id);
-        err = sl_study_node_put_now(sn, sk, start, strlen(start));
+        char sk[SL_STUDY_KEY_MAX];
+        if (err == SL_OK)
+            err = sl_study_key_build(sk, sizeof sk, SL_STUDY_KEY_START, id, NULL, 0, NULL);
+        if (err == SL_OK)
+            err = sl_study_node_put_now(sn, sk, start, strlen(start));
         if (err == SL_OK)
             err = sl_study_node_put_now(sn, key, (const char *)req->args[0].ptr, req->args[0].len);
         if (err != SL_OK) {
@@ -162,11 +165,11 @@ static sl_err cmd_status(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     cJSON_AddNumberToObject(root, "budget", v.spec->budget_trials);
     cJSON_AddNumberToObject(root, "max_epochs", v.spec->max_epochs);
     cJSON_AddStringToObject(root, "objective", v.spec->objectives[0].metric);
-    char key[96];
+    char key[SL_STUDY_KEY_MAX];
     const uint8_t *fv;
     size_t fl;
-    snprintf(key, sizeof key, "study/%s/finished", v.id);
-    if (sl_study_node_get_str(sn, key, &fv, &fl) == SL_OK) {
+    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_FINISHED, v.id, NULL, 0, NULL) == SL_OK &&
+        sl_study_node_get_str(sn, key, &fv, &fl) == SL_OK) {
         char b[200];
         snprintf(b, sizeof b, "%.*s", (int)(fl < 199 ? fl : 199), (const char *)fv);
         cJSON_AddStringToObject(root, "finished", b);
@@ -463,10 +466,11 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     bool replied;
     if (open_study(sn, req, call, 1, &v, &replied) != SL_OK)
         return SL_OK;
-    char key[96];
-    snprintf(key, sizeof key, "study/%s/cancel", v.id);
+    char key[SL_STUDY_KEY_MAX];
     static const char cancelled[] = "cancelled";
-    sl_err err = sl_study_node_put_now(sn, key, cancelled, sizeof cancelled - 1);
+    sl_err err = sl_study_key_build(key, sizeof key, SL_STUDY_KEY_CANCEL, v.id, NULL, 0, NULL);
+    if (err == SL_OK)
+        err = sl_study_node_put_now(sn, key, cancelled, sizeof cancelled - 1);
     char body[128];
     snprintf(body, sizeof body, "{\"study\":\"%s\",\"cancelled\":true}", v.id);
     sl_study_view_fini(&v);

@@ -1,8 +1,8 @@
-/* A study's store keys, built and parsed in one place: the table is in
- * study_keys.h. The loop, the control commands, the live view and the
- * checkpoints used to print and count them by hand ("study/%s/t/%s/...",
- * `6 + SL_TRIAL_ID_LEN`), twenty prints and eight offsets that had to
- * agree. */
+/* A study's store keys, built and parsed in one place (their table:
+ * docs/studies.md, "Store layout"). The loop, the control commands, the
+ * live view and the checkpoints used to print and count them by hand
+ * ("study/%s/t/%s/...", `6 + SL_TRIAL_ID_LEN`): twenty prints and eight
+ * offsets that had to agree. */
 #include "study/study_keys.h"
 
 #include <inttypes.h>
@@ -98,6 +98,12 @@ sl_err sl_study_key_prefix(char *out, size_t cap, const char *study, const char 
     if (!trial)
         return fits(snprintf(out, cap, ROOT "%s/", study), out, cap);
     return fits(snprintf(out, cap, ROOT "%s/t/%s/", study, trial), out, cap);
+}
+
+sl_err sl_study_slots_key(char *out, size_t cap, const char *peer) {
+    if (!out || !peer || !peer[0])
+        return SL_EINVAL;
+    return fits(snprintf(out, cap, "peer/%s/slots", peer), out, cap);
 }
 
 /* Whether the n bytes at p are `name`. */

@@ -1,28 +1,6 @@
 /* A study's store keys: the one place that builds and parses them
- * (src/study/study_keys.c). Every key is an LWW register; each grow-only
- * map of the design (docs/studies.md, "Store layout") is one key per entry.
- *
- *   study/S/spec               the study file
- *   study/S/start              wall ms of the submit
- *   study/S/cancel             present: cancelled
- *   study/S/finished           the reason
- *   study/S/t/T                trial record (sl_trial_record_encode)
- *   study/S/t/T/rung/R         a promotion to rung R (the reason)
- *   study/S/t/T/claim/P        peer P's claim register (sl_claim_encode); readers
- *                              join every peer's with sl_claim_merge, so claim
- *                              epochs only grow whatever order writes land in
- *   study/S/t/T/m/EEEEE        epoch E's report line (E zero-padded to 5)
- *   study/S/t/T/fail/E         a failure under claim epoch E (its text)
- *   study/S/t/T/res/W@E        writer W's result under claim epoch E
- *                              (sl_result_encode); readers merge them
- *   study/S/t/T/stop           the leader stops a running trial (the reason)
- *   study/S/t/T/log/C/P        the log of peer P's run under claim epoch C (C
- *                              zero-padded to 10; tail, text): one writer per
- *                              key, so no line is lost when owners overlap;
- *                              readers join them in key order
- *                              (sl_study_node_log); a bare study/S/t/T/log is
- *                              a log from before the split
- *   study/S/t/T/ck             checkpoint manifest (src/study/study_ckpt.c)
+ * (src/study/study_keys.c). What each key holds is the table of
+ * docs/studies.md, "Store layout"; the kinds below name their keys.
  *
  * S and T are SL_TRIAL_ID_LEN lower-case hex digits (sl_study_id_valid):
  * the store is writable by any member, and an id read from a key names
@@ -55,7 +33,8 @@ typedef enum {
     SL_STUDY_KEY_FAIL,      /* study/S/t/T/fail/E */
     SL_STUDY_KEY_RESULT,    /* study/S/t/T/res/W@E */
     SL_STUDY_KEY_STOP,      /* study/S/t/T/stop */
-    SL_STUDY_KEY_LOG,       /* study/S/t/T/log/C/P (or a bare study/S/t/T/log) */
+    SL_STUDY_KEY_LOG,       /* study/S/t/T/log/CCCCCCCCCC/P (a bare study/S/t/T/log:
+                               a trial's log from before one key per run) */
     SL_STUDY_KEY_CKPT,      /* study/S/t/T/ck */
 } sl_study_key_kind;
 
@@ -83,6 +62,9 @@ sl_err sl_study_key_build(char *out, size_t cap, sl_study_key_kind kind, const c
  * of a study (trial NULL: "study/S/") or of all studies (both NULL:
  * "study/") starts with, for a scan. Errors as sl_study_key_build's. */
 sl_err sl_study_key_prefix(char *out, size_t cap, const char *study, const char *trial);
+/* peer/P/slots, the trial slots peer P offers every study. SL_EINVAL: no name;
+ * SL_ETOOBIG: it does not fit. */
+sl_err sl_study_slots_key(char *out, size_t cap, const char *peer);
 /* Takes `key` (len bytes) apart. SL_ENOTFOUND: not a study's key (no
  * "study/", then SL_TRIAL_ID_LEN bytes and '/': the store holds users' own
  * keys too). SL_EPROTO: shaped as one, but its study or trial id is not

@@ -1,25 +1,8 @@
 /* Studies in the peer daemon: see include/starling/study_node.h and
- * docs/studies.md ("The runtime"). Store keys (all LWW registers; the
- * grow-only maps of the design are one key per entry):
- *   study/S/spec               the study file
- *   study/S/start              wall ms of the submit
- *   study/S/cancel             present: cancelled
- *   study/S/finished           the reason
- *   study/S/t/T                trial record (sl_trial_record_encode)
- *   study/S/t/T/rung/R         a promotion to rung R
- *   study/S/t/T/claim/P        peer P's claim register (sl_claim_encode); readers
- *                              join every peer's with sl_claim_merge, so claim
- *                              epochs only grow whatever order writes land in
- *   study/S/t/T/m/EEEEE        epoch E's report line
- *   study/S/t/T/fail/E         a failure under claim epoch E
- *   study/S/t/T/res/W@E        a result (sl_result_encode); readers merge
- *   study/S/t/T/stop           the leader stops a running trial
- *   study/S/t/T/log/C/P        the log of peer P's run under claim epoch C (C
- *                              zero-padded; tail, text): one writer per key, so
- *                              no line is lost when owners overlap; readers
- *                              join them in key order (sl_study_node_log)
- *   study/S/t/T/ck             checkpoint manifest {"epoch":..,"blob":HEX,"files":[[name,len]..]}
- *                              naming a blob with its copies (src/study/study_ckpt.c) */
+ * docs/studies.md ("The runtime"). Its store keys (all LWW registers; the
+ * grow-only maps of the design are one key per entry) are built and parsed
+ * in src/study/study_keys.c; their table is docs/studies.md's "Store
+ * layout". */
 #include "starling/study_node.h"
 
 #include <fcntl.h>
@@ -38,6 +21,7 @@
 
 #include "starling/platform.h"
 #include "starling/study.h"
+#include "study/study_keys.h"
 #include "study/study_node_internal.h"
 
 uint64_t sl_study_node_wall_ms(void) { return sl_plat_wall_ms(); }
@@ -55,13 +39,10 @@ static sl_err wrote(sl_study_node_t *sn, const char *key, sl_err err) {
     return err;
 }
 
-/* The cache entry of study key `key` ("study/S/..."), if cached. */
-static cached_t *cache_of_key(sl_study_node_t *sn, const uint8_t *key, size_t key_len) {
-    if (key_len < 6 + SL_TRIAL_ID_LEN + 1 || memcmp(key, "study/", 6) ||
-        key[6 + SL_TRIAL_ID_LEN] != '/' || !sl_study_id_valid((const char *)key + 6, SL_TRIAL_ID_LEN))
-        return NULL;
+/* The cache entry of the study whose key `k` is, if cached. */
+static cached_t *cache_of(sl_study_node_t *sn, const sl_study_key_t *k) {
     for (int i = 0; i < MAX_STUDIES; i++)
-        if (sn->specs[i].id[0] && !memcmp(sn->specs[i].id, key + 6, SL_TRIAL_ID_LEN))
+        if (sn->specs[i].id[0] && !strcmp(sn->specs[i].id, k->study))
             return &sn->specs[i];
     return NULL;
 }
@@ -73,7 +54,9 @@ static cached_t *cache_of_key(sl_study_node_t *sn, const uint8_t *key, size_t ke
 sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len) {
     size_t kl = strlen(key);
     sl_err err = sl_store_node_put_later(sn->store, key, kl, val, len);
-    cached_t *c = err == SL_OK ? cache_of_key(sn, (const uint8_t *)key, kl) : NULL;
+    sl_study_key_t k;
+    cached_t *c =
+        err == SL_OK && sl_study_key_parse(key, kl, &k) == SL_OK ? cache_of(sn, &k) : NULL;
     if (c)
         sl_study_live_apply(sn, c, (const uint8_t *)key, kl, (const uint8_t *)val, len, true);
     return wrote(sn, key, err);
@@ -96,12 +79,12 @@ cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id) {
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!strcmp(sn->specs[i].id, id))
             return &sn->specs[i];
-    char key[128];
-    snprintf(key, sizeof key, "study/%s/spec", id);
+    char key[SL_STUDY_KEY_MAX];
     const uint8_t *v;
     size_t len;
-    if (!sl_study_id_valid(id, strlen(id)) || sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
-        return NULL;
+    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_SPEC, id, NULL, 0, NULL) != SL_OK ||
+        sl_study_node_get_str(sn, key, &v, &len) != SL_OK)
+        return NULL; /* (an id that is not 16 hex digits names no key) */
     for (int i = 0; i < MAX_STUDIES; i++)
         if (!sn->specs[i].id[0]) {
             cached_t *c = &sn->specs[i];
@@ -131,26 +114,22 @@ const sl_study_spec_t *sl_study_node_spec(sl_study_node_t *sn, const char *id) {
     return c ? &c->spec : NULL;
 }
 
-/* Adds a study id from a spec key; false (not added) when malformed. */
-static bool ids_add(idlist_t *l, const uint8_t *id) {
-    if (!sl_study_id_valid((const char *)id, SL_TRIAL_ID_LEN))
-        return false;
+/* Adds the study id of a spec key (checked by the key's parser). */
+static void ids_add(idlist_t *l, const char *id) {
     for (int i = 0; i < l->count; i++)
-        if (!memcmp(l->ids[i], id, SL_TRIAL_ID_LEN))
-            return true;
+        if (!strcmp(l->ids[i], id))
+            return;
     if (l->count == MAX_STUDIES)
-        return true;
-    memcpy(l->ids[l->count], id, SL_TRIAL_ID_LEN);
-    l->ids[l->count][SL_TRIAL_ID_LEN] = 0;
+        return;
+    memcpy(l->ids[l->count], id, SL_TRIAL_ID_LEN + 1);
     l->count++;
-    return true;
 }
 
 static bool scan_ids(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
     (void)e;
-    const char *k = (const char *)key;
-    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(k + 6 + SL_TRIAL_ID_LEN, "/spec", 5))
-        ids_add(ctx, key + 6);
+    sl_study_key_t k;
+    if (sl_study_key_parse(key, key_len, &k) == SL_OK && k.kind == SL_STUDY_KEY_SPEC)
+        ids_add(ctx, k.study);
     return true;
 }
 
@@ -160,7 +139,9 @@ static const idlist_t *list_studies(sl_study_node_t *sn) {
     if (sn->ids_stale) {
         sn->ids_stale = false;
         sn->ids.count = 0;
-        sl_store_scan(sl_store_node_store(sn->store), "study/", 6, scan_ids, &sn->ids);
+        char pre[SL_STUDY_KEY_MAX];
+        if (sl_study_key_prefix(pre, sizeof pre, NULL, NULL) == SL_OK)
+            sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_ids, &sn->ids);
     }
     return &sn->ids;
 }
@@ -192,18 +173,23 @@ static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
             sn->specs[i].live.stale = true;
         return;
     }
-    if (key_len < 6 + SL_TRIAL_ID_LEN + 1 || memcmp(key, "study/", 6) ||
-        key[6 + SL_TRIAL_ID_LEN] != '/')
-        return;
-    if (key_len == 6 + SL_TRIAL_ID_LEN + 5 && !memcmp(key + 6 + SL_TRIAL_ID_LEN, "/spec", 5) && e &&
-        !ids_add(&sn->ids, key + 6)) {
-        sl_node_bad_input(sn->node, "study"); /* a study id that is not 16 hex digits */
-        return;
+    sl_study_key_t k;
+    sl_err err = sl_study_key_parse(key, key_len, &k);
+    if (err == SL_ENOTFOUND)
+        return; /* not a study's */
+    if (k.kind == SL_STUDY_KEY_SPEC && e) {
+        if (err != SL_OK) {
+            sl_node_bad_input(sn->node, "study"); /* a study id that is not 16 hex digits */
+            return;
+        }
+        ids_add(&sn->ids, k.study);
     }
+    if (err != SL_OK)
+        return; /* a malformed trial id: no trial of a view */
     /* a turn soon (no sooner than the gap allows): an idle loop waits a
        whole tick period otherwise */
     sl_node_tick_soon(sn->node, tick, sn);
-    cached_t *c = cache_of_key(sn, key, key_len);
+    cached_t *c = cache_of(sn, &k);
     if (!c)
         return; /* read whole when it is first cached */
     if (sn->plant_lost_change && ++sn->plant_count % 50 == 0)
@@ -280,10 +266,11 @@ sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v) {
 
 static void write_claim(sl_study_node_t *sn, const char *study, const char *trial,
                         const sl_claim_t *c) {
-    char key[128], val[512];
+    char key[SL_STUDY_KEY_MAX], val[512];
     size_t len;
-    snprintf(key, sizeof key, "study/%s/t/%s/claim/%s", study, trial, self_name(sn));
-    if (sl_claim_encode(c, val, sizeof val, &len) == SL_OK)
+    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_CLAIM, study, trial, 0, self_name(sn)) ==
+            SL_OK &&
+        sl_claim_encode(c, val, sizeof val, &len) == SL_OK)
         sl_study_node_put_str(sn, key, val, len);
 }
 
@@ -297,11 +284,11 @@ static void write_result(sl_study_node_t *sn, const char *study, const char *tri
     r.claim_epoch = claim_epoch;
     snprintf(r.writer, sizeof r.writer, "%s", self_name(sn));
     snprintf(r.reason, sizeof r.reason, "%s", reason);
-    char key[256], val[1024];
+    char key[SL_STUDY_KEY_MAX], val[1024];
     size_t len;
-    snprintf(key, sizeof key, "study/%s/t/%s/res/%s@%" PRIu64, study, trial, self_name(sn),
-             claim_epoch);
-    if (sl_result_encode(&r, val, sizeof val, &len) == SL_OK)
+    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RESULT, study, trial, claim_epoch,
+                           self_name(sn)) == SL_OK &&
+        sl_result_encode(&r, val, sizeof val, &len) == SL_OK)
         sl_study_node_put_str(sn, key, val, len);
 }
 
@@ -324,24 +311,24 @@ static void job_log(job_t *j, const char *line) {
 }
 
 /* A job's log key: one per (claim epoch, owner), so each has one writer. */
-static void log_key(sl_study_node_t *sn, const char *study, const char *trial, uint64_t epoch,
-                    char *key, size_t cap) {
-    snprintf(key, cap, "study/%s/t/%s/log/%010" PRIu64 "/%s", study, trial, epoch,
-             self_name(sn));
+static sl_err log_key(sl_study_node_t *sn, const char *study, const char *trial, uint64_t epoch,
+                      char key[SL_STUDY_KEY_MAX]) {
+    return sl_study_key_build(key, SL_STUDY_KEY_MAX, SL_STUDY_KEY_LOG, study, trial, epoch,
+                              self_name(sn));
 }
 
 static void job_flush_log(sl_study_node_t *sn, job_t *j) {
     if (!j->log_dirty || !j->log.data)
         return;
-    char key[SL_NAME_MAX + 128];
-    log_key(sn, j->study, j->trial, j->epoch, key, sizeof key);
-    sl_study_node_put_str(sn, key, j->log.data, j->log.len);
+    char key[SL_STUDY_KEY_MAX];
+    if (log_key(sn, j->study, j->trial, j->epoch, key) == SL_OK)
+        sl_study_node_put_str(sn, key, j->log.data, j->log.len);
     j->log_dirty = false;
 }
 
 /* The parts of a trial's log, to be put in key order. */
 typedef struct {
-    char **keys;  /* "C/P" (claim epoch, owner) or "" for a log from before */
+    char **keys;  /* "log/C/P" (claim epoch, owner), or "log" for a log from before */
     char **texts; /* the text */
     size_t count; /* used */
     bool oom;     /* an allocation failed */
@@ -349,26 +336,28 @@ typedef struct {
 
 static bool scan_logs(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
     log_parts_t *lp = ctx;
-    if (e->type != SL_CRDT_LWW || lp->count >= 4096)
+    sl_study_key_t lk;
+    if (e->type != SL_CRDT_LWW || lp->count >= 4096 ||
+        sl_study_key_parse(key, key_len, &lk) != SL_OK || lk.kind != SL_STUDY_KEY_LOG)
         return true;
-    size_t pre = 6 + SL_TRIAL_ID_LEN + 3 + SL_TRIAL_ID_LEN + 4; /* study/S/t/T/log */
-    if (key_len < pre || (key_len > pre && key[pre] != '/'))
-        return true;
+    /* the part's key: what follows the trial id (the bare log sorts first) */
+    const char *part = lk.sub;
+    size_t part_len = lk.sub_len;
     char **nk = sl_realloc(lp->keys, (lp->count + 1) * sizeof *nk);
     if (nk)
         lp->keys = nk;
     char **nt = nk ? sl_realloc(lp->texts, (lp->count + 1) * sizeof *nt) : NULL;
     if (nt)
         lp->texts = nt;
-    char *k = nt ? sl_malloc(key_len - pre + 1) : NULL;
+    char *k = nt ? sl_malloc(part_len + 1) : NULL;
     char *t = k ? sl_malloc(e->val_len + 1) : NULL;
     if (!t) {
         sl_free(k);
         lp->oom = true;
         return false;
     }
-    memcpy(k, key + pre, key_len - pre);
-    k[key_len - pre] = 0;
+    memcpy(k, part, part_len);
+    k[part_len] = 0;
     memcpy(t, e->val, e->val_len);
     t[e->val_len] = 0;
     lp->keys[lp->count] = k;
@@ -379,11 +368,13 @@ static bool scan_logs(void *ctx, const uint8_t *key, size_t key_len, const sl_st
 
 sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *trial,
                          sl_buf_t *out) {
-    char pre[96];
-    snprintf(pre, sizeof pre, "study/%s/t/%s/log", study, trial);
+    char pre[SL_STUDY_KEY_MAX];
+    sl_err err = sl_study_key_prefix(pre, sizeof pre, study, trial);
+    if (err != SL_OK)
+        return err;
     log_parts_t lp = {0};
     sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_logs, &lp);
-    sl_err err = lp.oom ? SL_ENOMEM : SL_OK;
+    err = lp.oom ? SL_ENOMEM : SL_OK;
     /* key order: claim epochs ascending (zero-padded), owners by name */
     for (size_t i = 1; i < lp.count; i++)
         for (size_t k = i; k > 0 && strcmp(lp.keys[k - 1], lp.keys[k]) > 0; k--) {
@@ -394,12 +385,16 @@ sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *tri
             lp.texts[k - 1] = tt;
         }
     job_t *j = sl_study_node_job(sn, study, trial);
-    char mine[SL_NAME_MAX + 128] = "";
-    if (j)
-        log_key(sn, study, trial, j->epoch, mine, sizeof mine);
+    char mine[SL_STUDY_KEY_MAX];
+    sl_study_key_t mk;
+    /* this peer's running job's part: its buffer is newer */
+    const char *mine_part = j && log_key(sn, study, trial, j->epoch, mine) == SL_OK &&
+                                    sl_study_key_parse(mine, strlen(mine), &mk) == SL_OK
+                                ? mk.sub
+                                : NULL;
     for (size_t i = 0; i < lp.count && err == SL_OK; i++) {
-        if (j && !strcmp(lp.keys[i], mine + strlen(pre)))
-            continue; /* this peer's running job: its buffer is newer */
+        if (mine_part && !strcmp(lp.keys[i], mine_part))
+            continue;
         sl_buf_printf(out, "%s", lp.texts[i]);
     }
     if (err == SL_OK && j && j->log.data)
@@ -585,11 +580,12 @@ static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
     job->user = sn->trial_user;
     j->launch = job;
     /* no checkpoint to restore and nothing in the way: start at once */
-    char key[128];
+    char key[SL_STUDY_KEY_MAX];
     const uint8_t *v;
     size_t vl;
-    snprintf(key, sizeof key, "study/%s/t/%s/ck", j->study, j->trial);
-    if (empty && sl_study_node_get_str(sn, key, &v, &vl) != SL_OK) {
+    if (empty && (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_CKPT, j->study, j->trial, 0,
+                                     NULL) != SL_OK ||
+                  sl_study_node_get_str(sn, key, &v, &vl) != SL_OK)) {
         sl_free(ref);
         job_launch(sn, j, 0);
         return;
@@ -617,7 +613,7 @@ static void lead(sl_study_node_t *sn, cached_t *c, int capacity) {
        for each decision, never kept across a write) */
     for (size_t i = 0; i < d.count; i++) {
         const sl_decision_t *x = &d.items[i];
-        char key[256], val[SL_STUDY_RECORD_MAX];
+        char key[SL_STUDY_KEY_MAX], val[SL_STUDY_RECORD_MAX];
         size_t len;
         trial_row_t *r = sl_study_live_find(lv, x->trial_id);
         const sl_trial_t *t = r ? sl_study_live_trial(lv, r) : NULL;
@@ -629,25 +625,29 @@ static void lead(sl_study_node_t *sn, cached_t *c, int capacity) {
             nt.bracket = x->bracket;
             nt.rung = x->rung;
             nt.config = x->config;
-            snprintf(key, sizeof key, "study/%s/t/%s", c->id, x->trial_id);
-            if (sl_trial_record_encode(spec, &nt, val, sizeof val, &len) == SL_OK)
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RECORD, c->id, x->trial_id, 0,
+                                   NULL) == SL_OK &&
+                sl_trial_record_encode(spec, &nt, val, sizeof val, &len) == SL_OK)
                 sl_study_node_put_str(sn, key, val, len);
         } else if (x->kind == SL_DECISION_PROMOTE) {
-            snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", c->id, x->trial_id, x->rung);
-            sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RUNG, c->id, x->trial_id,
+                                   (uint64_t)x->rung, NULL) == SL_OK)
+                sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
             sl_log(SL_LOG_INFO, "STUDY-PROMOTE", "study %s trial %s: to rung %d: %s", c->id,
                    x->trial_id, x->rung, x->reason);
         } else if (x->kind == SL_DECISION_STOP && t) {
             if (t->state == SL_TRIAL_RUNNING) {
-                snprintf(key, sizeof key, "study/%s/t/%s/stop", c->id, x->trial_id);
-                sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
+                if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_STOP, c->id, x->trial_id, 0,
+                                       NULL) == SL_OK)
+                    sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
             } else {
                 write_result(sn, c->id, x->trial_id, SL_TRIAL_DONE, t->epochs_done,
                              r->has_claim ? r->claim.epoch : 0, x->reason);
             }
         } else if (x->kind == SL_DECISION_FINISH) {
-            snprintf(key, sizeof key, "study/%s/finished", c->id);
-            sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_FINISHED, c->id, NULL, 0, NULL) ==
+                SL_OK)
+                sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
             sl_log(SL_LOG_NOTICE, "STUDY-FINISH", "study %s (%s) finished: %s", c->id,
                    spec->name, x->reason);
         }
@@ -723,11 +723,11 @@ static sl_err members_build(sl_study_node_t *sn, cached_t *c, int concurrency, m
         bool is_self = !strcmp(ms->names[k], self_name(sn));
         int busy = 0, slots = concurrency;
         if (!is_self) { /* its --slots, as it wrote them (peer/NAME/slots) */
-            char key[SL_NAME_MAX + 32];
+            char key[SL_STUDY_KEY_MAX];
             const uint8_t *val;
             size_t len;
-            snprintf(key, sizeof key, "peer/%s/slots", ms->names[k]);
-            if (sl_study_node_get_str(sn, key, &val, &len) == SL_OK && len > 0 && len < 8) {
+            if (sl_study_slots_key(key, sizeof key, ms->names[k]) == SL_OK &&
+                sl_study_node_get_str(sn, key, &val, &len) == SL_OK && len > 0 && len < 8) {
                 char b[8];
                 memcpy(b, val, len);
                 b[len] = 0;
@@ -803,10 +803,11 @@ static bool continue_promoted(sl_study_node_t *sn, job_t *j, const sl_study_spec
     job->threads = sn->cfg.threads;
     job->data = sn->data;
     job->user = sn->trial_user;
-    char key[256], line[160];
-    snprintf(key, sizeof key, "study/%s/t/%s/rung/%d", j->study, j->trial, j->rung + 1);
+    char key[SL_STUDY_KEY_MAX], line[160];
     snprintf(line, sizeof line, "%s (by its owner)", why);
-    sl_study_node_put_str(sn, key, line, strlen(line));
+    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RUNG, j->study, j->trial,
+                           (uint64_t)j->rung + 1, NULL) == SL_OK)
+        sl_study_node_put_str(sn, key, line, strlen(line));
     sl_log(SL_LOG_INFO, "STUDY-PROMOTE", "study %s trial %s: to rung %d: %s", j->study, j->trial,
            j->rung + 1, line);
     sl_study_worker_destroy(&j->w); /* (it has ended: its END was the last event) */
@@ -824,12 +825,13 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
         if (ev->kind == SL_WEV_LOG) {
             job_log(j, ev->text);
         } else if (ev->kind == SL_WEV_EPOCH) {
-            char key[128], line[SL_REPORT_LINE_MAX];
+            char key[SL_STUDY_KEY_MAX], line[SL_REPORT_LINE_MAX];
             size_t len;
-            int e = ev->report.epoch;
+            int e = ev->report.epoch; /* (1 or more: sl_report_parse) */
             j->last_epoch = e;
-            snprintf(key, sizeof key, "study/%s/t/%s/m/%05d", j->study, j->trial, e);
-            if (sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_METRIC, j->study, j->trial,
+                                   (uint64_t)e, NULL) == SL_OK &&
+                sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
                 sl_study_node_put_str(sn, key, line, len);
             sl_epoch_outcome out = sl_claim_after_epoch(spec, j->rung, e, false, 0);
             if (spec->trainer == SL_TRAINER_BUILTIN && sl_claim_checkpoint_due(spec, e, out))
@@ -857,10 +859,10 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
                     }
                 }
             } else if (ev->failed) {
-                char key[160];
-                snprintf(key, sizeof key, "study/%s/t/%s/fail/%" PRIu64, j->study, j->trial,
-                         j->epoch);
-                sl_study_node_put_str(sn, key, ev->text, strlen(ev->text));
+                char key[SL_STUDY_KEY_MAX];
+                if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_FAIL, j->study, j->trial,
+                                       j->epoch, NULL) == SL_OK)
+                    sl_study_node_put_str(sn, key, ev->text, strlen(ev->text));
                 sl_epoch_outcome out =
                     sl_claim_after_epoch(spec, j->rung, j->last_epoch, true, failures_before + 1);
                 if (out == SL_EPOCH_FAILED)
@@ -1253,10 +1255,10 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     }
     int offer = ready ? sn->cfg.slots : -1;
     if (!sn->slots_written || offer != sn->slots_offered) {
-        char key[SL_NAME_MAX + 32], val[16];
-        snprintf(key, sizeof key, "peer/%s/slots", self_name(sn));
+        char key[SL_STUDY_KEY_MAX], val[16];
         snprintf(val, sizeof val, "%d", offer);
-        sn->slots_written = sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
+        sn->slots_written = sl_study_slots_key(key, sizeof key, self_name(sn)) == SL_OK &&
+                            sl_study_node_put_str(sn, key, val, strlen(val)) == SL_OK;
         sn->slots_offered = offer;
     }
     idlist_t l = *list_studies(sn); /* (a copy: the listener may add to it) */
@@ -1376,12 +1378,12 @@ static void on_stop(void *ctx, sl_node_t *node) {
         sl_wev_t *ev;
         while ((ev = sl_study_worker_pop(j->w))) {
             if (ev->kind == SL_WEV_EPOCH && spec) {
-                char key[128], line[SL_REPORT_LINE_MAX];
+                char key[SL_STUDY_KEY_MAX], line[SL_REPORT_LINE_MAX];
                 size_t len;
                 j->last_epoch = ev->report.epoch;
-                snprintf(key, sizeof key, "study/%s/t/%s/m/%05d", j->study, j->trial,
-                         ev->report.epoch);
-                if (sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
+                if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_METRIC, j->study, j->trial,
+                                       (uint64_t)ev->report.epoch, NULL) == SL_OK &&
+                    sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
                     sl_study_node_put_str(sn, key, line, len);
             } else if (ev->kind == SL_WEV_LOG) {
                 job_log(j, ev->text);

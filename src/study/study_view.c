@@ -26,6 +26,7 @@
 
 #include "starling/hash.h"
 #include "starling/study.h"
+#include "study/study_keys.h"
 #include "study/study_node_internal.h"
 
 #define KEY_SEED 0x6b6579ull /* key_hash of a part's key */
@@ -255,62 +256,44 @@ void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, s
     (void)sn;
     live_t *lv = &c->live;
     const sl_study_spec_t *spec = &c->spec;
-    const size_t study_pre = 6 + SL_TRIAL_ID_LEN + 1; /* study/S/ */
-    if (key_len <= study_pre)
-        return;
-    const char *k = (const char *)key + study_pre;
-    size_t kl = key_len - study_pre;
+    sl_study_key_t k;
+    if (sl_study_key_parse(key, key_len, &k) != SL_OK)
+        return; /* (a trial id that is not 16 hex digits adds no row) */
     const char *v = (const char *)val;
-#define IS(lit) (kl == sizeof(lit) - 1 && !memcmp(k, lit, sizeof(lit) - 1))
-    if (IS("cancel")) {
-        set_flag(&lv->cancelled, present);
-        return;
-    }
-    if (IS("finished")) {
-        set_flag(&lv->finished, present);
-        return;
-    }
-    if (IS("start")) {
+    switch (k.kind) {
+    case SL_STUDY_KEY_CANCEL: set_flag(&lv->cancelled, present); return;
+    case SL_STUDY_KEY_FINISHED: set_flag(&lv->finished, present); return;
+    case SL_STUDY_KEY_START: {
         char b[32];
         snprintf(b, sizeof b, "%.*s", present ? (int)(val_len < 31 ? val_len : 31) : 0, v);
         lv->start_ms = strtoull(b, NULL, 10);
         return;
     }
-#undef IS
-    if (kl < 2 || memcmp(k, "t/", 2))
-        return; /* spec (written once) and anything else: not part of the view */
-    k += 2;
-    kl -= 2;
-    const char *slash = memchr(k, '/', kl);
-    size_t tl = slash ? (size_t)(slash - k) : kl;
-    /* what follows the trial id ("rung/2", "m/00003", ...) */
-    const char *sub = slash ? slash + 1 : "";
-    size_t subl = slash ? kl - tl - 1 : 0;
-#define SUB_IS(lit) (subl == sizeof(lit) - 1 && !memcmp(sub, lit, sizeof(lit) - 1))
-#define SUB_HAS(lit) (subl >= sizeof(lit) - 1 && !memcmp(sub, lit, sizeof(lit) - 1))
-    if (SUB_HAS("log/") || SUB_HAS("ckd/"))
-        return; /* logs and checkpoint chunks: not part of the view */
-    if (slash && !(SUB_HAS("rung/") || SUB_HAS("claim/") || SUB_HAS("m/") || SUB_HAS("fail/") ||
-                   SUB_HAS("res/") || SUB_IS("stop") || SUB_IS("ck")))
-        return;
-    trial_row_t *r = row_get(lv, spec, k, tl);
+    case SL_STUDY_KEY_RECORD:
+    case SL_STUDY_KEY_RUNG:
+    case SL_STUDY_KEY_CLAIM:
+    case SL_STUDY_KEY_METRIC:
+    case SL_STUDY_KEY_FAIL:
+    case SL_STUDY_KEY_RESULT:
+    case SL_STUDY_KEY_STOP:
+    case SL_STUDY_KEY_CKPT: break;
+    default: return; /* spec (written once), logs and anything else: not part of the view */
+    }
+    trial_row_t *r = row_get(lv, spec, k.trial, strlen(k.trial));
     if (!r)
         return;
     lv->applied++;
-    /* the number after the sub-key's first slash (bounded, NUL-terminated) */
-    const char *num_at = memchr(sub, '/', subl);
+    /* the number after the kind's name (bounded, NUL-terminated) */
     char num[24] = "";
-    if (num_at) {
-        size_t nl = subl - (size_t)(num_at + 1 - sub);
-        if (nl < sizeof num) {
-            memcpy(num, num_at + 1, nl);
-            num[nl] = 0;
-        }
+    if (k.rest_len < sizeof num) {
+        memcpy(num, k.rest, k.rest_len);
+        num[k.rest_len] = 0;
     }
-    uint64_t h = sl_hash64(sub, subl, KEY_SEED);
+    uint64_t h = sl_hash64(k.sub, k.sub_len, KEY_SEED);
     char why[128];
     bool ok = true;
-    if (!slash) {
+    switch (k.kind) {
+    case SL_STUDY_KEY_RECORD: {
         /* records are written once: the same bytes again (this peer's own
            write, told once durable) need no decode, the costliest parse */
         uint64_t vh = present ? sl_hash64(v, val_len, KEY_SEED + 1) : 0;
@@ -318,16 +301,15 @@ void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, s
             return;
         r->rec_hash = vh;
         sl_trial_t t;
-        char sid[SL_TRIAL_ID_LEN + 1], tid[SL_TRIAL_ID_LEN + 1];
-        memcpy(sid, key + 6, SL_TRIAL_ID_LEN);
-        sid[SL_TRIAL_ID_LEN] = 0;
-        memcpy(tid, r->id, sizeof tid);
         if (present &&
-            sl_trial_record_decode(spec, sid, tid, v, val_len, &t, why, sizeof why) == SL_OK)
+            sl_trial_record_decode(spec, k.study, k.trial, v, val_len, &t, why, sizeof why) ==
+                SL_OK)
             ok = set_record(lv, r, &t);
         else
             drop_record(lv, r);
-    } else if (SUB_HAS("rung/")) {
+        break;
+    }
+    case SL_STUDY_KEY_RUNG: {
         int rung = atoi(num);
         if (rung >= 0 && rung < SL_STUDY_MAX_RUNGS) {
             if (present)
@@ -335,11 +317,15 @@ void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, s
             else
                 r->rung_keys &= ~(1u << rung);
         }
-    } else if (SUB_HAS("claim/")) {
+        break;
+    }
+    case SL_STUDY_KEY_CLAIM: {
         claim_part_t p = {.key_hash = h};
         bool has = present && sl_claim_decode(v, val_len, &p.claim) == SL_OK;
         ok = part_set((void **)&r->claims, &r->claim_count, sizeof p, h, &p, has);
-    } else if (SUB_HAS("m/")) {
+        break;
+    }
+    case SL_STUDY_KEY_METRIC: {
         int ep = atoi(num);
         if (ep >= 1 && ep <= spec->max_epochs) {
             sl_report_t rep;
@@ -356,23 +342,28 @@ void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, s
             }
             r->has_report[ep - 1] = has;
         }
-    } else if (SUB_HAS("fail/")) {
+        break;
+    }
+    case SL_STUDY_KEY_FAIL:
         ok = part_set((void **)&r->fails, &r->fail_count, sizeof h, h, &h, present);
-    } else if (SUB_HAS("res/")) {
+        break;
+    case SL_STUDY_KEY_RESULT: {
         result_part_t p = {.key_hash = h};
         bool has = present && sl_result_decode(v, val_len, &p.result) == SL_OK;
         if (has)
             memcpy(p.result.trial_id, r->id, sizeof p.result.trial_id);
         ok = part_set((void **)&r->results, &r->result_count, sizeof p, h, &p, has);
-    } else if (SUB_IS("stop")) {
-        r->stop = present;
-    } else if (SUB_IS("ck")) {
+        break;
+    }
+    case SL_STUDY_KEY_STOP: r->stop = present; break;
+    case SL_STUDY_KEY_CKPT: {
         cJSON *j = present ? cJSON_ParseWithLength(v, val_len) : NULL;
         r->ck_epoch = sl_study_ckpt_epoch(j);
         cJSON_Delete(j);
+        break;
     }
-#undef SUB_IS
-#undef SUB_HAS
+    default: break;
+    }
     if (!ok)
         lv->stale = true; /* out of memory: read it whole later */
     mark_dirty(lv, r);
@@ -474,10 +465,10 @@ static void rescan(sl_study_node_t *sn, cached_t *c) {
     sl_study_live_fini(&c->live);
     c->live.applied = applied;
     c->live.rescans = rescans;
-    char pre[64];
-    snprintf(pre, sizeof pre, "study/%s/", c->id);
+    char pre[SL_STUDY_KEY_MAX];
     scan_ctx_t sc = {sn, c};
-    sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_key, &sc);
+    if (sl_study_key_prefix(pre, sizeof pre, c->id, NULL) == SL_OK)
+        sl_store_scan(sl_store_node_store(sn->store), pre, strlen(pre), scan_key, &sc);
 }
 
 void sl_study_live_refresh(sl_study_node_t *sn, cached_t *c, uint64_t now_ms) {

@@ -13,7 +13,10 @@
  * tests/fuzz/corpus/study/ holds seeds in this layout.
  *
  * What must hold: no crash, leak or sanitizer report; whatever decodes
- * encodes again, and that encoding decodes to itself (one canonical form). */
+ * encodes again, and that encoding decodes to itself (one canonical form);
+ * a key the study key parser (src/study/study_keys.c) accepts names the
+ * study it is under, and one of a kind without a number or a writer
+ * builds back to its bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include "starling/common.h"
 #include "starling/store.h"
 #include "starling/study.h"
+#include "study/study_keys.h"
 #include "study/study_node_internal.h"
 
 static void fail(const char *what) {
@@ -117,6 +121,26 @@ static void report(const char *text, size_t len) {
         fail("a report's encoding is not stable");
 }
 
+/* The parser's properties on one key. */
+static void key_parse(const char *key, size_t len) {
+    sl_study_key_t k;
+    if (sl_study_key_parse(key, len, &k) != SL_OK)
+        return;
+    if (strcmp(k.study, STUDY_ID))
+        fail("a parsed key names another study");
+    if (k.sub_len > len || k.rest_len > k.sub_len)
+        fail("a parsed key's parts are longer than it");
+    bool plain = k.kind == SL_STUDY_KEY_SPEC || k.kind == SL_STUDY_KEY_START ||
+                 k.kind == SL_STUDY_KEY_CANCEL || k.kind == SL_STUDY_KEY_FINISHED ||
+                 k.kind == SL_STUDY_KEY_RECORD || k.kind == SL_STUDY_KEY_STOP ||
+                 k.kind == SL_STUDY_KEY_CKPT;
+    char back[SL_STUDY_KEY_MAX];
+    if (plain &&
+        (sl_study_key_build(back, sizeof back, k.kind, k.study, k.trial, 0, NULL) != SL_OK ||
+         strlen(back) != len || memcmp(back, key, len)))
+        fail("a parsed key does not build back to its bytes");
+}
+
 /* Applies each "SUFFIX\x01VALUE" record as a write, then each as a delete. */
 static void live_view(const char *text, size_t len) {
     cached_t *c = calloc(1, sizeof *c);
@@ -137,6 +161,8 @@ static void live_view(const char *text, size_t len) {
             int n = snprintf(key, sizeof key, "study/%s/%.*s", STUDY_ID, (int)kl, rec);
             if (n < 0 || (size_t)n >= sizeof key)
                 continue;
+            if (!pass)
+                key_parse(key, (size_t)n);
             const uint8_t *val = sep ? (const uint8_t *)sep + 1 : (const uint8_t *)"";
             size_t vl = sep ? rl - kl - 1 : 0;
             sl_study_live_apply(NULL, c, (const uint8_t *)key, (size_t)n, pass ? NULL : val,
