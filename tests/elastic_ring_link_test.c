@@ -441,6 +441,80 @@ static void test_args(void) {
     sl_ring_link_close(&a);
 }
 
+/* A world changes: rank 1's port is still held by its link of the round
+ * before when rank 0 of the new round connects (the old link drops the
+ * new round's HELLO and closes). The new round completes once rank 1's
+ * new link binds: no error, the oracle's bits. */
+static void test_stale_port(void) {
+    rank_t ranks[MAXW];
+    setup(ranks, 2, 100000, 0, 0, &rng);
+    float *want[2];
+    for (uint32_t r = 0; r < 2; r++) {
+        want[r] = malloc(ranks[r].count * sizeof(float) + 1);
+        memcpy(want[r], ranks[r].buf, ranks[r].count * sizeof(float));
+    }
+    oracle(2, ranks[0].count, SL_RING_LINK_CHUNK_BYTES / sizeof(float), 2.0f, want);
+    /* the old round's link on rank 1's endpoint */
+    const char *old_eps[2] = {"tcp://127.0.0.1:1", eps_text[1]};
+    sl_ring_link_cfg_t oc = {.job = 0x5157a11e, .round = 6, .world = 2, .rank = 1,
+                             .endpoints = old_eps, .timeout_ms = 5000};
+    sl_ring_link_t *old = NULL;
+    CHECK_OK(sl_ring_link_open(&oc, &old));
+    pthread_t th[2];
+    pthread_create(&th[0], NULL, rank_main, &ranks[0]);
+    /* rank 0 greets rank 1's port, held by the old link, for a while */
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL); /* the overlap whose effect is checked below */
+    sl_ring_link_close(&old);
+    pthread_create(&th[1], NULL, rank_main, &ranks[1]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    for (uint32_t r = 0; r < 2; r++) {
+        CHECK_MSG(ranks[r].err == SL_OK, "rank %u after a stale link on the port: %s (%s)", r,
+                  sl_errname(ranks[r].err), ranks[r].why);
+        if (ranks[r].err == SL_OK)
+            CHECK_MSG(memcmp(ranks[r].buf, want[r], ranks[r].count * sizeof(float)) == 0,
+                      "rank %u differs from the oracle", r);
+        free(want[r]);
+    }
+    release(ranks, 2);
+}
+
+/* sl_ring_link_abort ends a call waiting for a rank that never comes,
+ * long before the timeout. */
+typedef struct {
+    sl_ring_link_t *link;
+    float buf[64];
+    sl_err err;
+} abort_ctx_t;
+
+static void *abort_main(void *arg) {
+    abort_ctx_t *a = arg;
+    a->err = sl_ring_link_allreduce(a->link, a->buf, 64, 1.0f);
+    return NULL;
+}
+
+static void test_abort(void) {
+    pick_endpoints(2, &rng);
+    const char *eps[2] = {eps_text[0], eps_text[1]};
+    sl_ring_link_cfg_t c = {.job = 1, .round = 3, .world = 2, .rank = 0, .endpoints = eps,
+                            .timeout_ms = 20000};
+    abort_ctx_t a = {0};
+    CHECK_OK(sl_ring_link_open(&c, &a.link));
+    pthread_t th;
+    uint64_t t0 = sl_plat_now_ns();
+    pthread_create(&th, NULL, abort_main, &a);
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL); /* let the call wait */
+    sl_ring_link_abort(a.link);
+    pthread_join(th, NULL);
+    uint64_t ms = (sl_plat_now_ns() - t0) / 1000000;
+    CHECK_ERR(a.err, SL_ECLOSED);
+    CHECK(strstr(sl_ring_link_error(a.link), "asked to") != NULL);
+    CHECK_MSG(ms < 2000, "the aborted call took %llu ms", (unsigned long long)ms);
+    sl_ring_link_close(&a.link);
+}
+
 int main(void) {
     uint64_t seed = getenv("SL_SEED") ? strtoull(getenv("SL_SEED"), NULL, 10)
                                       : sl_plat_now_ns() ^ (uint64_t)getpid();
@@ -454,5 +528,7 @@ int main(void) {
     sl_test_run("keyed", test_keyed);
     sl_test_run("mismatch", test_mismatch);
     sl_test_run("death", test_death);
+    sl_test_run("stale_port", test_stale_port);
+    sl_test_run("abort", test_abort);
     return sl_test_finish();
 }

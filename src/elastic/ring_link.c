@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -50,9 +51,14 @@ struct sl_ring_link {
     bool zap_running;        /* zap_thread was started */
     pthread_t zap_thread;    /* answers ZAP requests until the context shuts down */
     uint8_t prev_rid[RID_LEN]; /* routing id rank-1's DEALER sets */
-    int dealer_fd;           /* the DEALER's connection (from CONNECTED), else -1 */
-    int prev_fd;             /* rank-1's: the first accepted whose handshake did not fail, or -1 */
-    bool prev_known;         /* a message from rank-1 came (prev_fd is its connection) */
+    int dealer_fd;           /* the DEALER's connection rank+1 welcomed, else -1 */
+    int dealer_conn_fd;      /* its latest connection (from CONNECTED), else -1 */
+    uint32_t dealer_connects; /* CONNECTED events seen */
+    uint32_t hellos_for;     /* the connection count the last HELLO went out at */
+    bool welcomed;           /* rank+1 answered HELLO on this link's connection */
+    int prev_fd;             /* rank-1's connection (the one its HELLO came on), or -1 */
+    bool prev_known;         /* rank-1's HELLO came (prev_fd is its connection) */
+    atomic_bool abort;       /* sl_ring_link_abort: leave at once */
     bool dealer_lost;        /* the DEALER's connection broke */
     bool prev_lost;          /* rank-1's connection broke */
     bool auth_failed;        /* the handshake with rank+1 failed (its key, or its ZAP said no) */
@@ -192,7 +198,7 @@ sl_err sl_ring_link_open(const sl_ring_link_cfg_t *cfg, sl_ring_link_t **out) {
     l->chunk = chunk_bytes / sizeof(float);
     l->window = cfg->window ? cfg->window : SL_RING_LINK_WINDOW;
     l->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : SL_RING_LINK_TIMEOUT_MS;
-    l->dealer_fd = l->prev_fd = -1;
+    l->dealer_fd = l->dealer_conn_fd = l->prev_fd = -1;
     for (int i = 0; i < 4; i++)
         zmq_msg_init(&l->f[i]);
     sl_err err = cfg->world > 1 ? open_sockets(l, cfg) : SL_OK;
@@ -282,6 +288,11 @@ void sl_ring_link_close(sl_ring_link_t **lp) {
     *lp = NULL;
 }
 
+void sl_ring_link_abort(sl_ring_link_t *l) {
+    if (l)
+        atomic_store(&l->abort, true);
+}
+
 void sl_ring_link_test_die_after(sl_ring_link_t *l, uint64_t sends) {
     l->sends_left = sends;
 }
@@ -314,22 +325,26 @@ static void read_events(sl_ring_link_t *l) {
             zmq_msg_close(&ev);
             /* CONNECTED and ACCEPTED carry the connection's descriptor (the
              * handshake events carry an error code) */
-            if (m == 0) { /* the DEALER: one connection, to rank+1 */
-                if (event == ZMQ_EVENT_CONNECTED)
-                    l->dealer_fd = value;
-                else if (event == ZMQ_EVENT_DISCONNECTED && value == l->dealer_fd)
+            if (m == 0) { /* the DEALER: one connection at a time, to rank+1's port */
+                /* Until rank+1 welcomed this link, a connection that breaks
+                 * or closes mid-handshake is not an error: the port may
+                 * still be held by rank+1's link of an older round (which
+                 * drops this round's HELLO and closes), or not bound yet;
+                 * ZeroMQ reconnects and the HELLO goes again. A dead
+                 * rank+1 is then told by membership, or the timeout. */
+                if (event == ZMQ_EVENT_CONNECTED) {
+                    l->dealer_conn_fd = value;
+                    l->dealer_connects++;
+                } else if (event == ZMQ_EVENT_DISCONNECTED && l->welcomed && value == l->dealer_fd)
                     l->dealer_lost = true;
                 else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-                    l->dealer_refused = true; /* closed mid-handshake: it refused us, or died */
+                    l->dealer_refused |= l->welcomed; /* closed mid-handshake */
                 else if (event & HANDSHAKE_FAILED)
                     l->auth_failed = true;
-            } else if (event == ZMQ_EVENT_ACCEPTED && !l->prev_known && l->prev_fd < 0) {
-                l->prev_fd = value; /* the first connection, until a message names rank-1's */
             } else if ((event & HANDSHAKE_FAILED) && !l->prev_known) {
-                l->prev_fd = -1; /* that was not rank-1 (wrong key, not ZMTP): wait for the next */
                 /* a key or protocol it failed, not a mere close */
                 l->router_refused |= event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
-            } else if (event == ZMQ_EVENT_DISCONNECTED && value == l->prev_fd) {
+            } else if (event == ZMQ_EVENT_DISCONNECTED && l->prev_known && value == l->prev_fd) {
                 l->prev_lost = true; /* strangers' connections are not the ring's business */
             }
         }
@@ -374,6 +389,58 @@ static bool before(uint32_t a, uint64_t b, uint32_t c, uint64_t d) {
 
 /* Receives every message that is waiting, applying each to the buffer.
  * Returns SL_EAGAIN when none was, SL_OK after at least one. */
+/* Whether a message (its header frame) is a HELLO of this link's job and round. */
+static bool is_hello(const sl_ring_link_t *l, zmq_msg_t *h) {
+    uint8_t want[SL_RING_LINK_HEADER_LEN];
+    make_header(want, l, 0, SL_RING_LINK_HELLO, 0);
+    return zmq_msg_size(h) == sizeof want && memcmp(zmq_msg_data(h), want, sizeof want) == 0;
+}
+
+/* Rank-1's HELLO: its connection is the one it came on (from then on a
+ * break of it ends the link), and it is welcomed on it. Every HELLO is
+ * answered: rank-1 sends one for each connection it makes, and only the
+ * answer on its live one reaches it. */
+static void welcome(sl_ring_link_t *l, zmq_msg_t *hello) {
+    int fd = zmq_msg_get(hello, ZMQ_SRCFD);
+    l->prev_fd = fd >= 0 ? fd : l->prev_fd;
+    l->prev_known = true;
+    l->prev_lost = false;
+    uint8_t h[SL_RING_LINK_HEADER_LEN];
+    make_header(h, l, 0, SL_RING_LINK_WELCOME, 0);
+    if (zmq_send(l->router, l->prev_rid, RID_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT) == RID_LEN)
+        zmq_send(l->router, h, sizeof h, ZMQ_DONTWAIT);
+}
+
+/* The DEALER side of the greeting: a HELLO on each new connection to
+ * rank+1's port, until rank+1's WELCOME comes back on it; only then does
+ * data go out (data sent to a stale link of an older round would be lost
+ * with it). Later WELCOMEs (answers to earlier HELLOs) are skipped by the
+ * readers of the DEALER. */
+static void greet(sl_ring_link_t *l) {
+    if (l->welcomed)
+        return;
+    if (l->dealer_connects != l->hellos_for && l->dealer_conn_fd >= 0) {
+        uint8_t h[SL_RING_LINK_HEADER_LEN];
+        make_header(h, l, 0, SL_RING_LINK_HELLO, 0);
+        if (zmq_send(l->dealer, h, sizeof h, ZMQ_DONTWAIT) == (int)sizeof h)
+            l->hellos_for = l->dealer_connects;
+    }
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    while (!l->welcomed && zmq_msg_recv(&m, l->dealer, ZMQ_DONTWAIT) >= 0) {
+        uint8_t want[SL_RING_LINK_HEADER_LEN];
+        make_header(want, l, 0, SL_RING_LINK_WELCOME, 0);
+        if (!zmq_msg_more(&m) && zmq_msg_size(&m) == sizeof want &&
+            memcmp(zmq_msg_data(&m), want, sizeof want) == 0) {
+            l->welcomed = true;
+            l->dealer_fd = l->dealer_conn_fd;
+        }
+        while (zmq_msg_more(&m) && zmq_msg_recv(&m, l->dealer, 0) >= 0) {
+        }
+    }
+    zmq_msg_close(&m);
+}
+
 static sl_err recv_some(sl_ring_link_t *l, float *buf, uint32_t call, sl_ring_iter_t *it,
                         sl_ring_op_t *op, bool *have, uint64_t *done) {
     bool any = false;
@@ -407,7 +474,18 @@ static sl_err recv_some(sl_ring_link_t *l, float *buf, uint32_t call, sl_ring_it
             l->strays++; /* not rank-1 of this round (ROUTER names the connection) */
             continue;
         }
-        l->prev_known = true; /* the connection accepted first was rank-1's */
+        if (n == 2 && !extra && zmq_msg_size(&l->f[1]) == SL_RING_LINK_HEADER_LEN &&
+            sl_get32le((const uint8_t *)zmq_msg_data(&l->f[1]) + 20) == SL_RING_LINK_HELLO) {
+            const uint8_t *h = zmq_msg_data(&l->f[1]);
+            if (!is_hello(l, &l->f[1]))
+                return fail(l, SL_EPROTO,
+                            "unexpected ring message: a hello of job %016llx round %llu, "
+                            "wanted job %016llx round %llu",
+                            (unsigned long long)sl_get64le(h), (unsigned long long)sl_get64le(h + 8),
+                            (unsigned long long)l->job, (unsigned long long)l->round);
+            welcome(l, &l->f[1]);
+            continue;
+        }
         uint8_t want[SL_RING_LINK_HEADER_LEN];
         make_header(want, l, call, op->step, op->chunk);
         size_t got_len = n == 3 ? zmq_msg_size(&l->f[2]) : 0;
@@ -461,6 +539,11 @@ static sl_err finish(sl_ring_link_t *l, uint32_t call) {
     for (;;) {
         read_events(l); /* before the receive, as in the call */
         if (zmq_msg_recv(&l->f[1], l->dealer, ZMQ_DONTWAIT) >= 0) {
+            uint8_t w[SL_RING_LINK_HEADER_LEN];
+            make_header(w, l, 0, SL_RING_LINK_WELCOME, 0);
+            if (!zmq_msg_more(&l->f[1]) && zmq_msg_size(&l->f[1]) == sizeof w &&
+                memcmp(zmq_msg_data(&l->f[1]), w, sizeof w) == 0)
+                continue; /* an answer to an earlier HELLO */
             if (zmq_msg_more(&l->f[1]) || zmq_msg_size(&l->f[1]) != sizeof h ||
                 memcmp(zmq_msg_data(&l->f[1]), h, sizeof h) != 0) {
                 while (zmq_msg_more(&l->f[1]) && zmq_msg_recv(&l->f[1], l->dealer, 0) >= 0) {
@@ -476,6 +559,8 @@ static sl_err finish(sl_ring_link_t *l, uint32_t call) {
         if (l->dealer_lost)
             return fail(l, SL_ECLOSED, "the connection to rank %u broke before it said done",
                         (l->rank + 1) % l->world);
+        if (atomic_load(&l->abort))
+            return fail(l, SL_ECLOSED, "left the world (asked to)");
         uint64_t now = sl_plat_now_ns();
         if (now >= deadline)
             return fail(l, SL_ETIMEDOUT, "rank %u did not say done in %u ms",
@@ -485,7 +570,7 @@ static sl_err finish(sl_ring_link_t *l, uint32_t call) {
             {.socket = l->mon_dealer, .events = ZMQ_POLLIN},
         };
         long wait_ms = (long)((deadline - now) / 1000000) + 1;
-        if (zmq_poll(items, 2, wait_ms < 100 ? wait_ms : 100) < 0 && errno != EINTR)
+        if (zmq_poll(items, 2, wait_ms < 50 ? wait_ms : 50) < 0 && errno != EINTR)
             return fail(l, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
     }
 }
@@ -512,9 +597,16 @@ sl_err sl_ring_link_allreduce(sl_ring_link_t *l, float *buf, uint64_t count, flo
     uint64_t deadline = sl_plat_now_ns() + timeout_ns;
     while (shave || rhave) {
         bool progress = false;
-        /* Sends: within the window, and after the receive each depends on
-         * (chunk c of step k needs chunk c of step k-1 here). */
-        while (shave) {
+        if (atomic_load(&l->abort))
+            return fail(l, SL_ECLOSED, "left the world (asked to)");
+        read_events(l);
+        bool was = l->welcomed;
+        greet(l);
+        progress = l->welcomed != was;
+        /* Sends: once welcomed, within the window, and after the receive
+         * each depends on (chunk c of step k needs chunk c of step k-1
+         * here). */
+        while (shave && l->welcomed) {
             if (sop.has_send) {
                 if (sent >= received + l->window)
                     break;
@@ -572,13 +664,15 @@ sl_err sl_ring_link_allreduce(sl_ring_link_t *l, float *buf, uint64_t count, flo
             return fail(l, SL_ETIMEDOUT, "no progress for %u ms (step %u chunk %llu next)",
                         l->timeout_ms, rhave ? rop.step : sop.step,
                         (unsigned long long)(rhave ? rop.chunk : sop.chunk));
-        zmq_pollitem_t items[3] = {
+        zmq_pollitem_t items[4] = {
             {.socket = l->router, .events = ZMQ_POLLIN},
             {.socket = l->mon_dealer, .events = ZMQ_POLLIN},
             {.socket = l->mon_router, .events = ZMQ_POLLIN},
+            {.socket = l->dealer, .events = ZMQ_POLLIN}, /* the WELCOME */
         };
         long wait_ms = (long)((deadline - now) / 1000000) + 1;
-        if (zmq_poll(items, 3, wait_ms < 100 ? wait_ms : 100) < 0 && errno != EINTR)
+        if (zmq_poll(items, l->welcomed ? 3 : 4, wait_ms < 50 ? wait_ms : 50) < 0 &&
+            errno != EINTR)
             return fail(l, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
     }
     return finish(l, call);

@@ -41,6 +41,8 @@ extern "C" {
 #define SL_RING_LINK_TIMEOUT_MS 10000   /* default: no progress this long ends the link */
 #define SL_RING_LINK_HEADER_LEN 32      /* bytes of a message's first frame */
 #define SL_RING_LINK_DONE 0xffffffffu   /* the step of a call's DONE (rank+1 to rank) */
+#define SL_RING_LINK_HELLO 0xfffffffeu  /* the step of a HELLO (rank to rank+1, each connection) */
+#define SL_RING_LINK_WELCOME 0xfffffffdu /* the step of its answer (rank+1 to rank) */
 
 typedef struct {
     uint64_t job;                  /* the job's id, hashed (sl_hash of its name) */
@@ -72,6 +74,12 @@ sl_err sl_ring_link_allreduce(sl_ring_link_t *link, float *buf, uint64_t count, 
 
 /* What ended the link, in words ("" while it works). */
 const char *sl_ring_link_error(const sl_ring_link_t *link);
+
+/* Ends the link from another thread: a call in progress (or the next)
+ * returns SL_ECLOSED within about 50 ms, "left the world (asked to)". The
+ * link stays valid until sl_ring_link_close (by the thread that calls
+ * sl_ring_link_allreduce). */
+void sl_ring_link_abort(sl_ring_link_t *link);
 
 /* Test switch: this rank fails with SL_ECLOSED, its sockets closed, at
  * its `sends`-th send from now (a rank that dies mid-reduce). */
