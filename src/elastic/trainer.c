@@ -46,6 +46,8 @@ struct sl_elastic_trainer {
     sl_elastic_enter_t enter;     /* the world to enter next */
     bool in_world;                /* entered, no LEFT/DONE/FAILED yet */
     bool leave;                   /* leave asked */
+    sl_ring_link_t *link;         /* the world's open link (leave aborts a call that
+                                     waits on it), NULL when none */
     uint64_t die_after;           /* test: the ring dies at this send of the next step (0: no) */
     sl_elastic_trainer_state_fn on_state; /* test hook, or NULL */
     void *on_state_ctx;           /* its context */
@@ -491,6 +493,14 @@ static sl_err after_step(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
     return SL_OK;
 }
 
+/* Closes the world's link once leave can no longer reach it. */
+static void link_close(sl_elastic_trainer_t *t, sl_ring_link_t **link) {
+    pthread_mutex_lock(&t->mu);
+    t->link = NULL;
+    pthread_mutex_unlock(&t->mu);
+    sl_ring_link_close(link);
+}
+
 static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
     char why[512] = "";
     t->world = w->world;
@@ -519,6 +529,11 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
                              .timeout_ms = t->cfg.ring_timeout_ms};
     sl_ring_link_t *link = NULL;
     sl_err err = sl_ring_link_open(&rc, &link);
+    pthread_mutex_lock(&t->mu);
+    t->link = link; /* (closed below only after it is taken back) */
+    if (t->leave)
+        sl_ring_link_abort(link);
+    pthread_mutex_unlock(&t->mu);
     if (err != SL_OK) {
         push_text(t, SL_ETEV_LEFT, err, true, "cannot open the ring at %s: %s",
                   rc.bind ? rc.bind : eps[w->rank], sl_strerror(err));
@@ -526,7 +541,7 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
     }
     err = take_state(t, w, link, why, sizeof why);
     if (err != SL_OK) {
-        sl_ring_link_close(&link);
+        link_close(t, &link);
         push_text(t, SL_ETEV_LEFT, err, true, "%s", why);
         return;
     }
@@ -534,7 +549,7 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
     progress_t p = {.first = true, .ep_t0 = now_s()};
     for (;;) {
         if (t->local.step >= t->total_steps) {
-            sl_ring_link_close(&link);
+            link_close(t, &link);
             done(t, w);
             return;
         }
@@ -546,14 +561,14 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
             call_hook(t);
             err = after_step(t, w, link, &p, &so, why, sizeof why);
             if (err == SL_ERANGE) { /* FAILED is queued */
-                sl_ring_link_close(&link);
+                link_close(t, &link);
                 return;
             }
         }
         if (err != SL_OK)
             break;
     }
-    sl_ring_link_close(&link);
+    link_close(t, &link);
     /* A rank asked to leave may find its neighbours gone first: the step
      * it had begun is dropped, and it left as asked. */
     if (err != SL_OK && !asked_to_leave(t))
@@ -637,6 +652,9 @@ void sl_elastic_trainer_leave(sl_elastic_trainer_t *t) {
     pthread_mutex_lock(&t->mu);
     if (t->in_world)
         t->leave = true;
+    /* a call that waits for a member that has moved on (the world ended
+       for it first) would wait out the ring's timeout */
+    sl_ring_link_abort(t->link);
     pthread_mutex_unlock(&t->mu);
 }
 
