@@ -1,6 +1,8 @@
 /* Logging: syslog levels, stable ids, one pluggable sink. The default sink
  * writes "time level id message" lines to stderr. Cores never read a clock:
- * the simulator installs a sink that stamps its virtual time. */
+ * the simulator installs a sink that stamps its virtual time. Only ISO C
+ * here (stdio, timespec_get): base/ sits below platform/, which owns the
+ * operating system's calls, so it cannot call up into it. */
 #include <stdio.h>
 #include <time.h>
 
@@ -21,12 +23,12 @@ static const char *level_name(int level) {
 }
 
 static void stderr_sink(void *ctx, int level, const char *id, const char *msg) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    fprintf(stderr, "%02d:%02d:%02d.%03ld %-6s %-18s %s\n", tm.tm_hour, tm.tm_min,
-            tm.tm_sec, ts.tv_nsec / 1000000, level_name(level), id, msg);
+    struct timespec ts = {0};
+    timespec_get(&ts, TIME_UTC);
+    /* UTC time of day (POSIX time has no leap seconds: a day is 86400 s) */
+    long day_s = (long)(ts.tv_sec % 86400);
+    fprintf(stderr, "%02ld:%02ld:%02ld.%03ld %-6s %-18s %s\n", day_s / 3600, day_s / 60 % 60,
+            day_s % 60, ts.tv_nsec / 1000000, level_name(level), id, msg);
 }
 
 void sl_log_set_sink(sl_log_sink_fn sink, void *ctx) {
