@@ -1,12 +1,14 @@
 /* The operating-system pieces the daemon and the clients need: clocks,
- * signals, small files, the host name. Only the files in src/platform implement
- * these; the protocol cores never call them (they get `now` passed in). */
+ * signals, small files, the host name, child processes. Only the files in
+ * src/platform implement these; the protocol cores never call them (they
+ * get `now` passed in). */
 #ifndef STARLING_PLATFORM_H
 #define STARLING_PLATFORM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "starling/common.h"
 
@@ -78,6 +80,72 @@ uint64_t sl_plat_rss_bytes(void);
 /* Gives the allocator's free memory back to the system (glibc's
  * malloc_trim): what a burst of work freed stops counting as resident. */
 void sl_plat_trim_memory(void);
+
+/* ---- Child processes (src/platform/spawn.c) ---- */
+
+/* A variable a child's environment sets over the peer's (value NULL:
+ * removed from it). */
+typedef struct {
+    const char *name;  /* NAME */
+    const char *value; /* its value, or NULL to unset it */
+} sl_plat_env_t;
+
+/* A user a child switches to before it runs anything (resolved by the
+ * caller, e.g. sl_study_user_resolve). */
+typedef struct {
+    uid_t uid;            /* user id (never 0) */
+    gid_t gid;            /* primary group */
+    const gid_t *groups;  /* supplementary groups */
+    int group_count;      /* how many */
+} sl_plat_user_t;
+
+/* What sl_plat_spawn starts. */
+typedef struct {
+    const char *command;         /* a shell command, as `sh -c` takes it */
+    const char *name;            /* the supervisor's $0, seen in ps ("starling-trial") */
+    const sl_plat_env_t *env;    /* set over the peer's environment */
+    size_t env_count;            /* entries of env */
+    const char *cwd;             /* working directory (NULL or "": the peer's) */
+    int out_fd;                  /* the child's stdout and stderr (stdin: /dev/null) */
+    const sl_plat_user_t *user;  /* switch to this user (NULL: run as the peer) */
+} sl_plat_spawn_t;
+
+/* Starts `command` under a supervisor shell, in a process group of its
+ * own whose id is *pid (the shell's pid). When the peer dies, even by
+ * SIGKILL, the shell kills the whole group with SIGKILL (a parent-death
+ * signal, SIGHUP, that the shell traps). A SIGTERM sent to the group is for
+ * the command: the shell waits on for it. The shell ends as the command
+ * did (its exit status, or killed by the same signal). The calling thread
+ * must live until the child is reaped: the parent-death signal follows the
+ * thread that forked, not the process. SL_ENOMEM, or SL_EIO when vfork
+ * failed; a command that cannot start (no such directory, no such user)
+ * writes why to out_fd and exits 127. */
+sl_err sl_plat_spawn(const sl_plat_spawn_t *sp, pid_t *pid);
+
+/* Whether the child `pid` has ended (it is not reaped: its process group
+ * id cannot be reused until sl_plat_reap). */
+bool sl_plat_child_ended(pid_t pid);
+
+/* Waits up to `grace_ms` for the child `pid` to end, then kills what is
+ * left of its process group with SIGKILL (a command's leftovers, or all
+ * of it) and reaps the child. Returns its wait status, or -1 when the
+ * grace ran out before it ended. */
+int sl_plat_reap(pid_t pid, int grace_ms);
+
+/* A child's output, split into lines. */
+typedef struct {
+    char *buf;   /* the caller's buffer */
+    size_t cap;  /* its size: a line longer than cap - 1 comes in pieces */
+    size_t len;  /* bytes held that are not a line yet */
+} sl_plat_lines_t;
+
+/* Reads once from `fd` (poll said it is readable) and calls `line` with
+ * each complete line (NUL-terminated, without its newline), each piece of
+ * cap - 1 bytes of a longer one, and at end of file the unfinished rest;
+ * stops early, keeping the rest, when `line` returns false. Returns false
+ * at end of file or on a read error. */
+bool sl_plat_lines_read(sl_plat_lines_t *lb, int fd,
+                        bool (*line)(void *arg, char *text, size_t len), void *arg);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,6 @@
 #include "study/study_worker.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
@@ -16,16 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "starling/platform.h"
-
-extern char **environ;
 
 #define COMMAND_STACK_LEN (512u << 10) /* a command worker's thread stack */
 
@@ -186,101 +181,7 @@ out:
     push_simple(w, SL_WEV_END, failed, why[0] ? why : "failed");
 }
 
-/* ---- a command's child process ---- */
-
-/* The trial's first process: a shell that runs the command in the
- * background, in the trial's own process group, and waits for it. Its
- * parent-death signal is SIGTERM (spawn), on which it kills its whole
- * group: a command that forks (a pipeline, a launcher, `cmd &`) dies with
- * the peer, not only its first process, which PR_SET_PDEATHSIG alone
- * would reach (the setting is not inherited across fork). A command
- * killed by a signal makes the shell end by the same signal. */
-static const char SUPERVISOR[] =
-    "trap 'kill -KILL 0' TERM\n"
-    "c=$1; shift\n"
-    "eval \"$c\" &\n"
-    "wait $!\n"
-    "s=$?\n"
-    "if [ $s -gt 128 ] && [ $s -lt 160 ]; then trap - TERM; kill -$((s - 128)) $$; fi\n"
-    "exit $s\n";
-
-/* What the child of spawn does, all prepared before vfork (the child may
- * only make system calls: it shares the peer's memory until it execs). */
-typedef struct {
-    char **argv;                  /* /bin/sh's arguments */
-    char **envp;                  /* its environment */
-    int out_fd;                   /* its stdout and stderr */
-    const sl_study_user_t *user;  /* run as this user (set) or as the peer */
-    pid_t parent;                 /* the peer's pid, to see it die before PDEATHSIG is set */
-} spawn_t;
-
-static void child_fail(const char *what) {
-    ssize_t n = write(2, what, strlen(what));
-    (void)n;
-    _exit(127);
-}
-
-/* The vfork child: own process group, stdio, the trial user, the parent-
- * death signal (after setuid, which clears it), signals as exec expects. */
-static void child_run(const spawn_t *sp, const sigset_t *old_mask) {
-    if (setpgid(0, 0) != 0)
-        child_fail("trial spawn: setpgid failed\n");
-    if (dup2(sp->out_fd, 1) < 0 || dup2(sp->out_fd, 2) < 0)
-        _exit(127);
-    int in = open("/dev/null", O_RDONLY);
-    if (in < 0 || dup2(in, 0) < 0)
-        child_fail("trial spawn: cannot open /dev/null\n");
-    if (in > 2)
-        close(in);
-    /* raw system calls, not glibc's setgroups/setgid/setuid: those apply
-       the change to every thread of the process, and the list of threads
-       they walk is the peer's (this child shares its memory until exec) */
-    const sl_study_user_t *u = sp->user;
-    if (u->set && (syscall(SYS_setgroups, (size_t)u->group_count, u->groups) != 0 ||
-                   syscall(SYS_setresgid, u->gid, u->gid, u->gid) != 0 ||
-                   syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0))
-        child_fail("trial spawn: cannot switch to the trial user (setgroups, setgid or setuid "
-                   "failed)\n");
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
-        child_fail("trial spawn: prctl(PR_SET_PDEATHSIG) failed\n");
-    if (getppid() != sp->parent)
-        _exit(127); /* the peer died before the signal was set */
-    for (int sig = 1; sig < NSIG; sig++) {
-        struct sigaction sa;
-        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) != 0)
-            continue;
-        if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = SIG_DFL;
-            sigaction(sig, &sa, NULL);
-        }
-    }
-    sigprocmask(SIG_SETMASK, old_mask, NULL);
-    execve("/bin/sh", sp->argv, sp->envp);
-    child_fail("trial spawn: cannot run /bin/sh\n");
-}
-
-/* Starts the trial's supervisor shell. vfork, not fork: the peer's page
- * tables are not copied nor its pages made copy-on-write for a child that
- * execs at once (a fork cost the peer about a millisecond of CPU a trial);
- * posix_spawn (which glibc does the same way) cannot set a parent-death
- * signal nor a user. The calling thread (the worker's) lives until the
- * child is reaped: the parent-death signal follows the thread that forked,
- * not the process. Signals are blocked around vfork so that no handler of
- * the peer runs in the child. */
-static pid_t spawn(spawn_t *sp) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    sp->parent = getpid();
-    pid_t pid = vfork();
-    if (pid == 0)
-        child_run(sp, &old);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (pid > 0)
-        setpgid(pid, pid); /* (already done by the child; harmless) */
-    return pid;
-}
+/* ---- a command's child process (sl_plat_spawn) ---- */
 
 /* Hands the trial's checkpoint directory and what a restore put in it to
  * the trial user, so that its command can write and read its checkpoints;
@@ -312,30 +213,39 @@ static void give_dir(const char *dir, const sl_study_user_t *u) {
 
 static uint64_t mono_ms(void) { return sl_plat_now_ns() / 1000000ull; }
 
-/* Kills the child's process group and reaps it. */
-static int reap(pid_t pid, int grace_ms) {
-    int status = 0;
-    uint64_t end = mono_ms() + (uint64_t)grace_ms;
-    /* polling a child's exit (no condition to wait on), 1 ms first and
-       doubling to 20: a command that exits right after its last report
-       (most do) is reaped within a millisecond or two, not a fixed 20 ms
-       that would hold the trial's slot */
-    long step_ms = 1;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return status;
-        if (r < 0)
-            return -1;
-        if (mono_ms() >= end)
-            break;
-        struct timespec ts = {0, step_ms * 1000000L};
-        nanosleep(&ts, NULL);
-        step_ms = step_ms < 10 ? step_ms * 2 : 20;
+/* What run_command's line reader keeps between lines. */
+typedef struct {
+    sl_study_worker_t *w; /* the worker */
+    int last;             /* the last epoch reported */
+    int garbage;          /* report lines that did not parse */
+    bool reached;         /* the target epoch was reported */
+} lines_ctx_t;
+
+/* One line of the command's output: a report becomes an EPOCH event,
+ * every line a LOG event; stops reading at the target epoch. */
+static bool on_line(void *arg, char *text, size_t len) {
+    lines_ctx_t *x = arg;
+    sl_report_t rep;
+    char pw[128];
+    sl_err err = sl_report_parse(text, len, &rep, pw, sizeof pw);
+    if (err == SL_OK && rep.epoch == x->last + 1) {
+        x->last = rep.epoch;
+        push_report(x->w, &rep);
+    } else if (err == SL_OK) {
+        if (rep.epoch > x->last + 1 || x->last == 0) {
+            /* resumed: a command restarts where its checkpoint says */
+            x->last = rep.epoch;
+            push_report(x->w, &rep);
+        }
+    } else if (err != SL_ENOTFOUND) {
+        x->garbage++;
+        char l[512];
+        snprintf(l, sizeof l, "[garbage report: %s] %.300s", pw, text);
+        push_simple(x->w, SL_WEV_LOG, false, l);
     }
-    kill(-pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
+    push_simple(x->w, SL_WEV_LOG, false, text);
+    x->reached = x->last >= x->w->job.target_epochs;
+    return !x->reached;
 }
 
 static void run_command(sl_study_worker_t *w) {
@@ -343,7 +253,6 @@ static void run_command(sl_study_worker_t *w) {
     char cmd[SL_STUDY_TEMPLATE_MAX * 2], why[256] = "", cfgjson[SL_CONFIG_JSON_MAX];
     size_t cl = 0;
     bool failed = true;
-    int last = 0;
     if (sl_space_render(&j->spec, &j->config, j->trial_id, j->spec.command, cmd, sizeof cmd, why,
                         sizeof why) != SL_OK ||
         sl_space_encode(&j->spec, &j->config, cfgjson, sizeof cfgjson, &cl) != SL_OK) {
@@ -357,115 +266,51 @@ static void run_command(sl_study_worker_t *w) {
     }
     char ep[16];
     snprintf(ep, sizeof ep, "%d", j->target_epochs);
-    const char *mine[][2] = {{"STARLING_TRIAL_ID", j->trial_id},
-                             {"STARLING_CHECKPOINT_DIR", j->dir},
-                             {"STARLING_CONFIG", cfgjson},
-                             {"STARLING_EPOCHS", ep}};
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **envp = sl_calloc(nenv + 5, sizeof *envp);
-    char *own[4] = {NULL, NULL, NULL, NULL};
-    size_t ne = 0;
-    bool env_ok = envp != NULL;
-    for (size_t i = 0; env_ok && i < nenv; i++) {
-        bool ours = false;
-        for (int k = 0; k < 4; k++) {
-            size_t kl = strlen(mine[k][0]);
-            ours |= !strncmp(environ[i], mine[k][0], kl) && environ[i][kl] == '=';
-        }
-        if (!ours)
-            envp[ne++] = environ[i];
-    }
-    for (int k = 0; env_ok && k < 4; k++) {
-        size_t len = strlen(mine[k][0]) + 1 + strlen(mine[k][1]) + 1;
-        own[k] = sl_malloc(len);
-        if (!own[k]) {
-            env_ok = false;
-            break;
-        }
-        snprintf(own[k], len, "%s=%s", mine[k][0], mine[k][1]);
-        envp[ne++] = own[k];
-    }
-    if (env_ok && j->user.set)
+    const sl_plat_env_t env[] = {{"STARLING_TRIAL_ID", j->trial_id},
+                                 {"STARLING_CHECKPOINT_DIR", j->dir},
+                                 {"STARLING_CONFIG", cfgjson},
+                                 {"STARLING_EPOCHS", ep}};
+    if (j->user.set)
         give_dir(j->dir, &j->user);
+    sl_plat_user_t user = {.uid = j->user.uid,
+                           .gid = j->user.gid,
+                           .groups = j->user.groups,
+                           .group_count = j->user.group_count};
+    sl_plat_spawn_t sp = {.command = cmd,
+                          .name = "starling-trial",
+                          .env = env,
+                          .env_count = sizeof env / sizeof env[0],
+                          .out_fd = fds[1],
+                          .user = j->user.set ? &user : NULL};
     pid_t pid = -1;
-    if (env_ok) {
-        char *argv[] = {"sh", "-c", (char *)SUPERVISOR, "starling-trial", cmd, NULL};
-        spawn_t sp = {.argv = argv, .envp = envp, .out_fd = fds[1], .user = &j->user};
-        pid = spawn(&sp);
-    }
-    for (int k = 0; k < 4; k++)
-        sl_free(own[k]);
-    sl_free(envp);
-    if (pid < 0) {
+    sl_err err = sl_plat_spawn(&sp, &pid);
+    close(fds[1]);
+    if (err != SL_OK) {
         close(fds[0]);
-        close(fds[1]);
-        push_simple(w, SL_WEV_END, true, env_ok ? "spawn failed" : "out of memory");
+        push_simple(w, SL_WEV_END, true, err == SL_ENOMEM ? "out of memory" : "spawn failed");
         return;
     }
     atomic_store(&w->child, (int)pid);
-    close(fds[1]);
     char buf[SL_REPORT_LINE_MAX + 1];
-    size_t n = 0;
+    sl_plat_lines_t lines = {.buf = buf, .cap = sizeof buf};
+    lines_ctx_t x = {.w = w};
     uint64_t deadline = j->spec.command_timeout_s
                             ? mono_ms() + (uint64_t)j->spec.command_timeout_s * 1000ull
                             : UINT64_MAX;
-    bool reached = false, timed_out = false, eof = false;
-    int garbage = 0;
-    while (!eof && !reached && !atomic_load(&w->stop)) {
+    bool timed_out = false, eof = false;
+    while (!eof && !x.reached && !atomic_load(&w->stop)) {
         if (mono_ms() >= deadline) {
             timed_out = true;
             break;
         }
         struct pollfd p = {fds[0], POLLIN, 0};
-        int r = poll(&p, 1, 200);
-        if (r <= 0)
-            continue;
-        ssize_t got = read(fds[0], buf + n, sizeof buf - 1 - n);
-        if (got <= 0) {
-            eof = true;
-            got = 0;
-        }
-        n += (size_t)got;
-        for (;;) {
-            char *nl = memchr(buf, '\n', n);
-            size_t ll = nl ? (size_t)(nl - buf) : n;
-            if (!nl && !(eof && n > 0) && n < sizeof buf - 1)
-                break;
-            buf[ll] = 0;
-            sl_report_t rep;
-            char pw[128];
-            sl_err err = sl_report_parse(buf, ll, &rep, pw, sizeof pw);
-            if (err == SL_OK && rep.epoch == last + 1) {
-                last = rep.epoch;
-                push_report(w, &rep);
-            } else if (err == SL_OK) {
-                if (rep.epoch > last + 1 || last == 0) {
-                    /* resumed: a command restarts where its checkpoint says */
-                    last = rep.epoch;
-                    push_report(w, &rep);
-                }
-            } else if (err != SL_ENOTFOUND) {
-                garbage++;
-                char l[512];
-                snprintf(l, sizeof l, "[garbage report: %s] %.300s", pw, buf);
-                push_simple(w, SL_WEV_LOG, false, l);
-            }
-            push_simple(w, SL_WEV_LOG, false, buf);
-            size_t used = nl ? ll + 1 : n;
-            memmove(buf, buf + used, n - used);
-            n -= used;
-            if (last >= j->target_epochs) {
-                reached = true;
-                break;
-            }
-            if (n == 0)
-                break;
-        }
+        if (poll(&p, 1, 200) > 0)
+            eof = !sl_plat_lines_read(&lines, fds[0], on_line, &x);
     }
     close(fds[0]); /* the child's next write breaks its pipe */
-    int status = reap(pid, reached || atomic_load(&w->stop) ? 2000 : (timed_out ? 0 : 5000));
+    bool reached = x.reached;
+    int last = x.last, garbage = x.garbage;
+    int status = sl_plat_reap(pid, reached || atomic_load(&w->stop) ? 2000 : (timed_out ? 0 : 5000));
     if (reached) {
         failed = false;
         snprintf(why, sizeof why, "trained to epoch %d", last);
