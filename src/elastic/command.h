@@ -17,14 +17,23 @@
  *   TORCHELASTIC_RUN_ID     the job id
  *   TORCHELASTIC_MAX_RESTARTS  0 (Starling restarts without a limit)
  *   TORCHELASTIC_USE_AGENT_STORE  "False" (the script makes its own store at MASTER_ADDR)
+ *   TORCHELASTIC_ERROR_FILE unset (torch's @record then prints the error: a LOG line)
+ *   NCCL_ASYNC_ERROR_HANDLING  the peer's, else "1" (as torchrun)
+ *   PYTHONUNBUFFERED        the peer's, else "1" (lines arrive as printed)
  *   STARLING_JOB, STARLING_ROUND  the job id and the world's round
  *   STARLING_CHECKPOINT_DIR a directory of this peer the script saves its
  *                           checkpoints in and resumes from; the node
  *                           replicates rank 0's as blobs and restores the
  *                           newest into every member's before a world starts
  *
- * Its standard output and error are read line by line into LOG events. The
- * worker never touches the store or the node. */
+ * The shell is sl_plat_spawn's (platform.h): the command's programs get
+ * the SIGTERM, and the command ends when they have (a program that
+ * checkpoints on SIGTERM finishes within the grace); what the command
+ * leaves behind when it ends is killed; when the peer dies, the group is
+ * killed with SIGKILL at once. The command runs as the peer's user
+ * (--trial-user is for studies only). Its standard output and error are
+ * read line by line into LOG events (a line longer than an event's text
+ * comes in pieces). The worker never touches the store or the node. */
 #ifndef STARLING_ELASTIC_COMMAND_H
 #define STARLING_ELASTIC_COMMAND_H
 
@@ -50,8 +59,9 @@ typedef struct {
 
 typedef enum {
     SL_ECEV_LOG = 0, /* a line of the command's output */
-    SL_ECEV_END = 1  /* the command ended: `status` (exit code, or 128 + signal),
-                        `stopped` when it ended after sl_elastic_command_stop */
+    SL_ECEV_END = 1  /* the command ended: `status` (exit code, or 128 + signal;
+                        127: it could not start, the LOG says why), `stopped`
+                        when it ended after sl_elastic_command_stop */
 } sl_ecev_kind;
 
 typedef struct sl_ecev {

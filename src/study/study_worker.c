@@ -310,7 +310,8 @@ static void run_command(sl_study_worker_t *w) {
     close(fds[0]); /* the child's next write breaks its pipe */
     bool reached = x.reached;
     int last = x.last, garbage = x.garbage;
-    int status = sl_plat_reap(pid, reached || atomic_load(&w->stop) ? 2000 : (timed_out ? 0 : 5000));
+    int status =
+        sl_plat_reap(pid, reached || atomic_load(&w->stop) ? 2000 : (timed_out ? 0 : 5000));
     if (reached) {
         failed = false;
         snprintf(why, sizeof why, "trained to epoch %d", last);
