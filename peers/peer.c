@@ -16,6 +16,7 @@
 #include "starling/blob_node.h"
 #include "starling/store_node.h"
 #include "starling/store_watch.h"
+#include "starling/elastic_node.h"
 #include "starling/study_node.h"
 
 #define MAX_META 16
@@ -40,6 +41,8 @@ typedef struct {
     int threads;                      /* --threads N: BLAS threads per trial (0: the study's) */
     const char *trial_user;           /* --trial-user USER: command trials run as USER */
     uint64_t blob_cache_bytes;        /* --blob-cache MB (0: the blob service's default) */
+    int ring_port;                    /* --ring-port N: elastic jobs' all-reduce (0: gossip + 1) */
+    const char *device;               /* --device: elastic jobs' training backend */
     char control[SL_NET_CONTROL_MAX]; /* --control: "" for the default, "none", ipc:// or tcp:// */
     bool allow_commands;              /* --allow-commands */
     bool test_faults;                 /* --test-faults */
@@ -103,6 +106,11 @@ static void usage(FILE *f) {
         "  --threads N            BLAS threads per builtin trial (default: the study's threads)\n"
         "  --trial-user USER      run command trials as USER (the peer must run as root; USER\n"
         "                         must exist and reach --data); default: the peer's own user\n"
+        "\n"
+        "elastic jobs (docs/elastic.md):\n"
+        "  --ring-port N          TCP port of this peer's all-reduce ring (default: the gossip\n"
+        "                         port + 1), on the advertised host\n"
+        "  --device DEV           training backend of elastic jobs: cpu, cuda or auto (default auto)\n"
         "\n"
         "blobs (docs/store.md):\n"
         "  --blob-cache MB        copies of blobs fetched here for `blob get` without being one of\n"
@@ -254,7 +262,7 @@ static int parse(opts_t *o, int argc, char **argv) {
             "--listen", "--advertise", "--join", "--peers-file", "--name", "--data", "--key",
             "--meta", "--log-level", "--probe-interval", "--probe-timeout", "--suspicion-mult",
             "--sync-interval", "--leave-wait", "--max-members", "--slots", "--threads", "--blob-cache",
-            "--control"};
+            "--control", "--ring-port", "--device"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= !strcmp(flag, known[k]);
@@ -338,6 +346,13 @@ static int parse(opts_t *o, int argc, char **argv) {
             if (!v[0] || strlen(v) > 32)
                 return bad("--trial-user needs a user name, not '%s'", v);
             o->trial_user = v;
+        } else if (!strcmp(flag, "--ring-port")) {
+            rc = parse_ms(flag, v, 1, 65535, &n);
+            o->ring_port = (int)n;
+        } else if (!strcmp(flag, "--device")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
+                return bad("--device takes cpu, cuda or auto, not '%s'", v);
+            o->device = v;
         } else if (!strcmp(flag, "--blob-cache")) {
             rc = parse_ms(flag, v, 0, 1u << 24, &n);
             o->blob_cache_bytes = n ? (uint64_t)n << 20 : 1; /* 0 is the config's "default" */
@@ -510,6 +525,7 @@ int main(int argc, char **argv) {
     sl_store_node_t *store = NULL;
     sl_store_watch_t *watch = NULL;
     sl_study_node_t *study = NULL;
+    sl_elastic_node_t *elastic = NULL;
     sl_blob_node_t *blobs = NULL;
     rc = 1;
     if (o.key_file) {
@@ -602,10 +618,18 @@ int main(int argc, char **argv) {
                 o.trial_user ? " (--trial-user: the STUDY-USER line above says why)" : "");
         goto done;
     }
+    sl_elastic_node_config_t ecfg = {.blobs = blobs, .ring_port = (uint16_t)o.ring_port,
+                                     .threads = o.threads, .device = o.device,
+                                     .key = has_key ? &key : NULL};
+    if ((err = sl_elastic_node_attach(node, store, &ecfg, &elastic)) != SL_OK) {
+        fprintf(stderr, "peer: cannot start the elastic jobs' runtime: %s\n", sl_strerror(err));
+        goto done;
+    }
     err = sl_node_run(node);
     rc = err == SL_OK ? 0 : 1;
 done:
     sl_node_destroy(&node);
+    sl_elastic_node_destroy(&elastic);
     sl_study_node_destroy(&study);
     sl_blob_node_destroy(&blobs);
     sl_store_watch_destroy(&watch);

@@ -75,8 +75,9 @@ cluster_init() {
     trap 'exit 130' INT TERM
 }
 
-# Prints a TCP port that is free now on 127.0.0.1 (not used by this test
-# yet), below 32768: the kernel hands out ports from 32768 up for outgoing
+# Prints a TCP port that is free now on 127.0.0.1, with the port after it
+# (a peer's elastic ring: --ring-port defaults to the gossip port + 1),
+# neither used by this test yet, below 32768: the kernel hands out ports from 32768 up for outgoing
 # connections, so a port of ours there could be taken between two starts.
 free_port() {
     local p
@@ -84,16 +85,17 @@ free_port() {
         p=$(python3 -c '
 import random, socket
 while True:
-    p = random.randrange(20000, 32768)
-    s = socket.socket()
+    p = random.randrange(20000, 32767)
+    s, r = socket.socket(), socket.socket()
     try:
         s.bind(("127.0.0.1", p))
+        r.bind(("127.0.0.1", p + 1))
     except OSError:
         continue
     print(p)
     break')
         local used=0
-        for q in "${PORT[@]}"; do [ "$q" = "$p" ] && used=1; done
+        for q in "${PORT[@]}"; do [ "$q" = "$p" ] || [ "$q" = $((p + 1)) ] || [ "$((q + 1))" = "$p" ] && used=1; done
         [ $used = 0 ] && { echo "$p"; return; }
     done
 }

@@ -1,0 +1,211 @@
+/* A command job's checkpoints (docs/elastic.md "Command jobs"): the
+ * script saves them in STARLING_CHECKPOINT_DIR, a directory of each peer;
+ * the node of rank 0 replicates that directory as blobs, named by
+ * job/J/ckpt with a generation number (the record's "step"), and every
+ * peer restores the newest generation into its own directory before a
+ * world's command starts there, so any member (a survivor that was not
+ * rank 0, a fresh peer) resumes from it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elastic/elastic_node_internal.h"
+#include "starling/platform.h"
+#include "study/study_worker.h"
+
+#define MAX_FILES 16        /* files of a checkpoint directory replicated */
+#define STABLE_MS 1000      /* a file unchanged this long is complete */
+#define GEN_FILE ".starling-generation" /* the generation the directory holds */
+
+void sl_en_cmd_ckpt_dir(const en_job_t *j, char *out, size_t cap) {
+    snprintf(out, cap, "%.580s/ckpt", j->dir);
+}
+
+/* The generation the directory holds (0: none known). */
+static uint64_t dir_generation(const char *dir) {
+    char p[700];
+    snprintf(p, sizeof p, "%.600s/" GEN_FILE, dir);
+    FILE *f = fopen(p, "r");
+    unsigned long long g = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &g) != 1)
+            g = 0;
+        fclose(f);
+    }
+    return g;
+}
+
+static void set_dir_generation(const char *dir, uint64_t g) {
+    char p[700];
+    snprintf(p, sizeof p, "%.600s/" GEN_FILE, dir);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fprintf(f, "%" PRIu64 "\n", g);
+        fclose(f);
+    }
+}
+
+/* A fingerprint of the directory's files (names, sizes, times). */
+static uint64_t dir_print(const char *dir, int *count) {
+    char names[MAX_FILES][128];
+    int n = sl_study_dir_files(dir, names, MAX_FILES);
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        char p[800];
+        struct stat st;
+        snprintf(p, sizeof p, "%.600s/%.127s", dir, names[i]);
+        if (stat(p, &st) != 0)
+            continue;
+        h = sl_hash64(names[i], strlen(names[i]), h);
+        uint64_t v[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                         (uint64_t)st.st_mtim.tv_nsec};
+        h = sl_hash64(v, sizeof v, h);
+    }
+    *count = n;
+    return h;
+}
+
+void sl_en_cmd_ckpt_scan(sl_elastic_node_t *en, en_job_t *j, uint64_t now) {
+    if (!j->in_world || j->world.rank != 0 || now < j->ck_scan_ms)
+        return;
+    j->ck_scan_ms = now + 500;
+    char dir[640];
+    sl_en_cmd_ckpt_dir(j, dir, sizeof dir);
+    int n;
+    uint64_t print = dir_print(dir, &n);
+    if (n == 0 || print == j->ck_stored)
+        return;
+    if (print != j->ck_seen) { /* changed: wait until it holds still */
+        j->ck_seen = print;
+        j->ck_seen_ms = now;
+        return;
+    }
+    if (now < j->ck_seen_ms + STABLE_MS)
+        return;
+    char names[MAX_FILES][128];
+    n = sl_study_dir_files(dir, names, MAX_FILES);
+    cJSON *o = cJSON_CreateObject(), *files = cJSON_AddObjectToObject(o, "files");
+    for (int i = 0; i < n; i++) {
+        char p[800], hex[2 * SL_BLAKE2B_LEN + 1];
+        uint8_t h[SL_BLAKE2B_LEN];
+        snprintf(p, sizeof p, "%.600s/%.127s", dir, names[i]);
+        sl_err err = sl_blob_node_put_file(en->cfg.blobs, p, h);
+        if (err != SL_OK) {
+            sl_en_log(en, j, "cannot store checkpoint file %s: %s", names[i], sl_strerror(err));
+            cJSON_Delete(o);
+            return;
+        }
+        sl_hex(h, sizeof h, hex);
+        cJSON_AddStringToObject(files, names[i], hex);
+    }
+    uint64_t gen = (j->has_ckpt ? j->ckpt_step : 0) + 1;
+    cJSON_AddNumberToObject(o, "step", (double)gen);
+    cJSON_AddNumberToObject(o, "round", (double)j->world.world.round);
+    cJSON_AddNumberToObject(o, "wall_ms", (double)now);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_CKPT};
+    if (text && sl_en_put(en, j, &k, text, strlen(text)) == SL_OK) {
+        j->ck_stored = print;
+        j->has_ckpt = true;
+        j->ckpt_step = gen;
+        set_dir_generation(dir, gen);
+        sl_en_log(en, j, "checkpoint generation %" PRIu64 " stored (%d files)", gen, n);
+    }
+    cJSON_free(text);
+}
+
+/* ---- restoring the newest generation ---- */
+
+typedef struct {
+    sl_elastic_node_t *en;
+    char id[SL_ELASTIC_JOB_ID_LEN + 1];
+    uint64_t gen;
+    int count, next;
+    char names[MAX_FILES][128];
+    uint8_t hashes[MAX_FILES][SL_BLAKE2B_LEN];
+    char dir[640];
+} restore_t;
+
+static void restore_next(restore_t *r);
+
+static void on_copied(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]) {
+    (void)hash;
+    restore_t *r = ctx;
+    en_job_t *j = sl_en_find(r->en, r->id, SL_ELASTIC_JOB_ID_LEN);
+    if (err != SL_OK || !j) {
+        if (j) {
+            sl_en_log(r->en, j, "cannot copy checkpoint file %s: %s", r->names[r->next - 1],
+                      sl_strerror(err));
+            sl_en_cmd_ckpt_restored(r->en, j, false);
+        }
+        sl_free(r);
+        return;
+    }
+    restore_next(r);
+}
+
+static void restore_next(restore_t *r) {
+    en_job_t *j = sl_en_find(r->en, r->id, SL_ELASTIC_JOB_ID_LEN);
+    if (!j) {
+        sl_free(r);
+        return;
+    }
+    if (r->next == r->count) {
+        set_dir_generation(r->dir, r->gen);
+        sl_en_log(r->en, j, "checkpoint generation %" PRIu64 " restored (%d files)", r->gen,
+                  r->count);
+        sl_en_cmd_ckpt_restored(r->en, j, true);
+        sl_free(r);
+        return;
+    }
+    int i = r->next++;
+    char p[800];
+    snprintf(p, sizeof p, "%.600s/%.127s", r->dir, r->names[i]);
+    sl_err err = sl_blob_node_get_file(r->en->cfg.blobs, r->hashes[i], p, on_copied, r);
+    if (err != SL_OK)
+        on_copied(r, err, r->hashes[i]);
+}
+
+bool sl_en_cmd_ckpt_restore(sl_elastic_node_t *en, en_job_t *j) {
+    char dir[640];
+    sl_en_cmd_ckpt_dir(j, dir, sizeof dir);
+    sl_plat_mkdirs(dir, 0700);
+    if (!j->has_ckpt || dir_generation(dir) == j->ckpt_step)
+        return false; /* nothing newer to copy */
+    char key[64];
+    int kl = snprintf(key, sizeof key, "job/%s/ckpt", j->id);
+    const uint8_t *v;
+    size_t len;
+    if (sl_store_get(sl_store_node_store(en->store), key, (size_t)kl, &v, &len) != SL_OK)
+        return false;
+    cJSON *o = cJSON_ParseWithLength((const char *)v, len);
+    const cJSON *files = cJSON_GetObjectItem(o, "files"), *f;
+    restore_t *r = sl_calloc(1, sizeof *r);
+    bool ok = r && cJSON_IsObject(files);
+    cJSON_ArrayForEach(f, files) {
+        ok = ok && r->count < MAX_FILES && cJSON_IsString(f) &&
+             strlen(f->valuestring) == 2 * SL_BLAKE2B_LEN && strlen(f->string) < 128 &&
+             f->string[0] && f->string[0] != '.' && !strchr(f->string, '/') &&
+             sl_unhex(f->valuestring, 2 * SL_BLAKE2B_LEN, r->hashes[r->count]);
+        if (ok)
+            snprintf(r->names[r->count++], sizeof r->names[0], "%s", f->string);
+    }
+    cJSON_Delete(o);
+    if (!ok) {
+        sl_free(r);
+        sl_en_log(en, j, "the checkpoint record names no files this peer can restore");
+        return false;
+    }
+    /* the directory holds what the generation holds, nothing older */
+    sl_study_dir_clear(dir);
+    r->en = en;
+    memcpy(r->id, j->id, sizeof r->id);
+    r->gen = j->ckpt_step;
+    memcpy(r->dir, dir, sizeof r->dir);
+    j->fetching = true;
+    restore_next(r);
+    return true;
+}
