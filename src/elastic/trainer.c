@@ -542,7 +542,11 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
     err = take_state(t, w, link, why, sizeof why);
     if (err != SL_OK) {
         link_close(t, &link);
-        push_text(t, SL_ETEV_LEFT, err, true, "%s", why);
+        /* a leave aborts a transfer that waits: asked, not broken */
+        if (asked_to_leave(t))
+            push_text(t, SL_ETEV_LEFT, SL_OK, true, "left before it started (%s)", why);
+        else
+            push_text(t, SL_ETEV_LEFT, err, true, "%s", why);
         return;
     }
     call_hook(t);
