@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <unistd.h>
-
+#include "platform/process.h"
 #include "starling/disk.h"
 #include "starling/hash.h"
 #include "starling/mpack.h"
@@ -918,7 +917,7 @@ sl_err sl_node_new(const sl_node_config_t *cfg, sl_node_t **out) {
     scfg.meta = cfg->meta;
     scfg.meta_len = cfg->meta_len;
     scfg.incarnation = inc;
-    scfg.seed = sl_plat_now_ns() ^ sl_hash64(node->name, strlen(node->name), (uint64_t)getpid());
+    scfg.seed = sl_plat_now_ns() ^ sl_hash64(node->name, strlen(node->name), sl_plat_pid());
     if ((err = sl_swim_new(&scfg, &node->swim)) != SL_OK) {
         sl_log(SL_LOG_ERR, "PEER-START", "cannot start membership: %s", sl_strerror(err));
         goto fail;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -420,8 +419,7 @@ static void on_fetch_restored(sl_study_node_t *sn, void *ctx, int ep, const char
         reply_text(f->call, SL_ENOTFOUND, "trial %s has no replicated checkpoint%s%s", f->trial,
                    why ? ": " : " yet", why ? why : "");
     }
-    sl_study_dir_clear(f->dir);
-    rmdir(f->dir);
+    sl_plat_remove_tree(f->dir); /* (the fetch's own directory) */
     sl_ctl_call_free(&f->call);
     sl_free(f);
 }

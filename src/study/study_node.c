@@ -5,20 +5,18 @@
  * layout". */
 #include "starling/study_node.h"
 
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "starling/hash.h"
 
+#include "platform/process.h"
 #include "starling/platform.h"
 #include "starling/study.h"
 #include "study/study_keys.h"
@@ -1330,32 +1328,8 @@ static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
 /* A worker wrote to the wake pipe: it has an event, or it ended. */
 static void on_wake(void *ctx, sl_node_t *node) {
     sl_study_node_t *sn = ctx;
-    char buf[256];
-    while (read(sn->wake[0], buf, sizeof buf) > 0) {
-    }
+    sl_plat_wake_drain(sn->wake[0]);
     sl_node_tick_soon(node, tick, sn);
-}
-
-/* The wake pipe, both ends above 0 (a job's wake_fd of 0 means none),
- * neither blocking (a full pipe already holds a wake-up). */
-static sl_err wake_pipe_open(int fds[2]) {
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-        return SL_EIO;
-    for (int i = 0; i < 2; i++)
-        if (fds[i] == 0) {
-            int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-            close(fds[i]);
-            fds[i] = moved;
-        }
-    if (fds[0] < 0 || fds[1] < 0) {
-        if (fds[0] >= 0)
-            close(fds[0]);
-        if (fds[1] >= 0)
-            close(fds[1]);
-        fds[0] = fds[1] = 0; /* (none, for the caller's clean-up) */
-        return SL_EIO;
-    }
-    return SL_OK;
 }
 
 /* How long a leaving peer waits for its last checkpoints' copies. */
@@ -1443,9 +1417,9 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
 #ifndef NDEBUG
     sn->check_view = true;
 #endif
-    if (getenv("SL_STUDY_CHECK"))
+    if (sl_plat_getenv("SL_STUDY_CHECK"))
         sn->check_view = true;
-    const char *plant = getenv("SL_STUDY_PLANT");
+    const char *plant = sl_plat_getenv("SL_STUDY_PLANT");
     sn->plant_lost_change = plant && !strcmp(plant, "lost-change");
     const char *dd = sl_node_data_dir(node);
     snprintf(sn->root, sizeof sn->root, "%s/studies", dd ? dd : "./starling-studies");
@@ -1459,7 +1433,7 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
     }
     if ((err = sl_study_data_new(&sn->data)) != SL_OK)
         goto fail;
-    if ((err = wake_pipe_open(sn->wake)) != SL_OK)
+    if ((err = sl_plat_wake_open(sn->wake)) != SL_OK)
         goto fail;
     if ((err = sl_node_watch_fd(node, sn->wake[0], on_wake, sn)) != SL_OK)
         goto fail;
@@ -1480,10 +1454,7 @@ sl_err sl_study_node_attach(sl_node_t *node, sl_store_node_t *store,
     return SL_OK;
 fail:
     sl_study_data_destroy(&sn->data);
-    if (sn->wake[0] > 0) {
-        close(sn->wake[0]);
-        close(sn->wake[1]);
-    }
+    sl_plat_wake_close(sn->wake);
     sl_free(sn);
     return err;
 }
@@ -1505,8 +1476,7 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     uint64_t end = sl_plat_now_ns() + 500000000ull;
     while (sn->orphan_count > 0 && sl_plat_now_ns() < end) {
         reap_orphans(sn);
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL); /* waiting for threads to end at exit */
+        sl_plat_sleep_ms(10); /* waiting for threads to end at exit */
     }
     reap_orphans(sn);
     for (int i = 0; i < sn->orphan_count; i++)
@@ -1521,8 +1491,7 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     sl_study_members_fini(&sn->members);
     if (sn->orphan_count == 0) { /* abandoned threads may still read the data sets */
         sl_study_data_destroy(&sn->data); /* and write to the wake pipe */
-        close(sn->wake[0]);
-        close(sn->wake[1]);
+        sl_plat_wake_close(sn->wake);
     }
     sl_free(sn);
     *snp = NULL;
