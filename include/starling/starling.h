@@ -58,6 +58,7 @@
 #include "starling/store_watch.h"
 /* studies (model search) and elastic jobs */
 #include "starling/elastic.h"
+#include "starling/elastic_node.h"
 #include "starling/study.h"
 #include "starling/study_node.h"
 /* the training engine */
