@@ -32,6 +32,11 @@ batch's mean loss), "test_acc A" at the end.
     /usr/bin/python3 peers/examples/torch_ddp_train.py --epochs 1 --limit 6000
     torchrun --nnodes 1 --nproc_per_node 2 peers/examples/torch_ddp_train.py --epochs 1
 
+(Debian's torchrun, torch 1.13 on Python 3.11, fails at its default
+--redirects 0 (Std.from_str finds no member 0): add --redirects 2 --tee 1
+--log_dir DIR.) The same global batch gives the same losses with 1 or 2
+ranks.
+
 The command-line options --epochs, --batch, --lr, --checkpoint-every,
 --limit and --seed are kept stable (bench/elastic uses them).
 """
