@@ -52,7 +52,7 @@ static sl_err reply_json(sl_ctl_call_t *call, cJSON *o) {
 static en_job_t *job_of(sl_elastic_node_t *en, const sl_ctl_req_t *req) {
     if (req->arg_count < 1)
         return NULL;
-    return sl_en_find(en, (const char *)req->args[0].ptr, req->args[0].len);
+    return sl_en_lookup(en, (const char *)req->args[0].ptr, req->args[0].len);
 }
 
 static sl_err pass_on(sl_elastic_node_t *en, int c, sl_node_t *node, const sl_ctl_req_t *req,

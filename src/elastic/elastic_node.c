@@ -144,6 +144,20 @@ static sl_err reload(sl_elastic_node_t *en, en_job_t *j) {
     return SL_OK;
 }
 
+static void flush_log(sl_elastic_node_t *en, en_job_t *j);
+
+/* Forgets a job (its records stay in the store: a command reads it back). */
+static void job_free(sl_elastic_node_t *en, en_job_t *j) {
+    if (j->log_dirty)
+        flush_log(en, j);
+    sl_elastic_trainer_destroy(&j->trainer);
+    sl_elastic_command_destroy(&j->command);
+    sl_elastic_destroy(&j->core);
+    sl_elastic_records_destroy(&j->recs);
+    sl_buf_fini(&j->log);
+    memset(j, 0, sizeof *j);
+}
+
 en_job_t *sl_en_add(sl_elastic_node_t *en, const char *id, const sl_elastic_job_t *spec) {
     en_job_t *j = sl_en_find(en, id, SL_ELASTIC_JOB_ID_LEN);
     if (j)
@@ -151,8 +165,14 @@ en_job_t *sl_en_add(sl_elastic_node_t *en, const char *id, const sl_elastic_job_
     for (int i = 0; i < EN_MAX_JOBS && !j; i++)
         if (!en->jobs[i].used)
             j = &en->jobs[i];
+    for (int i = 0; i < EN_MAX_JOBS && !j; i++) /* a job that ended makes room */
+        if (en->jobs[i].finished && !en->jobs[i].command &&
+            !(en->jobs[i].trainer && sl_elastic_trainer_in_world(en->jobs[i].trainer))) {
+            j = &en->jobs[i];
+            job_free(en, j);
+        }
     if (!j) {
-        sl_log(SL_LOG_WARNING, "ELASTIC", "job %s: this peer follows %d jobs already; it is "
+        sl_log(SL_LOG_WARNING, "ELASTIC", "job %s: this peer runs %d jobs already; it is "
                "left to the others", id, EN_MAX_JOBS);
         return NULL;
     }
@@ -223,6 +243,40 @@ static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
         take_entry(en, j, key, key_len, e->val, e->val_len);
     }
     sl_node_tick_soon(en->node, tick, en);
+}
+
+typedef struct {
+    sl_elastic_node_t *en;
+    const char *name;
+    size_t len;
+    en_job_t *found;
+} lookup_t;
+
+static bool scan_named(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
+    lookup_t *l = ctx;
+    sl_elastic_key_t k;
+    sl_elastic_job_t spec;
+    if (e->type != SL_CRDT_LWW ||
+        sl_elastic_key_parse((const char *)key, key_len, &k, NULL, 0) != SL_OK ||
+        k.kind != SL_ELASTIC_KEY_SPEC ||
+        sl_elastic_spec_decode(&k, e->val, e->val_len, &spec, NULL, 0) != SL_OK)
+        return true;
+    if ((l->len == SL_ELASTIC_JOB_ID_LEN && !memcmp(k.job, l->name, l->len)) ||
+        (strlen(spec.name) == l->len && !memcmp(spec.name, l->name, l->len))) {
+        l->found = sl_en_add(l->en, k.job, &spec);
+        return false;
+    }
+    return true;
+}
+
+en_job_t *sl_en_lookup(sl_elastic_node_t *en, const char *id_or_name, size_t len) {
+    en_job_t *j = sl_en_find(en, id_or_name, len);
+    if (j || len == 0 || len > SL_ELASTIC_NAME_MAX)
+        return j;
+    /* one this peer let go (it ended, and room was needed): read back */
+    lookup_t l = {en, id_or_name, len, NULL};
+    sl_store_scan(sl_store_node_store(en->store), "job/", 4, scan_named, &l);
+    return l.found;
 }
 
 static bool scan_specs(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
@@ -850,20 +904,21 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, ui
         finish(en, j, "the job was cancelled");
 }
 
+static void flush_log(sl_elastic_node_t *en, en_job_t *j) {
+    sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_LOG};
+    snprintf(k.peer, sizeof k.peer, "%s", sl_en_self(en));
+    memcpy(k.job, j->id, sizeof k.job);
+    char text[SL_ELASTIC_KEY_MAX];
+    size_t kl;
+    if (sl_elastic_key_build(&k, text, sizeof text, &kl) == SL_OK &&
+        sl_store_node_put_later(en->store, text, kl, j->log.data, j->log.len) == SL_OK)
+        j->log_dirty = false;
+}
+
 static void flush_logs(sl_elastic_node_t *en) {
-    for (int i = 0; i < EN_MAX_JOBS; i++) {
-        en_job_t *j = &en->jobs[i];
-        if (!j->used || !j->log_dirty)
-            continue;
-        sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_LOG};
-        snprintf(k.peer, sizeof k.peer, "%s", sl_en_self(en));
-        memcpy(k.job, j->id, sizeof k.job);
-        char text[SL_ELASTIC_KEY_MAX];
-        size_t kl;
-        if (sl_elastic_key_build(&k, text, sizeof text, &kl) == SL_OK &&
-            sl_store_node_put_later(en->store, text, kl, j->log.data, j->log.len) == SL_OK)
-            j->log_dirty = false;
-    }
+    for (int i = 0; i < EN_MAX_JOBS; i++)
+        if (en->jobs[i].used && en->jobs[i].log_dirty)
+            flush_log(en, &en->jobs[i]);
 }
 
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
@@ -1023,13 +1078,8 @@ void sl_elastic_node_destroy(sl_elastic_node_t **enp) {
     sl_elastic_node_t *en = *enp;
     for (int i = 0; i < EN_MAX_JOBS; i++) {
         en_job_t *j = &en->jobs[i];
-        if (!j->used)
-            continue;
-        sl_elastic_trainer_destroy(&j->trainer);
-        sl_elastic_command_destroy(&j->command);
-        sl_elastic_destroy(&j->core);
-        sl_elastic_records_destroy(&j->recs);
-        sl_buf_fini(&j->log);
+        if (j->used)
+            job_free(en, j);
     }
     sl_free(en->members);
     sl_free(en->member_names);

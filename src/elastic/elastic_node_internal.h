@@ -12,7 +12,7 @@
 #include "starling/hash.h"
 #include "starling/study.h"
 
-#define EN_MAX_JOBS 16       /* jobs one peer follows */
+#define EN_MAX_JOBS 16       /* jobs one peer follows at once (an ended one makes room) */
 #define EN_LOG_MAX 60000     /* bytes of a peer's job log kept in the store */
 #define EN_PROG_GAP_MS 250   /* rank 0 writes its progress at most this often */
 
@@ -83,8 +83,10 @@ struct sl_elastic_node {
 };
 
 const char *sl_en_self(const sl_elastic_node_t *en);
-/* The job with this id or name, or NULL. */
+/* The job with this id or name this peer follows, or NULL. */
 en_job_t *sl_en_find(sl_elastic_node_t *en, const char *id_or_name, size_t len);
+/* The same, or a job the store holds that this peer let go (read back). */
+en_job_t *sl_en_lookup(sl_elastic_node_t *en, const char *id_or_name, size_t len);
 /* Follows a job newly seen in the store (its spec). */
 en_job_t *sl_en_add(sl_elastic_node_t *en, const char *id, const sl_elastic_job_t *spec);
 /* Writes a key of job `j` (durable here when it returns SL_OK). */
