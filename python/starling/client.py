@@ -18,6 +18,9 @@ from .wire import CtlRep, CtlReq, WireError, decode_rep, encode_req
 
 PathLike = Union[str, "os.PathLike[str]"]
 CHUNK_LEN = 1 << 20  # blob chunk size (proto/blob.md)
+JOB_ENDS = ("done", "failed", "cancelled")  # an elastic job's last states (control.md 4.7)
+EPOCH_FIELDS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "test_loss", "test_acc",
+                "world", "wall_ms")
 
 
 def default_peer() -> str:
@@ -300,22 +303,38 @@ class Client:
         """Every blob the cluster knows, with its holders (``blob-ls``)."""
         return self.call_json("blob-ls")
 
-    # ---- studies ----
+    # ---- studies and elastic jobs ----
 
-    def submit(self, study: Union[Dict[str, Any], PathLike]) -> str:
-        """Submits a study (a dict, or a JSON file's path; docs/studies.md);
-        returns its id. Submitting the same study again returns the same id."""
-        if isinstance(study, dict):
-            text = json.dumps(study).encode()
+    def submit(self, spec: Union[Dict[str, Any], PathLike]) -> str:
+        """Submits a study or an elastic job (a dict, or a JSON file's path;
+        docs/studies.md, docs/elastic.md "The job file"); returns its id
+        (16 hex digits). A spec with ``"kind": "elastic"`` is a job.
+        Submitting the same spec again returns the same id. A refused spec
+        raises StarlingError (``Status.EINVAL``, the message naming the
+        field; ``Status.EAUTH`` for a command trainer in an open cluster)."""
+        if isinstance(spec, dict):
+            text = json.dumps(spec).encode()
         else:
-            text = Path(study).read_bytes()
-        return str(self.call_json("submit", text)["study"])
+            text = Path(spec).read_bytes()
+        rep = self.call_json("submit", text)
+        return str(rep["job"] if "job" in rep else rep["study"])
 
-    def status(self, study: str) -> Dict[str, Any]:
-        """The study's state (``status``): budget, ``finished``, ``cancelled``
-        and one dict per trial (``trial``, ``config``, ``state``, ``epoch``,
-        ``metrics``, ...)."""
-        return self.call_json("status", study)
+    def status(self, target: str) -> Dict[str, Any]:
+        """A study's or a job's state (``status``; ``target``: an id or a name).
+
+        A study: budget, ``finished``, ``cancelled`` and one dict per trial
+        (``trial``, ``config``, ``state``, ``epoch``, ``metrics``, ...).
+        A job: ``kind`` ``"elastic"``, ``job``, ``state`` (``waiting``,
+        ``running``, ``done``, ``failed``, ``cancelled``), ``step``,
+        ``epoch``, ``round``, ``world`` (member names in rank order),
+        ``metrics`` (``train_loss``, ``epochs``), ``rounds``, ... as
+        proto/control.md section 4.7 gives it."""
+        return self.call_json("status", target)
+
+    @staticmethod
+    def is_job(status: Dict[str, Any]) -> bool:
+        """Whether a :meth:`status` dict is an elastic job's."""
+        return status.get("kind") == "elastic"
 
     def watch_study(self, study: str, interval: float = 1.0,
                     until_done: bool = True) -> Iterator[Dict[str, Any]]:
@@ -331,12 +350,50 @@ class Client:
                 return
             time.sleep(interval)
 
-    def results(self, study: str) -> List[Dict[str, Any]]:
-        """One flat dict per trial, pandas-free (``pandas.DataFrame(rows)``
-        works): ``trial``, ``state``, ``epoch``, ``owner``, ``reason``, the
-        trial's config parameters and its last epoch's metrics."""
+    def watch_job(self, job: str, interval: float = 0.5,
+                  timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+        """Yields an elastic job's status dict (:meth:`status`) when it
+        changes (its ``state``, ``step``, ``epoch``, ``round`` or
+        ``world``), polling every ``interval`` seconds, the first one at
+        once, until the job ends: the last dict yielded has ``state``
+        ``done``, ``cancelled`` or ``failed`` (the peers could not train
+        it). ``timeout``: seconds after which ConnectionFailed
+        (``Status.ETIMEDOUT``) is raised if it has not ended; None waits
+        for ever. A study's id raises ValueError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            st = self.status(job)
+            if not self.is_job(st):
+                raise ValueError(f"{job}: a study, not an elastic job (use watch_study)")
+            seen = (st.get("state"), st.get("step"), st.get("epoch"), st.get("round"),
+                    tuple(st.get("world") or ()))
+            if seen != last:
+                last = seen
+                yield st
+            if st.get("state") in JOB_ENDS:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise ConnectionFailed("status", Status.ETIMEDOUT,
+                                       f"job {job} still {st.get('state')} at step "
+                                       f"{st.get('step')} after {timeout:g} s")
+            time.sleep(interval)
+
+    def results(self, target: str) -> List[Dict[str, Any]]:
+        """Flat rows, pandas-free (``pandas.DataFrame(rows)`` works).
+
+        A study: one dict per trial: ``trial``, ``state``, ``epoch``,
+        ``owner``, ``reason``, the trial's config parameters and its last
+        epoch's metrics. A job: one dict per epoch reported: ``epoch``,
+        ``step``, ``train_loss``, ``val_loss``, ``val_acc``, ``test_loss``,
+        ``test_acc`` (None where not measured), ``world`` (members training
+        at its end), ``wall_ms``; :meth:`curve` has the loss by step."""
+        st = self.status(target)
+        if self.is_job(st):
+            epochs = (st.get("metrics") or {}).get("epochs") or []
+            return [{**{k: e.get(k) for k in EPOCH_FIELDS}, **e} for e in epochs]
         rows = []
-        for t in self.status(study).get("trials", []):
+        for t in st.get("trials", []):
             row: Dict[str, Any] = {k: t.get(k) for k in ("trial", "state", "epoch", "owner",
                                                          "failures", "reason")}
             row.update(t.get("config") or {})
@@ -344,13 +401,39 @@ class Client:
             rows.append(row)
         return rows
 
-    def report(self, study: str) -> Dict[str, Any]:
-        """The study's report (``results``): leaderboard text, best models, Pareto front."""
-        return self.call_json("results", study)
+    def curve(self, job: str) -> List[Dict[str, Any]]:
+        """An elastic job's training curve (``results``' ``curve``): one dict
+        per point, ``step``, ``loss`` (mean train loss since the point
+        before; None where unknown), ``world`` (members training) and
+        ``wall_ms`` (Unix milliseconds), by step."""
+        rep = self.report(job)
+        if "curve" not in rep:
+            raise ValueError(f"{job}: a study, not an elastic job")
+        names = ("step", "loss", "world", "wall_ms")
+        return [dict(zip(names, row)) for row in rep["curve"]]
 
-    def logs(self, study: str, trial: str) -> str:
-        """A trial's log (its command's output, the peer's notes)."""
-        return self.call("logs", study, trial).decode("utf-8", "replace")
+    def report(self, target: str) -> Dict[str, Any]:
+        """The ``results`` command's object. A study: leaderboard text, best
+        models, Pareto front. A job: its :meth:`status` plus ``curve``
+        (``[step, loss, world, wall_ms]`` rows) and, once done, ``done``."""
+        return self.call_json("results", target)
+
+    def plots(self, target: str) -> Dict[str, str]:
+        """SVG text by file name (``plot``): a study's ``curves.svg`` (and
+        ``pareto.svg``), a job's ``loss.svg`` and ``world.svg``."""
+        return self.call_json("plot", target)
+
+    def logs(self, target: str, trial: Optional[str] = None, *,
+             peer: Optional[str] = None) -> str:
+        """Log text. A study: ``logs(study, trial)``, the trial's log (its
+        command's output, the peer's notes). A job: ``logs(job)``, every
+        peer's log of it, each after a ``==> PEER <==`` line, or
+        ``logs(job, peer=NAME)``, that peer's only (empty when it has none)."""
+        if trial is not None and peer is not None:
+            raise ValueError("logs: a trial (of a study) or a peer (of a job), not both")
+        second = trial if trial is not None else peer
+        text = self.call("logs", target, *([second] if second is not None else []))
+        return text.decode("utf-8", "replace")
 
     def fetch(self, study: str, trial: str, path: Optional[PathLike] = None,
               timeout: float = 120.0) -> bytes:
@@ -361,9 +444,32 @@ class Client:
             Path(path).write_bytes(data)
         return data
 
-    def cancel(self, study: str) -> None:
-        """Cancels a study: no new trials start; running ones are stopped."""
-        self.call("cancel", study)
+    def fetch_model(self, job: str, path: PathLike, timeout: float = 120.0) -> int:
+        """Writes an elastic job's final weights (a builtin job's model as
+        ``.npz``, ``fetch JOB``) to ``path``, streamed part by part through
+        a temporary file beside it that is renamed at the end; returns the
+        size. The peer copies the model's blob first if it has none
+        (``timeout``: seconds for each part). Before the job is done (and
+        for a command job, which leaves no model in the store) it raises
+        StarlingError with ``Status.ENOTFOUND``."""
+        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+        size = 0
+        try:
+            with open(tmp, "wb") as f:
+                for part in self.stream("fetch", job, timeout=timeout):
+                    f.write(part)
+                    size += len(part)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return size
+
+    def cancel(self, target: str) -> None:
+        """Cancels a study (no new trials start; running ones are stopped) or
+        a job (it stops at the next step boundary on every peer; its state
+        becomes ``cancelled``)."""
+        self.call("cancel", target)
 
 
 def _manifest(whole: bytes, size: int, chunks: List[bytes]) -> bytes:

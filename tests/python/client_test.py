@@ -56,15 +56,25 @@ def raises(status, fn, *args):
     return False
 
 
+USED_PORTS = set()
+
+
 def free_port():
-    for _ in range(200):
+    """A port free on 127.0.0.1 with the one after it (a peer's elastic ring,
+    --ring-port, defaults to its gossip port + 1), overlapping no port this
+    test took; below 32768, where the kernel picks outgoing ports."""
+    for _ in range(500):
         p = 20000 + int.from_bytes(os.urandom(2), "big") % 12000
-        with socket.socket() as s:
+        if USED_PORTS & {p - 1, p, p + 1}:
+            continue
+        with socket.socket() as s, socket.socket() as r:
             try:
                 s.bind(("127.0.0.1", p))
-                return p
+                r.bind(("127.0.0.1", p + 1))
             except OSError:
                 continue
+        USED_PORTS.update((p, p + 1))
+        return p
     raise RuntimeError("no free port")
 
 
@@ -106,6 +116,160 @@ def vectors():
     check(count >= 25, f"{count} control vectors read")
 
 
+def elastic_world_env():
+    """starling.elastic.world() under a fake torchrun environment, and a lone run."""
+    env = {"RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "1",
+           "GROUP_RANK": "2", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "23456",
+           "TORCHELASTIC_RESTART_COUNT": "4", "TORCHELASTIC_RUN_ID": "0123456789abcdef",
+           "STARLING_JOB": "0123456789abcdef", "STARLING_ROUND": "9",
+           "STARLING_CHECKPOINT_DIR": "/tmp/ck"}
+    w = starling.elastic.world(env)
+    check((w.rank, w.local_rank, w.world_size, w.local_world_size, w.group_rank, w.master_addr,
+           w.master_port, w.restart_count, w.run_id, w.job, w.round, w.checkpoint_dir,
+           w.distributed, w.is_rank0, w.under_starling) ==
+          (2, 0, 3, 1, 2, "10.0.0.7", 23456, 4, "0123456789abcdef", "0123456789abcdef", 9,
+           "/tmp/ck", True, False, True), f"elastic.world() from torchrun's variables: {w}")
+    lone = starling.elastic.world({})
+    check((lone.rank, lone.world_size, lone.master_addr, lone.master_port, lone.run_id,
+           lone.job, lone.round, lone.checkpoint_dir, lone.distributed, lone.is_rank0) ==
+          (0, 1, "127.0.0.1", 29500, "none", None, 0, None, False, True),
+          f"elastic.world() alone: torch's defaults: {lone}")
+    try:
+        starling.elastic.world({"RANK": "3", "WORLD_SIZE": "3"})
+        check(False, "a rank outside the world is refused")
+    except ValueError as e:
+        check("RANK" in str(e), f"a rank outside the world: {e}")
+    import io
+    out = io.StringIO()
+    starling.report_step(7, loss=0.5, epoch=2, file=out)
+    starling.report_epoch(2, val_acc=0.9, test_acc=0.875, file=out)
+    check(out.getvalue() == '{"step":7,"loss":0.5,"epoch":2}\n{"epoch":2,"val_acc":0.9,'
+          '"test_acc":0.875}\n', f"report_step/report_epoch lines: {out.getvalue()!r}")
+    for bad in (lambda: starling.report_step(-1), lambda: starling.report_step(1, loss=float("nan")),
+                lambda: starling.report_epoch(0), lambda: starling.report_epoch(1, step=3),
+                lambda: starling.report_epoch(1, x=1.0, **{f"m{i}": 1.0 for i in range(60)})):
+        try:
+            bad()
+            check(False, "a bad report is refused")
+        except ValueError:
+            pass
+    check("torch" not in sys.modules, "starling.elastic imports no torch")
+
+
+def jobs(a, b, tmp):
+    """Elastic jobs (proto/control.md 4.7) through the client."""
+    job = {
+        "kind": "elastic", "name": "py-job", "seed": 5, "nodes": {"min": 1, "max": 2},
+        "trainer": {"type": "builtin", "model": "mlp:32"},
+        "dataset": {"name": "fashion-mnist", "limit": 3000, "val_split": 0.1},
+        "epochs": 1, "global_batch": 64,
+        "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9}, "checkpoint_every": 1000,
+    }
+    bad = dict(job, nodes={"min": 2, "max": 1})
+    try:
+        a.submit(bad)
+        check(False, "a bad job file is refused")
+    except StarlingError as e:
+        check(e.status == Status.EINVAL and e.message.startswith("job refused: nodes.max"),
+              f"a bad job file: SL_EINVAL naming the field: {e.message}")
+    jid = a.submit(job)
+    check(len(jid) == 16 and a.submit(job) == jid, f"submit of a job: its id {jid}, again the same")
+    t0 = time.monotonic()
+    seen = list(a.watch_job(jid, interval=0.2, timeout=120))
+    last = seen[-1]
+    check(last["state"] == "done" and last["kind"] == "elastic" and last["job"] == jid and
+          last["name"] == "py-job" and last["trainer"] == "builtin" and
+          last["nodes"] == {"min": 1, "max": 2} and last["epochs"] == 1,
+          f"watch_job ends with the job done ({len(seen)} states, "
+          f"{time.monotonic() - t0:.1f} s): {last.get('state')}")
+    check(all(seen[i]["step"] <= seen[i + 1]["step"] for i in range(len(seen) - 1))
+          and len(seen) >= 2, "watch_job: the steps go forward")
+    check(isinstance(last["round"], int) and last["round"] >= 1 and last["rounds"] and
+          all(set(r) >= {"round", "world", "leader", "start_step", "started_ms"}
+              for r in last["rounds"]) and set(last["world"]) <= {"a", "b"},
+          f"status: rounds and world {last['world']} {last['rounds']}")
+    st = b.status("py-job")
+    check(st["job"] == jid and st["state"] == "done", "status by name, on the other peer")
+    rows = a.results(jid)
+    check(len(rows) == 1 and rows[0]["epoch"] == 1 and 0 < rows[0]["test_acc"] <= 1 and
+          rows[0]["val_acc"] is not None and rows[0]["train_loss"] > 0,
+          f"results of a job: one row per epoch: {rows}")
+    curve = a.curve(jid)
+    check(len(curve) >= 2 and all(c["step"] < d["step"] for c, d in zip(curve, curve[1:])) and
+          all(c["world"] in (1, 2) for c in curve) and
+          any(isinstance(c["loss"], float) and c["loss"] > 0 for c in curve),
+          f"curve: points by step ({len(curve)})")
+    rep = a.report(jid)
+    check(rep.get("done", {}).get("model") == last.get("model") and len(rep["done"]["model"]) == 64,
+          "report: done, with the model's blob")
+    plots = a.plots(jid)
+    check(plots.get("loss.svg", "").startswith("<svg") and "<svg" in plots.get("world.svg", ""),
+          "plots: loss.svg and world.svg")
+    # (each peer writes its log of a job to the store every second)
+    wait_until(lambda: "every epoch is trained" in a.logs(jid), "logs(job): the end is there", 10)
+    log = a.logs(jid)
+    check(log.startswith("==> ") and log.count("==> a <==") == 1, f"logs(job): {log[:120]!r}")
+    only = a.logs(jid, peer="a")
+    check(only.startswith("==> a <==") and "==> b <==" not in only, "logs(job, peer=a)")
+    check(a.logs(jid, peer="nobody") == "", "logs of a peer with none: empty")
+    model = os.path.join(tmp, "model.npz")
+    n = b.fetch_model(jid, model)
+    import zipfile
+    with zipfile.ZipFile(model) as z:
+        names = z.namelist()
+        check(n == os.path.getsize(model) and z.testzip() is None and
+              len(names) >= 2 and all(x.endswith(".npy") for x in names),
+              f"fetch_model on the other peer: a loadable .npz of {n} bytes: {names}")
+    for cmd, args in (("status", [jid, "x"]), ("results", [jid, "x"]),
+                      ("logs", [jid, "a", "x"])):
+        check(raises(Status.EINVAL, a.call, cmd, *args), f"{cmd} JOB {' '.join(args[1:])}: SL_EINVAL")
+    try:
+        next(a.watch_job("py-client-test"))
+        check(False, "watch_job of a study is refused")
+    except ValueError:
+        pass
+
+    # a command job whose script uses starling.elastic (world 1: no torch)
+    script = os.path.join(SRC, "tests", "python", "job_script.py")
+    cjob = {"kind": "elastic", "name": "py-cmd-job", "nodes": {"min": 1, "max": 1},
+            "trainer": {"type": "command", "stop_grace_s": 2,
+                        "command": f"PYTHONPATH={os.path.join(SRC, 'python')} "
+                                   f"{sys.executable} {script}"},
+            "epochs": 1, "global_batch": 8}
+    cid = a.submit(cjob)
+    cst = list(a.watch_job(cid, interval=0.2, timeout=60))[-1]
+    check(cst["state"] == "done" and cst["trainer"] == "command", f"command job done: {cst['state']}")
+    ccurve = a.curve(cid)
+    check([(c["step"], c["loss"]) for c in ccurve if c["step"] > 0] ==
+          [(1, 1.0), (2, 0.5), (3, 1.0 / 3)], f"report_step lines: the curve {ccurve}")
+    ep = cst["metrics"]["epochs"]
+    check(len(ep) == 1 and ep[0]["epoch"] == 1 and ep[0]["test_acc"] == 0.75 and
+          ep[0]["train_loss"] == 0.5, f"report_epoch line: the epoch's metrics {ep}")
+    wait_until(lambda: "checkpoint_dir exists" in a.logs(cid), "the command's output in logs", 10)
+    clog = a.logs(cid)
+    wl = [ln for ln in clog.splitlines() if "world {" in ln]
+    w = json.loads(wl[0][wl[0].index("{"):]) if wl else {}
+    check(w.get("rank") == 0 and w.get("world_size") == 1 and w.get("job") == cid and
+          w.get("run_id") == cid and w.get("round", 0) >= 1 and w.get("master_port", 0) > 0 and
+          w.get("distributed") is True and "checkpoint_dir exists: True" in clog,
+          f"elastic.world() in the command: {w}")
+    check(raises(Status.ENOTFOUND, a.fetch_model, cid, os.path.join(tmp, "none.npz"))
+          and not os.path.exists(os.path.join(tmp, "none.npz")),
+          "fetch_model of a command job (no model): SL_ENOTFOUND, no file")
+
+    # cancel: a long job stops on every peer
+    long = dict(job, name="py-long", epochs=500)
+    lid = a.submit(long)
+    wait_until(lambda: a.status(lid)["state"] == "running" and a.status(lid)["step"] > 0,
+               "the long job trains", 60)
+    check(raises(Status.ENOTFOUND, a.fetch_model, lid, os.path.join(tmp, "long.npz")),
+          "fetch_model before the job is done: SL_ENOTFOUND")
+    b.cancel("py-long")
+    ends = list(a.watch_job(lid, interval=0.2, timeout=30))
+    check(ends[-1]["state"] == "cancelled", f"cancel(job) on the other peer: {ends[-1]['state']}")
+    wait_until(lambda: b.status(lid)["state"] == "cancelled", "the other peer: cancelled too")
+
+
 def main():
     if not os.access(PEER, os.X_OK):
         print(f"skip: no peer binary at {PEER}")
@@ -115,12 +279,13 @@ def main():
     procs = {}
     ports = {}
 
-    def start(name, *extra):
+    def start(name, *extra, commands=True):
         ports.setdefault(name, free_port())
         log = open(os.path.join(tmp, name + ".log"), "ab")
         procs[name] = subprocess.Popen(
             [PEER, "--name", name, "--listen", f"127.0.0.1:{ports[name]}", "--data",
-             os.path.join(tmp, name), "--allow-commands", "--log-level", "info", *FAST, *extra],
+             os.path.join(tmp, name), *(["--allow-commands"] if commands else []),
+             "--log-level", "info", *FAST, *extra],
             stdout=log, stderr=subprocess.STDOUT, cwd=SRC)
 
     try:
@@ -277,6 +442,14 @@ def main():
         a.cancel(sid2)
         wait_until(lambda: a.status(sid2)["cancelled"] is True, "status says cancelled")
 
+        # elastic jobs (the built-in trainer needs Debian's fashion-mnist)
+        elastic_world_env()
+        data = os.environ.get("SL_DATASETS") or "/usr/share/datasets"
+        if os.path.isdir(os.path.join(data, "fashion-mnist")):
+            jobs(a, b, tmp)
+        else:
+            print(f"skip: elastic jobs (no fashion-mnist in {data}; tools/setup installs it)")
+
         # errors: unknown command, bad arguments
         try:
             a.call("no-such-command")
@@ -318,6 +491,21 @@ def main():
         except starling.ConnectionFailed as e:
             check(e.status == Status.ETIMEDOUT, f"no key: no answer ({e.message[:60]})")
         nokey.close()
+
+        # an open cluster without --allow-commands refuses a command job
+        start("o", commands=False)
+        wait_until(lambda: os.path.exists(os.path.join(tmp, "o", "control.sock")),
+                   "o's control socket", 20)
+        o = starling.Client(peer=os.path.join(tmp, "o"))
+        cjob = {"kind": "elastic", "name": "py-open", "nodes": {"min": 1, "max": 1},
+                "trainer": {"type": "command", "command": "true"}, "epochs": 1}
+        try:
+            o.submit(cjob)
+            check(False, "an open peer refuses a command job")
+        except StarlingError as e:
+            check(e.status == Status.EAUTH and e.message.startswith("job refused"),
+                  f"a command job in an open cluster: SL_EAUTH: {e.message[:70]}")
+        o.close()
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)
