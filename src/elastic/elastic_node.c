@@ -835,7 +835,15 @@ static void write_action(sl_elastic_node_t *en, en_job_t *j, const sl_elastic_ac
         take_entry(en, j, (const uint8_t *)text, kl, buf, n);
 }
 
-static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, uint64_t now) {
+/* Whether this peer is in (or joining) one of job j's worlds. */
+static bool engaged(const en_job_t *j) {
+    sl_elastic_phase p = j->core ? sl_elastic_phase_of(j->core) : SL_ELASTIC_IDLE;
+    return !j->finished && (p == SL_ELASTIC_WAITING || p == SL_ELASTIC_TRAINING ||
+                            j->in_world || j->pending || j->command);
+}
+
+static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, uint64_t now,
+                     bool held) {
     if (j->trainer)
         drain_trainer(en, j);
     if (j->command) {
@@ -848,6 +856,11 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, ui
         finish(en, j, "the job is done");
         return;
     }
+    /* A peer trains in one job's world at a time (its cores, its GPU and
+       its ring port are one): another job does not hear from it, not even
+       a volunteer record, until that world is over. */
+    if (held && !engaged(j))
+        return;
     if (j->spec.trainer == SL_ELASTIC_TRAINER_BUILTIN && !j->trainer) {
         sl_elastic_trainer_cfg_t tc;
         memset(&tc, 0, sizeof tc);
@@ -942,13 +955,16 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
                 reload(en, &en->jobs[i]);
     }
     size_t members = 0;
-    bool busy = false;
+    bool busy = false, held = false;
+    for (int i = 0; i < EN_MAX_JOBS; i++)
+        held |= en->jobs[i].used && engaged(&en->jobs[i]);
     if (members_view(en, &members) == SL_OK && !sl_plat_stop_requested())
         for (int i = 0; i < EN_MAX_JOBS; i++) {
             en_job_t *j = &en->jobs[i];
             if (!j->used)
                 continue;
-            job_turn(en, j, members, now);
+            job_turn(en, j, members, now, held && !engaged(j));
+            held |= engaged(j); /* (a world it just acked holds it for the jobs after) */
             busy |= !j->finished;
         }
     if (now >= en->log_flush_ms) {

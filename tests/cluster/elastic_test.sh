@@ -120,8 +120,13 @@ ctl "$OBS" plot "$JOB" --out "$CLUSTER_DIR/plot" >/dev/null || fail "plot failed
 grep -q "<svg" "$CLUSTER_DIR/plot/world.svg" || fail "no world-size plot"
 ctl "$OBS" logs "$JOB" | grep -q "starts: rank" || fail "the job's logs show no world"
 
-# the same job without faults, on the peers left
+# the same job without faults, on the peers left, submitted with another
+# job that is cancelled at once: a peer trains in one job's world at a
+# time, and a cancelled job ends on every peer
 REF=$(ctl "$OBS" submit "$(job_file calm)") || fail "submit of the reference job failed"
+OTHER=$(ctl "$OBS" submit "$(job_file other)") || fail "submit of the other job failed"
+ctl "$OBS" cancel other >/dev/null || fail "cancel by name failed"
+wait_until 60 "the other job is cancelled" is_state "$OBS" "$OTHER" cancelled
 wait_until 300 "the reference job is done" is_state "$OBS" "$REF" done
 REF_ACC=$(field "$OBS" "$REF" 's["metrics"]["epochs"][-1]["test_acc"]')
 log "test accuracy: $ACC with faults, $REF_ACC without"
