@@ -481,6 +481,37 @@ static void test_view(void) {
     sl_elastic_records_destroy(&r);
 }
 
+/* job/J/ckpt: a builtin job's names one blob, a command job's its files. */
+static void test_ckpt(void) {
+    const char *hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    char text[512], why[256];
+    uint64_t step = 0;
+    uint8_t blob[32];
+    snprintf(text, sizeof text, "{\"step\": 40, \"blob\": \"%s\", \"round\": 3}", hex);
+    CHECK_OK(sl_elastic_ckpt_decode(text, strlen(text), false, &step, blob, why, sizeof why));
+    CHECK_INT(step, 40);
+    CHECK_INT(blob[1], 0x11);
+    /* a command job's needs files */
+    CHECK_ERR(sl_elastic_ckpt_decode(text, strlen(text), true, &step, blob, why, sizeof why),
+              SL_EPROTO);
+    snprintf(text, sizeof text, "{\"step\": 2, \"files\": {\"ckpt-40.pt\": \"%s\"}}", hex);
+    CHECK_OK(sl_elastic_ckpt_decode(text, strlen(text), true, &step, blob, why, sizeof why));
+    CHECK_INT(step, 2);
+    static const char *const bad[] = {
+        "[]", "{\"step\": 0, \"blob\": \"00\"}", "{\"step\": 1.5}", "{\"step\": -3}",
+        "{\"step\": 1e300}", "not json", "{\"step\": 4, \"blob\": \"zz\"}",
+        "{\"step\": 2, \"files\": {\".hidden\": \"00\"}}",
+        "{\"step\": 2, \"files\": {\"a/b\": \"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sl_err e1 = sl_elastic_ckpt_decode(bad[i], strlen(bad[i]), false, &step, blob, why,
+                                           sizeof why);
+        sl_err e2 = sl_elastic_ckpt_decode(bad[i], strlen(bad[i]), true, &step, blob, why,
+                                           sizeof why);
+        CHECK_MSG(e1 == SL_EPROTO && e2 == SL_EPROTO, "ckpt record %s: %s, %s", bad[i],
+                  sl_errname(e1), sl_errname(e2));
+    }
+}
+
 int main(void) {
     sl_test_run("keys", test_keys);
     sl_test_run("vectors", test_vectors);
@@ -488,5 +519,6 @@ int main(void) {
     sl_test_run("round_trips", test_round_trips);
     sl_test_run("malformed", test_malformed);
     sl_test_run("view", test_view);
+    sl_test_run("ckpt", test_ckpt);
     return sl_test_finish();
 }

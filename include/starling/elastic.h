@@ -450,6 +450,14 @@ sl_err sl_elastic_cancel_decode(const void *val, size_t len, char *why, size_t w
 sl_err sl_elastic_spec_decode(const sl_elastic_key_t *key, const void *val, size_t len,
                               sl_elastic_job_t *out, char *why, size_t why_len);
 
+/* job/J/ckpt: the newest checkpoint, a JSON object (proto/elastic.md
+ * "Progress records") with "step" (1 to 2^53-1) and, for a builtin job,
+ * "blob" (64 lower-case hex: written to *blob), for a command job "files"
+ * (an object: name -> 64 hex, at most 16, each a plain file name). At most
+ * SL_ELASTIC_VALUE_MAX bytes. SL_EPROTO with the reason otherwise. */
+sl_err sl_elastic_ckpt_decode(const void *val, size_t len, bool command, uint64_t *step,
+                              uint8_t blob[32], char *why, size_t why_len);
+
 /* The job's records as read from the store, turned into the core's view. */
 typedef struct sl_elastic_records sl_elastic_records_t;
 

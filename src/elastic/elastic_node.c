@@ -86,25 +86,15 @@ static void take_entry(sl_elastic_node_t *en, en_job_t *j, const uint8_t *key, s
     if (sl_elastic_key_parse((const char *)key, key_len, &k, why, sizeof why) != SL_OK)
         goto bad;
     if (k.kind == SL_ELASTIC_KEY_CKPT) {
-        cJSON *o = cJSON_ParseWithLength((const char *)val, val_len);
-        const cJSON *st = cJSON_GetObjectItem(o, "step"), *b = cJSON_GetObjectItem(o, "blob");
+        uint64_t step;
         uint8_t h[SL_BLAKE2B_LEN] = {0};
-        /* a builtin job's names one blob; a command job's, its files */
-        bool ok = cJSON_IsNumber(st) && st->valuedouble >= 1 &&
-                  st->valuedouble <= (double)SL_ELASTIC_ROUND_MAX &&
-                  (j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND
-                       ? cJSON_IsObject(cJSON_GetObjectItem(o, "files"))
-                       : cJSON_IsString(b) && strlen(b->valuestring) == 2 * SL_BLAKE2B_LEN &&
-                             sl_unhex(b->valuestring, 2 * SL_BLAKE2B_LEN, h));
-        if (ok && (!j->has_ckpt || (uint64_t)st->valuedouble >= j->ckpt_step)) {
-            j->has_ckpt = true;
-            j->ckpt_step = (uint64_t)st->valuedouble;
-            memcpy(j->ckpt_blob, h, sizeof h);
-        }
-        cJSON_Delete(o);
-        if (!ok) {
-            snprintf(why, sizeof why, "ckpt: not {\"step\": 1.., \"blob\": HEX} (or \"files\")");
+        if (sl_elastic_ckpt_decode(val, val_len, j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND,
+                                   &step, h, why, sizeof why) != SL_OK)
             goto bad;
+        if (!j->has_ckpt || step >= j->ckpt_step) {
+            j->has_ckpt = true;
+            j->ckpt_step = step;
+            memcpy(j->ckpt_blob, h, sizeof h);
         }
         return;
     }

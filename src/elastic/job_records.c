@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/why.h"
+#include "starling/hash.h"
 #include "starling/elastic.h"
 #include "starling/mpack.h"
 
@@ -166,6 +169,43 @@ sl_err sl_elastic_key_parse(const char *key, size_t len, sl_elastic_key_t *out, 
 }
 
 /* ---- values ---- */
+
+sl_err sl_elastic_ckpt_decode(const void *val, size_t len, bool command, uint64_t *step,
+                              uint8_t blob[32], char *why, size_t why_len) {
+    if (len > SL_ELASTIC_VALUE_MAX)
+        return sl_why(why, why_len, SL_ETOOBIG, "ckpt: over %d bytes", SL_ELASTIC_VALUE_MAX);
+    cJSON *o = cJSON_ParseWithLength((const char *)val, len);
+    const cJSON *st = cJSON_GetObjectItem(o, "step"), *b = cJSON_GetObjectItem(o, "blob"),
+                *files = cJSON_GetObjectItem(o, "files"), *f;
+    sl_err err = SL_OK;
+    if (!cJSON_IsObject(o))
+        err = bad(why, why_len, "ckpt: not a JSON object");
+    else if (!cJSON_IsNumber(st) || !(st->valuedouble >= 1) ||
+             st->valuedouble > (double)SL_ELASTIC_ROUND_MAX ||
+             st->valuedouble != (double)(uint64_t)st->valuedouble)
+        err = bad(why, why_len, "ckpt: \"step\" must be a whole number in [1, 2^53-1]");
+    else if (!command && !(cJSON_IsString(b) && strlen(b->valuestring) == 64 &&
+                           sl_unhex(b->valuestring, 64, blob)))
+        err = bad(why, why_len, "ckpt: \"blob\" must be 64 lower-case hex digits");
+    else if (command && !cJSON_IsObject(files))
+        err = bad(why, why_len, "ckpt: a command job's names its \"files\"");
+    int n = 0;
+    const cJSON *list = command && err == SL_OK ? files : NULL;
+    cJSON_ArrayForEach(f, list) {
+        uint8_t h[32];
+        if (++n > 16 || !cJSON_IsString(f) || strlen(f->valuestring) != 64 ||
+            !sl_unhex(f->valuestring, 64, h) || !f->string[0] || f->string[0] == '.' ||
+            strlen(f->string) >= 128 || strchr(f->string, '/')) {
+            err = bad(why, why_len, "ckpt: \"files\" maps at most 16 plain file names (not "
+                                    "starting with '.') to 64 hex digits");
+            break;
+        }
+    }
+    if (err == SL_OK)
+        *step = (uint64_t)st->valuedouble;
+    cJSON_Delete(o);
+    return err;
+}
 
 static sl_err finish(sl_mpack_writer_t *w, uint8_t *out, size_t cap, size_t *len) {
     uint8_t *buf = NULL;

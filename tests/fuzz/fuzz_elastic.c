@@ -6,7 +6,7 @@
  * Input: byte 0 picks (byte0 % 3); the rest is:
  *   0 a job file (sl_elastic_job_parse)
  *   1 one store entry, "KEY\0VALUE": the key parser and the decoder of its
- *     kind (worlds with max_nodes 4 and 32)
+ *     kind (worlds with max_nodes 4 and 32; ckpt records of both trainers)
  *   2 a job's entries, each [key length u8][key][value length u16 LE][value],
  *     added to one view (job 0123456789abcdef, max 4) that the core then
  *     reads: every world's status, the head, and one turn of a core
@@ -121,6 +121,16 @@ static void one_entry(const uint8_t *data, size_t size) {
         if (sl_elastic_cancel_encode(out, sizeof out, &on) != SL_OK ||
             sl_elastic_cancel_decode(out, on, why, sizeof why) != SL_OK)
             fail("a cancel record does not round-trip");
+        break;
+    case SL_ELASTIC_KEY_CKPT:
+        for (int command = 0; command < 2; command++) {
+            uint64_t step = 0;
+            uint8_t blob[32];
+            if (sl_elastic_ckpt_decode(val, vlen, command, &step, blob, why, sizeof why) ==
+                    SL_OK &&
+                (step < 1 || step > SL_ELASTIC_ROUND_MAX))
+                fail("a ckpt record with a step out of range decodes");
+        }
         break;
     case SL_ELASTIC_KEY_SPEC: {
         sl_elastic_job_t j;
