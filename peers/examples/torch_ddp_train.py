@@ -27,7 +27,10 @@ trains alone.
     0 checkpoints that step, and all exit 0.
 
 Output (rank 0): "step S loss L" every --log-every steps (L: the global
-batch's mean loss), "test_acc A" at the end.
+batch's mean loss), "test_acc A" at the end; and the same as the JSON
+lines a Starling peer reads from rank 0 (docs/elastic.md, "Command jobs":
+the job's progress and its epoch metrics): {"step": S, "loss": L,
+"epoch": E} beside each step line, {"epoch": E, "test_acc": A} at the end.
 
     /usr/bin/python3 peers/examples/torch_ddp_train.py --epochs 1 --limit 6000
     torchrun --nnodes 1 --nproc_per_node 2 peers/examples/torch_ddp_train.py --epochs 1
@@ -43,6 +46,7 @@ The command-line options --epochs, --batch, --lr, --checkpoint-every,
 import argparse
 import glob
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -122,6 +126,15 @@ def save_checkpoint(ckdir, state):
     for old in glob.glob(os.path.join(ckdir, "ckpt-*.pt")):
         if os.path.basename(old) != name:
             os.remove(old)
+
+
+def report(**fields):
+    """One JSON line that the peer running rank 0 reads into the job's
+    records: {"step", "loss", "epoch"} is progress, {"epoch", "test_acc"}
+    an epoch's metrics. starling.elastic.report_step and report_epoch write
+    the same lines; this script prints its own so that it runs with
+    Debian's python3 and no starling package installed."""
+    print(json.dumps(fields, separators=(",", ":")), flush=True)
 
 
 def main():
@@ -212,6 +225,7 @@ def main():
                 dist.all_reduce(shown)
             if rank == 0:
                 print(f"step {step} loss {shown.item():.4f}", flush=True)
+                report(step=step, loss=round(shown.item(), 4), epoch=(step - 1) // per_epoch + 1)
         if a.checkpoint_every and step % a.checkpoint_every == 0:
             checkpoint()
 
@@ -232,6 +246,7 @@ def main():
             dist.all_reduce(correct)
         if rank == 0:
             print(f"test_acc {correct.item() / n:.4f}", flush=True)
+            report(epoch=a.epochs, test_acc=round(correct.item() / n, 4))
     if distributed:
         dist.destroy_process_group()
 
