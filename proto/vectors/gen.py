@@ -446,6 +446,18 @@ def gen_ctl_req():
             ("plot", [b"9af1f604fc8d3934"]), ("logs", [b"9af1f604fc8d3934", b"e4a326e17e70d672"]),
             ("fetch", [b"9af1f604fc8d3934", b"e4a3"]), ("cancel", [b"9af1f604fc8d3934"])]):
         valid(f, "cmd-%s-%d" % (cmd, len(args)), CTL_REQ, ctl_req(id=100 + i, cmd=cmd, args=args))
+    # the same commands for an elastic job (control.md section 4.7)
+    job = b'{"kind":"elastic","name":"mlp-dp","nodes":{"min":1,"max":2},' \
+        b'"trainer":{"type":"builtin","model":"mlp:32"},' \
+        b'"dataset":{"name":"fashion-mnist","limit":3000},"epochs":1,"global_batch":64}'
+    j = b"accd221ee4d9666f"
+    for i, (name, cmd, args) in enumerate([
+            ("job-submit", "submit", [job]), ("job-status", "status", [j]),
+            ("job-status-by-name", "status", [b"mlp-dp"]), ("job-results", "results", [j]),
+            ("job-plot", "plot", [j]), ("job-logs", "logs", [j]),
+            ("job-logs-peer", "logs", [j, b"a"]), ("job-fetch", "fetch", [j]),
+            ("job-cancel", "cancel", [j])]):
+        valid(f, name, CTL_REQ, ctl_req(id=200 + i, cmd=cmd, args=args))
 
 
 def gen_ctl_rep():
@@ -515,6 +527,53 @@ def gen_ctl_rep():
             ("unknown", 16, False, b"unknown command 'frobnicate'"),
             ("bad-args", 1, False, b"usage: members")]):
         valid(f, "rep-" + name, CTL_REP, ctl_rep(id=100 + i, status=status, more=more, body=body))
+    # replies for an elastic job (control.md section 4.7), as peers send them
+    j = b"accd221ee4d9666f"
+    status = (b'{"kind":"elastic","job":"' + j + b'","name":"mlp-dp","state":"running",'
+              b'"trainer":"builtin","nodes":{"min":1,"max":2},"step":20,"epoch":1,"epochs":1,'
+              b'"round":2,"world":["a","b"],"metrics":{"train_loss":1.2129,"epochs":[]},'
+              b'"rounds":[{"round":1,"world":["a"],"leader":"a","start_step":0,'
+              b'"started_ms":1795711586677},{"round":2,"world":["a","b"],"leader":"b",'
+              b'"start_step":12,"started_ms":1795711587120}]}')
+    done = (b'{"kind":"elastic","job":"' + j + b'","name":"mlp-dp","state":"done",'
+            b'"trainer":"builtin","nodes":{"min":1,"max":2},"step":43,"epoch":1,"epochs":1,'
+            b'"round":2,"world":["a","b"],"metrics":{"train_loss":0.9513,"epochs":[{"epoch":1,'
+            b'"step":43,"train_loss":1.2129,"val_loss":0.7352,"val_acc":0.74,"test_loss":0.7521,'
+            b'"test_acc":0.7312,"world":2,"wall_ms":1795711587599}]},"rounds":[{"round":1,'
+            b'"world":["a"],"leader":"a","start_step":0,"started_ms":1795711586677},'
+            b'{"round":2,"world":["a","b"],"leader":"b","start_step":12,'
+            b'"started_ms":1795711587120}],"checkpoint_step":43,"model":"' + b"cd" * 32 + b'"}')
+    for i, (name, status_code, more, body) in enumerate([
+            ("job-submit", 0, False, b'{"kind":"elastic","job":"' + j + b'","name":"mlp-dp"}'),
+            ("job-refused", 1, False, b"job refused: nodes.max: must be >= nodes.min (2), not 1"),
+            ("job-open", 15, False, b"job refused: a command job runs a command on every peer, "
+             b"and this cluster is open (no --key); start the peers with --key, or with "
+             b"--allow-commands on a trusted network"),
+            ("job-status", 0, False, status),
+            ("job-status-done", 0, False, done),
+            ("job-status-waiting", 0, False, b'{"kind":"elastic","job":"' + j + b'","name":'
+             b'"mlp-dp","state":"waiting","trainer":"command","nodes":{"min":2,"max":2},"step":0,'
+             b'"epoch":0,"epochs":3,"round":0,"world":[],"metrics":{"epochs":[]},"rounds":[]}'),
+            ("job-status-failed", 0, False, b'{"kind":"elastic","job":"' + j + b'","name":'
+             b'"mlp-dp","state":"failed","trainer":"builtin","nodes":{"min":1,"max":1},"step":0,'
+             b'"epoch":0,"epochs":1,"round":1,"world":["b"],"metrics":{"epochs":[]},"rounds":'
+             b'[{"round":1,"world":["b"],"leader":"b","start_step":0,"started_ms":1795711585990}],'
+             b'"failures":[{"why":"data set \'x\': no such data set, directory or file",'
+             b'"wall_ms":1795711586000,"peer":"b"}]}'),
+            ("job-results", 0, False, done[:-1] + b',"curve":[[1,2.2981,1,1795711586710],'
+             b'[12,null,2,1795711587120]],"done":{"step":43,"round":2,"wall_ms":1795711587619,'
+             b'"model":"' + b"cd" * 32 + b'"}}'),
+            ("job-plot", 0, False, b'{"loss.svg":"<svg/>","world.svg":"<svg/>"}'),
+            ("job-logs", 0, False, b"==> a <==\n16:46:26.675 following job " + j +
+             b" (mlp-dp): 1 to 2 peers, built-in trainer\n==> b <==\n"),
+            ("job-fetch-part", 0, True, b"PK\x03\x04" + bytes(60)),
+            ("job-fetch-last", 0, False, b"\x00" * 22),
+            ("job-fetch-not-done", 10, False, b"job " + j + b" has no final model yet (it is not "
+             b"done)"),
+            ("job-cancel", 0, False, b'{"job":"' + j + b'","cancelled":true}'),
+            ("job-usage", 1, False, b"usage: logs JOB [PEER]")]):
+        valid(f, "rep-" + name, CTL_REP, ctl_rep(id=200 + i, status=status_code, more=more,
+                                                 body=body))
 
 
 HEADER = """\
