@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The Python package against real peers (issue 15): every Client method,
-the hex vectors of proto/vectors/ctl_*.txt through starling.wire, and
-starling.report()/checkpoint_dir() from a command-trainer study.
+the hex vectors of proto/vectors/ctl_*.txt through starling.wire,
+starling.report()/checkpoint_dir() from a command-trainer study, elastic
+jobs (a built-in one when Debian's fashion-mnist is there) and
+starling.elastic in a command job's script.
 
 Starts two peers of $SL_BUILD_DIR (default build/) in an open cluster with
 --allow-commands. Imports nothing from the C side: only python/starling."""
@@ -229,7 +231,21 @@ def jobs(a, b, tmp):
     except ValueError:
         pass
 
-    # a command job whose script uses starling.elastic (world 1: no torch)
+    # cancel: a long job stops on every peer
+    long = dict(job, name="py-long", epochs=500)
+    lid = a.submit(long)
+    wait_until(lambda: a.status(lid)["state"] == "running" and a.status(lid)["step"] > 0,
+               "the long job trains", 60)
+    check(raises(Status.ENOTFOUND, a.fetch_model, lid, os.path.join(tmp, "long.npz")),
+          "fetch_model before the job is done: SL_ENOTFOUND")
+    b.cancel("py-long")
+    ends = list(a.watch_job(lid, interval=0.2, timeout=30))
+    check(ends[-1]["state"] == "cancelled", f"cancel(job) on the other peer: {ends[-1]['state']}")
+    wait_until(lambda: b.status(lid)["state"] == "cancelled", "the other peer: cancelled too")
+
+
+def command_job(a, tmp):
+    """A command job whose script uses starling.elastic (world 1: no torch, no data)."""
     script = os.path.join(SRC, "tests", "python", "job_script.py")
     cjob = {"kind": "elastic", "name": "py-cmd-job", "nodes": {"min": 1, "max": 1},
             "trainer": {"type": "command", "stop_grace_s": 2,
@@ -256,18 +272,6 @@ def jobs(a, b, tmp):
     check(raises(Status.ENOTFOUND, a.fetch_model, cid, os.path.join(tmp, "none.npz"))
           and not os.path.exists(os.path.join(tmp, "none.npz")),
           "fetch_model of a command job (no model): SL_ENOTFOUND, no file")
-
-    # cancel: a long job stops on every peer
-    long = dict(job, name="py-long", epochs=500)
-    lid = a.submit(long)
-    wait_until(lambda: a.status(lid)["state"] == "running" and a.status(lid)["step"] > 0,
-               "the long job trains", 60)
-    check(raises(Status.ENOTFOUND, a.fetch_model, lid, os.path.join(tmp, "long.npz")),
-          "fetch_model before the job is done: SL_ENOTFOUND")
-    b.cancel("py-long")
-    ends = list(a.watch_job(lid, interval=0.2, timeout=30))
-    check(ends[-1]["state"] == "cancelled", f"cancel(job) on the other peer: {ends[-1]['state']}")
-    wait_until(lambda: b.status(lid)["state"] == "cancelled", "the other peer: cancelled too")
 
 
 def main():
@@ -444,6 +448,7 @@ def main():
 
         # elastic jobs (the built-in trainer needs Debian's fashion-mnist)
         elastic_world_env()
+        command_job(a, tmp)
         data = os.environ.get("SL_DATASETS") or "/usr/share/datasets"
         if os.path.isdir(os.path.join(data, "fashion-mnist")):
             jobs(a, b, tmp)
