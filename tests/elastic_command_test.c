@@ -27,7 +27,7 @@ static int wake[2];   /* the workers' wake_fd */
 
 /* What a worker reported. */
 typedef struct {
-    char log[8192];    /* LOG lines, newline-separated */
+    char log[32768];   /* LOG lines, newline-separated */
     int lines;         /* how many */
     bool ended;        /* END seen */
     int status;        /* END: status */

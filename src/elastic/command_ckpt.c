@@ -25,26 +25,26 @@ void sl_en_cmd_ckpt_dir(const en_job_t *j, char *out, size_t cap) {
 
 /* The generation the directory holds (0: none known). */
 static uint64_t dir_generation(const char *dir) {
-    char p[700];
+    char p[700], text[32];
     snprintf(p, sizeof p, "%.600s/" GEN_FILE, dir);
-    FILE *f = fopen(p, "r");
+    uint8_t *data = NULL;
+    size_t len = 0;
     unsigned long long g = 0;
-    if (f) {
-        if (fscanf(f, "%llu", &g) != 1)
+    if (sl_plat_read_file(p, 24, &data, &len) == SL_OK) {
+        memcpy(text, data, len);
+        text[len] = 0;
+        if (sscanf(text, "%llu", &g) != 1)
             g = 0;
-        fclose(f);
     }
+    sl_free(data);
     return g;
 }
 
 static void set_dir_generation(const char *dir, uint64_t g) {
-    char p[700];
+    char p[700], text[32];
     snprintf(p, sizeof p, "%.600s/" GEN_FILE, dir);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fprintf(f, "%" PRIu64 "\n", g);
-        fclose(f);
-    }
+    int n = snprintf(text, sizeof text, "%" PRIu64 "\n", g);
+    sl_plat_write_file(p, text, (size_t)n, 0600);
 }
 
 /* A fingerprint of the directory's files (names, sizes, times). */

@@ -223,6 +223,10 @@ cJSON *sl_en_status_json(sl_elastic_node_t *en, en_job_t *j) {
     cJSON_AddNumberToObject(nodes, "min", j->spec.min_nodes);
     cJSON_AddNumberToObject(nodes, "max", j->spec.max_nodes);
     double step = num(r.prog, "step"), epoch = num(r.prog, "epoch");
+    if (r.done && isfinite(num(r.done, "step"))) { /* (prog is written at most every 250 ms) */
+        step = num(r.done, "step");
+        epoch = j->spec.epochs;
+    }
     cJSON_AddNumberToObject(o, "step", isfinite(step) ? step : 0);
     cJSON_AddNumberToObject(o, "epoch", isfinite(epoch) ? epoch : 0);
     cJSON_AddNumberToObject(o, "epochs", j->spec.epochs);
@@ -291,11 +295,16 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if ((err = sl_elastic_job_encode(&job, canon, sizeof canon, &len)) != SL_OK ||
         (err = sl_elastic_job_id(&job, id)) != SL_OK)
         return reply_text(call, err, "job refused: %s", sl_strerror(err));
+    /* followed here first: a peer that runs as many jobs as it can takes
+       no new one (nothing is written; another peer can take it) */
+    if (!sl_en_add(en, id, &job))
+        return reply_text(call, SL_EBUSY,
+                          "this peer runs %d jobs, none of them over: submit through another "
+                          "peer, or once one ends", EN_MAX_JOBS);
     char key[64];
     int kl = snprintf(key, sizeof key, "job/%s/spec", id);
     if ((err = sl_store_node_put(en->store, key, (size_t)kl, canon, len)) != SL_OK)
         return reply_text(call, err, "cannot store the job: %s", sl_strerror(err));
-    sl_en_add(en, id, &job);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kind", "elastic");
     cJSON_AddStringToObject(o, "job", id);
@@ -368,6 +377,8 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     en_job_t *j = job_of(en, req);
     if (!j)
         return pass_on(en, C_CANCEL, node, req, call);
+    if (req->arg_count != 1)
+        return reply_text(call, SL_EINVAL, "usage: cancel JOB");
     uint8_t buf[16];
     size_t n;
     sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_CANCEL};
@@ -388,6 +399,8 @@ static sl_err cmd_plot(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     en_job_t *j = job_of(en, req);
     if (!j)
         return pass_on(en, C_PLOT, node, req, call);
+    if (req->arg_count != 1)
+        return reply_text(call, SL_EINVAL, "usage: plot JOB");
     reports_t r;
     reports_read(en, j, &r);
     int n = cJSON_GetArraySize(r.curve);
@@ -465,6 +478,8 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     en_job_t *j = job_of(en, req);
     if (!j)
         return pass_on(en, C_FETCH, node, req, call);
+    if (req->arg_count != 1)
+        return reply_text(call, SL_EINVAL, "usage: fetch JOB");
     reports_t r;
     reports_read(en, j, &r);
     const cJSON *m = cJSON_GetObjectItem(r.done, "model");
@@ -473,7 +488,10 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
               sl_unhex(m->valuestring, 2 * SL_BLAKE2B_LEN, h);
     reports_fini(&r);
     if (!ok)
-        return reply_text(call, SL_ENOTFOUND, "job %s has no final model yet (it is not done)",
+        return reply_text(call, SL_ENOTFOUND,
+                          j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND
+                              ? "job %s is a command job: its model is what its script saved"
+                              : "job %s has no final model yet (it is not done)",
                           j->id);
     fetch_t *f = sl_calloc(1, sizeof *f);
     if (!f || !(f->call = sl_ctl_defer(call))) {

@@ -4,7 +4,6 @@
  * core's (src/elastic/rendezvous.c); this file reads its inputs from the
  * replica and SWIM, writes its records, and starts and stops the trainer
  * or the command. */
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +14,7 @@
 
 #include "base/why.h"
 #include "elastic/elastic_node_internal.h"
+#include "platform/process.h"
 #include "starling/platform.h"
 #include "starling/swim.h"
 
@@ -59,8 +59,8 @@ sl_err sl_en_put(sl_elastic_node_t *en, const en_job_t *j, const sl_elastic_key_
     if (err == SL_OK)
         err = sl_store_node_put(en->store, text, kl, val, len);
     if (err != SL_OK)
-        sl_log(SL_LOG_WARNING, "ELASTIC", "job %s: cannot write %s: %s", j->id, text,
-               sl_strerror(err));
+        sl_log(SL_LOG_WARNING, "ELASTIC", "job %s: cannot write its record of kind %d: %s",
+               j->id, (int)key.kind, sl_strerror(err));
     en->writes++;
     return err;
 }
@@ -539,13 +539,17 @@ static void on_step(sl_elastic_node_t *en, en_job_t *j, const sl_etev_t *ev) {
         return;
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "step", (double)ev->step);
-    cJSON_AddNumberToObject(c, "loss", ev->loss);
+    if (isfinite(ev->loss))
+        cJSON_AddNumberToObject(c, "loss", ev->loss);
     cJSON_AddNumberToObject(c, "world", j->world.size);
     cJSON_AddNumberToObject(c, "round", (double)ev->world.round);
     cJSON_AddNumberToObject(c, "wall_ms", (double)now);
     cJSON *p = cJSON_Duplicate(c, true);
     cJSON_AddNumberToObject(p, "epoch", ev->epoch);
-    put_json(en, j, SL_ELASTIC_KEY_CURVE, ev->step, c);
+    if (ev->step > 0) /* (a command's world before its script reports: no point yet) */
+        put_json(en, j, SL_ELASTIC_KEY_CURVE, ev->step, c);
+    else
+        cJSON_Delete(c);
     if (ev->first || now >= j->prog_ms + EN_PROG_GAP_MS) {
         j->prog_ms = now;
         put_json(en, j, SL_ELASTIC_KEY_PROG, 0, p);
@@ -559,15 +563,16 @@ static void on_epoch(sl_elastic_node_t *en, en_job_t *j, const sl_etev_t *ev) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "epoch", ev->epoch);
     cJSON_AddNumberToObject(o, "step", (double)ev->step);
-    cJSON_AddNumberToObject(o, "train_loss", m->train_loss);
-    if (m->has_val) {
-        cJSON_AddNumberToObject(o, "val_loss", m->val_loss);
-        cJSON_AddNumberToObject(o, "val_acc", m->val_acc);
-    }
-    if (m->has_test) {
-        cJSON_AddNumberToObject(o, "test_loss", m->test_loss);
-        cJSON_AddNumberToObject(o, "test_acc", m->test_acc);
-    }
+    const struct {
+        const char *name;
+        double v;
+        bool has;
+    } f[] = {{"train_loss", m->train_loss, true}, {"val_loss", m->val_loss, m->has_val},
+             {"val_acc", m->val_acc, m->has_val},  {"test_loss", m->test_loss, m->has_test},
+             {"test_acc", m->test_acc, m->has_test}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].has && isfinite(f[i].v)) /* (a command job reports what it has) */
+            cJSON_AddNumberToObject(o, f[i].name, f[i].v);
     cJSON_AddNumberToObject(o, "world", j->world.size);
     cJSON_AddNumberToObject(o, "wall_ms", (double)wall_ms());
     sl_en_log(en, j, "epoch %u done at step %" PRIu64 ": train loss %.4f%s", ev->epoch,
@@ -687,12 +692,11 @@ static void command_begin(sl_elastic_node_t *en, en_job_t *j) {
         j->broken = j->world.world;
         return;
     }
-    sl_log(SL_LOG_INFO, "ELASTIC-STEPPING", "job=%s round=%" PRIu64 " step=0 wall_ms=%" PRIu64,
-           j->id, j->world.world.round, wall_ms());
-    if (j->world.rank == 0) { /* the world runs: its progress, until the script reports */
-        sl_etev_t ev = {.kind = SL_ETEV_STEP, .world = j->world.world, .first = true};
-        on_step(en, j, &ev);
-    }
+    /* the world runs (ELASTIC-STEPPING; rank 0: its progress, until the
+       script reports its own) */
+    sl_etev_t ev = {.kind = SL_ETEV_STEP, .world = j->world.world, .first = true,
+                    .step = j->step, .loss = NAN};
+    on_step(en, j, &ev);
 }
 
 /* A line of a command's output: a JSON object with "step" (and "loss")
@@ -721,6 +725,7 @@ static void command_report(sl_elastic_node_t *en, en_job_t *j, const char *line)
         }
         ev.kind = SL_ETEV_EPOCH;
         ev.epoch = (uint32_t)epoch->valuedouble;
+        ev.step = j->step; /* the last step the script reported */
         ev.metrics.train_loss = v[0];
         ev.metrics.has_val = isfinite(v[1]) || isfinite(v[2]);
         ev.metrics.val_loss = v[1];
@@ -990,9 +995,7 @@ static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
 
 static void on_wake(void *ctx, sl_node_t *node) {
     sl_elastic_node_t *en = ctx;
-    char buf[256];
-    while (read(en->wake[0], buf, sizeof buf) > 0) {
-    }
+    sl_plat_wake_drain(en->wake[0]);
     sl_node_tick_soon(node, tick, en);
 }
 
@@ -1047,8 +1050,8 @@ sl_err sl_elastic_node_attach(sl_node_t *node, sl_store_node_t *store,
     sl_err err = ring_endpoint(en);
     if (err == SL_OK)
         err = sl_plat_mkdirs(en->root, 0700);
-    if (err == SL_OK && pipe2(en->wake, O_CLOEXEC | O_NONBLOCK) != 0)
-        err = SL_EIO;
+    if (err == SL_OK)
+        err = sl_plat_wake_open(en->wake);
     if (err == SL_OK)
         err = sl_node_watch_fd(node, en->wake[0], on_wake, en);
     if (err == SL_OK)
@@ -1065,10 +1068,7 @@ sl_err sl_elastic_node_attach(sl_node_t *node, sl_store_node_t *store,
         err = sl_node_stats_register(node, "elastic", stats, en);
     if (err != SL_OK) {
         sl_log(SL_LOG_ERR, "ELASTIC", "cannot attach the elastic jobs: %s", sl_strerror(err));
-        if (en->wake[0] > 0) {
-            close(en->wake[0]);
-            close(en->wake[1]);
-        }
+        sl_plat_wake_close(en->wake);
         sl_free(en);
         return err;
     }
@@ -1089,8 +1089,7 @@ void sl_elastic_node_destroy(sl_elastic_node_t **enp) {
     }
     sl_free(en->members);
     sl_free(en->member_names);
-    close(en->wake[0]);
-    close(en->wake[1]);
+    sl_plat_wake_close(en->wake);
     sl_free(en);
     *enp = NULL;
 }
