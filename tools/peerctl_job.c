@@ -114,7 +114,7 @@ int sl_job_watch(const char *job, cJSON *(*status)(const char *id, int *rc)) {
             return rc;
         const char *state = str_of(st, "state");
         double round = num_of(st, "round"), step = num_of(st, "step");
-        if (round != last_round) {
+        if (round != last_round && round > 0) {
             stamp();
             const cJSON *w = cJSON_GetObjectItem(st, "world");
             printf("round %g: world of %d: ", round, cJSON_GetArraySize(w));
@@ -133,10 +133,12 @@ int sl_job_watch(const char *job, cJSON *(*status)(const char *id, int *rc)) {
         }
         last_epochs = cJSON_GetArraySize(eps);
         if (step != last_step && isfinite(step)) {
+            double loss = num_of(cJSON_GetObjectItem(st, "metrics"), "train_loss");
             stamp();
-            printf("step %g, epoch %g of %g, train loss %.4f, %s\n", step, num_of(st, "epoch"),
-                   num_of(st, "epochs"), num_of(cJSON_GetObjectItem(st, "metrics"), "train_loss"),
-                   state);
+            printf("step %g, epoch %g of %g", step, num_of(st, "epoch"), num_of(st, "epochs"));
+            if (isfinite(loss))
+                printf(", train loss %.4f", loss);
+            printf(", %s\n", state);
             last_step = step;
         }
         if (strcmp(state, last_state)) {
