@@ -12,6 +12,7 @@
 #include "starling/net.h"
 #include "starling/platform.h"
 #include "starling/rng.h"
+#include "store/store_spread.h"
 
 #define GC_MS 1000u
 #define ACTIVE_ROUNDS 5 /* fast rounds after each change of our state */
@@ -71,6 +72,8 @@ struct sl_store_node {
     uint64_t digests_sent;        /* DIGESTs sent by rounds */
     uint64_t summaries_sent;      /* SUMMARYs sent by rounds */
     uint64_t rounds_silent;       /* rounds that sent nothing: every member agreed */
+    uint64_t pushed;              /* DELTAs of local writes sent (store_spread.h) */
+    uint64_t relayed;             /* received DELTAs sent on to other members */
     sl_store_node_change_fn on_change; /* told of every changed key, or NULL */
     void *on_change_ctx;          /* its context */
     struct {
@@ -166,43 +169,42 @@ static sl_err send_to(sl_store_node_t *sn, const char *addr, size_t addr_len,
     return sl_node_send(sn->node, a, m->type, m->body, m->len);
 }
 
-/* Sends `m` to up to `k` random alive members. */
-static void push_k(sl_store_node_t *sn, const sl_store_msg_t *m, int k) {
-    const sl_swim_t *sw = sl_node_swim(sn->node);
-    size_t count = sl_swim_member_count(sw);
-    sl_swim_member_t cand[64];
-    size_t n = 0;
-    for (size_t i = 0; i < count && n < 64; i++) {
-        sl_swim_member_t mm;
-        if (sl_swim_member_at(sw, i, &mm) != SL_OK || mm.is_self)
-            continue;
-        if (mm.state == SL_STATE_ALIVE || mm.state == SL_STATE_SUSPECT)
-            cand[n++] = mm;
-    }
-    for (int i = 0; i < k && n > 0; i++) {
-        size_t j = (size_t)sl_rng_below(&sn->rng, n);
-        send_to(sn, (const char *)cand[j].addr.ptr, cand[j].addr.len, m);
-        cand[j] = cand[--n];
-    }
+/* A member a DELTA may go to: alive (or suspect), not this peer. */
+static bool may_receive(void *ctx, size_t i) {
+    sl_swim_member_t m;
+    return sl_swim_member_at(ctx, i, &m) == SL_OK && !m.is_self &&
+           (m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT);
 }
 
-/* A local write goes to every alive member in a cluster of up to
- * PUSH_ALL + 1 peers: each then receives every write of this replica, in
- * order, and never skips one for a gap (a DELTA whose range starts past
- * what the receiver holds of its replica is dropped whole, and waits for
- * anti-entropy: with two random receivers out of three, a third of all
- * writes did). In a larger cluster, two random members, and anti-entropy
- * spreads the rest. 32, not 8: with two random receivers out of 15, most
- * members missed a write and then dropped that writer's later pushes
- * for the gap, so a 16-peer study saw others' claims 100-350 ms late
- * and ran each promoted trial 2.4 times (bench/results/study.md). */
-#define PUSH_ALL 32
-
-static void push(sl_store_node_t *sn, const sl_store_msg_t *m) {
+/* Sends a DELTA on as store_spread.h says: a local write (to every alive
+ * member up to SL_SPREAD_PUSH_ALL others, else to SL_SPREAD_FANOUT random
+ * ones), or a received one that applied something new (relayed, as
+ * received, to SL_SPREAD_FANOUT random members past SL_SPREAD_PUSH_ALL).
+ * Every member up to 32 others receives each write of a replica straight
+ * from its writer, in order: 32, not 8, since with two random receivers
+ * out of 15 a 16-peer study saw others' claims 100-350 ms late and ran
+ * each promoted trial 2.4 times (bench/results/study.md). Past 32 it
+ * was 2 random members, and anti-entropy for the rest: 0.54 s for a
+ * write to reach 100 peers, 4.2 s at 200 (issue 14). */
+static void spread(sl_store_node_t *sn, const sl_store_msg_t *m, sl_spread_origin origin) {
     const sl_swim_t *sw = sl_node_swim(sn->node);
     size_t alive = sl_swim_alive_count(sw);
-    push_k(sn, m, alive >= 1 && alive - 1 <= PUSH_ALL ? PUSH_ALL : 2);
+    size_t k = sl_store_spread_fanout(alive ? alive - 1 : 0, origin, m->body, m->len);
+    uint32_t to[SL_SPREAD_MAX_TARGETS];
+    size_t n = sl_store_spread_pick(&sn->rng, sl_swim_member_count(sw), k, may_receive,
+                                    (void *)sw, to);
+    for (size_t i = 0; i < n; i++) {
+        sl_swim_member_t mm;
+        if (sl_swim_member_at(sw, to[i], &mm) == SL_OK)
+            send_to(sn, (const char *)mm.addr.ptr, mm.addr.len, m);
+    }
+    if (origin == SL_SPREAD_RELAY)
+        sn->relayed += n;
+    else
+        sn->pushed += n;
 }
+
+static void push(sl_store_node_t *sn, const sl_store_msg_t *m) { spread(sn, m, SL_SPREAD_LOCAL); }
 
 static sl_err log_record(sl_store_node_t *sn, const sl_store_msg_t *m) {
     sl_err err = sl_disk_append(sn->disk, m->type, m->body, m->len);
@@ -695,6 +697,9 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
                    " more not logged in the 10 s before)", left_out);
         for (size_t i = 0; i < out.count && out.reply_to[0]; i++)
             send_to(sn, out.reply_to, strlen(out.reply_to), &out.msgs[i]);
+        /* news travels on, as it came (store_spread.h); a duplicate stops */
+        if (persist && type == SL_STORE_MSG_DELTA)
+            spread(sn, &in, SL_SPREAD_RELAY);
     }
     sl_store_out_fini(&out);
     /* deltas kept past a gap that this one filled: received now, as if
@@ -920,6 +925,8 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"digests_sent", sn->digests_sent},
                              {"summaries_sent", sn->summaries_sent},
                              {"rounds_silent", sn->rounds_silent},
+                             {"pushed", sn->pushed},
+                             {"relayed", sn->relayed},
                              {"fault_dropped", sn->fault_dropped},
                              {"group_commits", sn->group_commits},
                              {"group_writes", sn->group_writes},

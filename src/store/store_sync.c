@@ -1058,6 +1058,19 @@ static const char *check_claims(const sl_store_t *s, const sl_store_dmsg_t *m) {
     return NULL;
 }
 
+/* A DELTA in our own name that covers only dots we issued: one of our
+ * writes, relayed back to us by a member that got it from another
+ * (store_spread.h: a relay sends the bytes as received, `sender` still
+ * the writer's). Any other message in our name is refused (rule 3). */
+static bool is_echo(const sl_store_t *s, const sl_store_dmsg_t *m) {
+    if (m->type != SL_STORE_MSG_DELTA || m->sender != s->rid || !m->range_count)
+        return false;
+    for (uint32_t i = 0; i < m->range_count; i++)
+        if (m->ranges[i].rid != s->rid || m->ranges[i].to > s->reps[s->self_rix].seq)
+            return false;
+    return true;
+}
+
 static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,
                       uint64_t now_ms, sl_store_out_t *replies, bool *persist);
 
@@ -1161,6 +1174,12 @@ static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t l
         s->st.rejected++;
         log_refusal(s, now_ms, type, sl_strerror(err));
         return err;
+    }
+    if (is_echo(s, &m)) {
+        /* our own write relayed back to us (rule 3): nothing in it is new */
+        s->st.dup += m.item_count;
+        sl_store_dmsg_fini(&m);
+        return SL_OK;
     }
     if (m.sender == s->rid || (type == SL_STORE_MSG_SNAPSHOT && !(m.flags & SL_STORE_SNAP_RESET))) {
         /* our own id, or a disk snapshot sent over the network */
