@@ -337,8 +337,9 @@ static void test_two_children_never_both_established(void) {
 }
 
 static void test_split_vote_does_not_block(void) {
-    /* a world of four; two leaders seal the next round; the votes split
-     * two and two: both dead, and a third world gathers all four */
+    /* a world of four; three leaders seal the next round; the votes split
+     * two, one and one, none a quorum: all dead, and a fourth world
+     * gathers all four */
     nws = nas = 0;
     world(1, "ann", 0, NULL, "ann bob cat dan");
     ack("ann", 1, "ann", 0, NULL);
@@ -347,19 +348,54 @@ static void test_split_vote_does_not_block(void) {
     ack("dan", 1, "ann", 0, NULL);
     world(2, "ann", 1, "ann", "ann bob cat dan");
     world(2, "cat", 1, "ann", "ann bob cat dan");
-    ack("ann", 2, "ann", 1, "ann");
+    world(2, "dan", 1, "ann", "ann bob cat dan");
     ack("bob", 2, "ann", 1, "ann");
-    ack("cat", 2, "cat", 1, "ann");
+    ack("cat", 2, "ann", 1, "ann");
     ack("dan", 2, "cat", 1, "ann");
-    CHECK(status(2, "ann").dead);
+    ack("ann", 2, "dan", 1, "ann");
+    CHECK(status(2, "ann").dead); /* half, without the parent's rank 0 */
     CHECK(status(2, "cat").dead);
+    CHECK(status(2, "dan").dead); /* rank 0, but one of four */
     world(3, "bob", 1, "ann", "ann bob cat dan");
-    ack("ann", 3, "bob", 2, "ann");
+    ack("ann", 3, "bob", 2, "dan");
     ack("bob", 3, "bob", 2, "ann");
-    ack("cat", 3, "bob", 2, "cat");
+    ack("cat", 3, "bob", 2, "ann");
     CHECK(status(3, "bob").established); /* 3 of 4, through dead worlds */
     ack("dan", 3, "bob", 2, "cat");
     CHECK(status(3, "bob").trainable);
+}
+
+static void test_half_with_rank_0_goes_on(void) {
+    /* the tie-break: exactly half of a world continues it when the half
+     * holds its rank 0; the other half never can then */
+    nws = nas = 0;
+    world(1, "bob", 0, NULL, "ann bob");
+    ack("ann", 1, "bob", 0, NULL);
+    ack("bob", 1, "bob", 0, NULL);
+    world(2, "bob", 1, "bob", "bob"); /* ann (rank 0) died: bob alone */
+    ack("bob", 2, "bob", 1, "bob");
+    CHECK(!status(2, "bob").established);
+    CHECK(status(2, "bob").dead); /* half, without rank 0: bob waits for ann */
+    world(2, "ann", 1, "bob", "ann"); /* ann alone (a partition) */
+    ack("ann", 2, "ann", 1, "bob");
+    CHECK(status(2, "ann").established);
+    CHECK(status(2, "ann").trainable);
+    CHECK(status(2, "bob").dead);
+    /* a 2-2 split of four: the half with rank 0 goes on */
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob cat dan");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    ack("cat", 1, "ann", 0, NULL);
+    ack("dan", 1, "ann", 0, NULL);
+    world(2, "bob", 1, "ann", "ann bob");
+    world(2, "dan", 1, "ann", "cat dan");
+    ack("ann", 2, "bob", 1, "ann");
+    ack("bob", 2, "bob", 1, "ann");
+    ack("cat", 2, "dan", 1, "ann");
+    ack("dan", 2, "dan", 1, "ann");
+    CHECK(status(2, "bob").established);
+    CHECK(status(2, "dan").dead);
 }
 
 static void test_world_that_never_starts_does_not_block(void) {
@@ -381,11 +417,11 @@ static void test_world_that_never_starts_does_not_block(void) {
     CHECK(!status(2, "bob").trainable);
     CHECK(status(2, "dan").dead);
     world(3, "cat", 2, "bob", "bob cat ann dan");
-    ack("bob", 3, "cat", 2, "bob");
     ack("cat", 3, "cat", 2, "bob");
-    CHECK(!status(3, "cat").established); /* 2 of 4 is no majority */
-    ack("ann", 3, "cat", 2, "dan");
-    CHECK(status(3, "cat").established);  /* ann holds 1/ann's state: 3 of 4 */
+    ack("ann", 3, "cat", 2, "dan"); /* its chain reaches 1/ann through the dead 2/dan */
+    CHECK(!status(3, "cat").established); /* 2 of 4 without 2/bob's rank 0 */
+    ack("bob", 3, "cat", 2, "bob");
+    CHECK(status(3, "cat").established);  /* 3 of 4 */
     ack("dan", 3, "cat", 2, "dan");
     CHECK(status(3, "cat").trainable);
 }
@@ -491,6 +527,7 @@ int main(void) {
     sl_test_run("two_children_never_both_established",
                 test_two_children_never_both_established);
     sl_test_run("split_vote_does_not_block", test_split_vote_does_not_block);
+    sl_test_run("half_with_rank_0_goes_on", test_half_with_rank_0_goes_on);
     sl_test_run("world_that_never_starts_does_not_block",
                 test_world_that_never_starts_does_not_block);
     sl_test_run("newest_lineage_survives", test_newest_lineage_survives);

@@ -257,6 +257,19 @@ static int continues(an_t *an, const char *peer, const sl_elastic_world_t *w,
     return MAYBE;
 }
 
+/* The partition rule's quorum of a parent's members (docs/elastic.md,
+ * "Partitions: the rule"): a strict majority, or exactly half when the
+ * half holds the parent's first member (rank 0) -- the tie-break that
+ * lets a world of two go on when its rank 1 dies. Two halves can never
+ * both hold rank 0, so two children of one world still cannot both have
+ * their quorum. `first` says whether the parent's member 0 is among the
+ * `count` members counted. */
+static bool quorum(uint32_t count, bool first, uint32_t of) {
+    if (g_bug == SL_ELASTIC_BUG_NO_MAJORITY)
+        return count >= 1;
+    return 2 * count > of || (2 * count == of && first);
+}
+
 static bool established(an_t *an, int x) {
     wnode_t *n = &an->worlds[x];
     if (n->est >= 0)
@@ -275,9 +288,13 @@ static bool established(an_t *an, int x) {
         } else {
             const sl_elastic_world_t *p = an->worlds[px].w;
             uint32_t yes = 0;
-            for (uint32_t i = 0; i < p->count; i++)
-                yes += continues(an, p->members[i], w, &w->parent) == YES;
-            r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? yes >= 1 : 2 * yes > p->count;
+            bool first = false;
+            for (uint32_t i = 0; i < p->count; i++) {
+                bool c = continues(an, p->members[i], w, &w->parent) == YES;
+                yes += c;
+                first |= c && i == 0;
+            }
+            r = quorum(yes, first, p->count);
         }
     }
     n->est = r;
@@ -302,9 +319,13 @@ static bool dead(an_t *an, int x) {
         } else if (px >= 0 && established(an, px)) {
             const sl_elastic_world_t *p = an->worlds[px].w;
             uint32_t possible = 0;
-            for (uint32_t i = 0; i < p->count; i++)
-                possible += continues(an, p->members[i], w, &w->parent) != NO;
-            r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? possible == 0 : 2 * possible <= p->count;
+            bool first = false;
+            for (uint32_t i = 0; i < p->count; i++) {
+                bool c = continues(an, p->members[i], w, &w->parent) != NO;
+                possible += c;
+                first |= c && i == 0;
+            }
+            r = !quorum(possible, first, p->count);
         }
     }
     n->dead = r;
@@ -666,15 +687,16 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
     if (l < 0 || strcmp(cand[l].id, e->self) != 0)
         goto done;
     uint32_t ncont = 0;
+    bool first = false;
     for (size_t i = 0; i < n; i++) {
         sl_elastic_ref_t none, t = tip_of(an, cand[i].id);
         memset(&none, 0, sizeof none);
         cont[i] = (!h || is_member(h, cand[i].id)) &&
                   chain(an, cand[i].id, t, h ? &h->id : &none) == YES;
         ncont += cont[i];
+        first |= cont[i] && h && strcmp(cand[i].id, h->members[0]) == 0;
     }
-    bool may = n >= min_nodes(e) &&
-               (!h || (g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? ncont >= 1 : 2 * ncont > h->count));
+    bool may = n >= min_nodes(e) && (!h || quorum(ncont, first, h->count));
     if (!may) {
         e->settle_round = 0;
         goto done;
