@@ -16,7 +16,8 @@
 #include "study/study_worker.h"
 
 #define MAX_FILES 16        /* files of a checkpoint directory replicated */
-#define STABLE_MS 1000      /* a file unchanged this long is complete */
+#define STABLE_MS 300       /* files unchanged this long are a whole checkpoint (written
+                               atomically; the old one removed after the new one) */
 #define GEN_FILE ".starling-generation" /* the generation the directory holds */
 
 void sl_en_cmd_ckpt_dir(const en_job_t *j, char *out, size_t cap) {
@@ -70,7 +71,7 @@ static uint64_t dir_print(const char *dir, int *count) {
 void sl_en_cmd_ckpt_scan(sl_elastic_node_t *en, en_job_t *j, uint64_t now) {
     if (!j->in_world || j->world.rank != 0 || now < j->ck_scan_ms)
         return;
-    j->ck_scan_ms = now + 500;
+    j->ck_scan_ms = now + 250;
     char dir[640];
     sl_en_cmd_ckpt_dir(j, dir, sizeof dir);
     int n;

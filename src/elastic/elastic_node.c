@@ -575,8 +575,8 @@ static void on_epoch(sl_elastic_node_t *en, en_job_t *j, const sl_etev_t *ev) {
             cJSON_AddNumberToObject(o, f[i].name, f[i].v);
     cJSON_AddNumberToObject(o, "world", j->world.size);
     cJSON_AddNumberToObject(o, "wall_ms", (double)wall_ms());
-    sl_en_log(en, j, "epoch %u done at step %" PRIu64 ": train loss %.4f%s", ev->epoch,
-              ev->step, m->train_loss, m->has_test ? "" : "");
+    sl_en_log(en, j, "epoch %u done at step %" PRIu64 "%s", ev->epoch, ev->step,
+              isfinite(m->train_loss) ? "" : " (no train loss reported)");
     put_json(en, j, SL_ELASTIC_KEY_EPOCH, ev->epoch, o);
 }
 

@@ -20,8 +20,8 @@ cat >"$CLUSTER_DIR/job.json" <<JSON
   "name": "torch-ddp",
   "nodes": {"min": 2, "max": 3},
   "trainer": {"type": "command", "stop_grace_s": 5,
-              "command": "/usr/bin/python3 peers/examples/torch_ddp_train.py --epochs 2 --limit 12000 --batch 64 --checkpoint-every 40 --log-every 20 --threads 1"},
-  "epochs": 2,
+              "command": "/usr/bin/python3 peers/examples/torch_ddp_train.py --epochs 3 --limit 20000 --batch 64 --checkpoint-every 30 --log-every 20 --threads 1"},
+  "epochs": 3,
   "global_batch": 64
 }
 JSON
