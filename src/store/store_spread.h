@@ -20,7 +20,8 @@
  * about SL_SPREAD_FANOUT messages per write whatever N, and a write
  * reaches all but about e^-SL_SPREAD_FANOUT of the members in O(log N)
  * hops; anti-entropy (the rounds that follow a change) brings it to the
- * rest. */
+ * rest. Past a few thousand peers that rest grows as N e^-F, and with it
+ * the time until the last peer holds a write. */
 #ifndef STARLING_STORE_SPREAD_H
 #define STARLING_STORE_SPREAD_H
 
@@ -33,9 +34,12 @@
 /* Up to this many other alive members, a local write goes to all of them
  * (the study benchmarks rely on it: bench/results/study.md). */
 #define SL_SPREAD_PUSH_ALL 32
-/* Past that, members a local write or a relay goes to. 4 leaves about 2 %
- * of a 1,000-peer cluster to anti-entropy (3: 6 %; bench/results/store.md). */
-#define SL_SPREAD_FANOUT 4
+/* Past that, members a local write or a relay goes to. A write then
+ * misses about e^-F of the members (the rumor dies out there), which
+ * anti-entropy's rounds must find: at 1,000 peers and 1 % loss, F = 4
+ * left 2 % of them to it and a lone write reached the last one after
+ * p99 1.05 s; F = 6 leaves 0.3 % and 0.6 s (bench/results/store.md). */
+#define SL_SPREAD_FANOUT 6
 /* A received DELTA longer than this is not relayed: pushes are at most
  * 256 KiB (a turn's writes), and a catch-up answer of anti-entropy (up to
  * 1 MiB a message) is not worth sending again to members that have it. */
