@@ -558,8 +558,26 @@ static void on_step(sl_elastic_node_t *en, en_job_t *j, const sl_etev_t *ev) {
     }
 }
 
+/* Whether the replica holds job j's key of this kind (and number). */
+static bool has_record(sl_elastic_node_t *en, const en_job_t *j, sl_elastic_key_kind kind,
+                       uint64_t num) {
+    sl_elastic_key_t k = {.kind = kind, .round = num};
+    memcpy(k.job, j->id, sizeof k.job);
+    char text[SL_ELASTIC_KEY_MAX];
+    size_t kl;
+    const uint8_t *v;
+    size_t len;
+    return sl_elastic_key_build(&k, text, sizeof text, &kl) == SL_OK &&
+           sl_store_get(sl_store_node_store(en->store), text, kl, &v, &len) == SL_OK;
+}
+
 static void on_epoch(sl_elastic_node_t *en, en_job_t *j, const sl_etev_t *ev) {
     const sl_nn_epoch_t *m = &ev->metrics;
+    /* an epoch evaluated again by a world that starts at its end (the
+       trainer's "a world that starts at an epoch's end") keeps the first
+       record: the same state, and that one has the epoch's train loss */
+    if (!isfinite(m->train_loss) && has_record(en, j, SL_ELASTIC_KEY_EPOCH, ev->epoch))
+        return;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "epoch", ev->epoch);
     cJSON_AddNumberToObject(o, "step", (double)ev->step);
@@ -769,16 +787,6 @@ static void drain_command(sl_elastic_node_t *en, en_job_t *j) {
 
 /* ---- one turn of a job ---- */
 
-static bool has_key(sl_elastic_node_t *en, const en_job_t *j, sl_elastic_key_kind kind) {
-    sl_elastic_key_t k = {.kind = kind};
-    memcpy(k.job, j->id, sizeof k.job);
-    char text[SL_ELASTIC_KEY_MAX];
-    size_t kl;
-    const uint8_t *v;
-    size_t len;
-    return sl_elastic_key_build(&k, text, sizeof text, &kl) == SL_OK &&
-           sl_store_get(sl_store_node_store(en->store), text, kl, &v, &len) == SL_OK;
-}
 
 static void finish(sl_elastic_node_t *en, en_job_t *j, const char *why) {
     if (j->finished)
@@ -847,7 +855,7 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, ui
     }
     if (j->finished)
         return;
-    if (has_key(en, j, SL_ELASTIC_KEY_DONE)) {
+    if (has_record(en, j, SL_ELASTIC_KEY_DONE, 0)) {
         finish(en, j, "the job is done");
         return;
     }
@@ -878,6 +886,12 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, ui
                          "with --key, or --allow-commands)");
         return;
     }
+    /* After a STOP the core waits for the trainer to leave: the step in
+       progress may still be applied (every rank finishes it), and the
+       next ack must name the step the state is really at. */
+    if (sl_elastic_phase_of(j->core) == SL_ELASTIC_IDLE && j->trainer &&
+        sl_elastic_trainer_in_world(j->trainer))
+        return;
     sl_elastic_view_t v;
     memset(&v, 0, sizeof v);
     sl_elastic_records_view(j->recs, &v);

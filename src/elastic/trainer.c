@@ -430,6 +430,43 @@ typedef struct {
 } progress_t;
 
 /* After step `step` (now applied): STEP, the epoch's end, a checkpoint. */
+/* The end of the epoch the state's step closes: every rank evaluates its
+ * slice of the held-out sets, rank 0 reports (train loss and accuracy of
+ * the steps this world saw of it). */
+static sl_err end_epoch(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
+                        sl_ring_link_t *link, progress_t *p, double lr, char *why,
+                        size_t why_len) {
+    uint32_t epoch = (uint32_t)(t->local.step / t->steps_per_epoch);
+    sl_nn_epoch_t m;
+    memset(&m, 0, sizeof m);
+    double t1 = now_s();
+    m.epoch = (int)epoch;
+    m.epochs = (int)t->cfg.job.epochs;
+    m.train_loss = p->ep_samples ? p->ep_loss / (double)p->ep_samples : NAN;
+    m.train_acc = p->ep_samples ? p->ep_right / (double)p->ep_samples : NAN;
+    m.samples = p->ep_samples;
+    m.lr = lr;
+    m.seconds = t1 - p->ep_t0;
+    m.samples_per_s = m.seconds > 0 ? (double)m.samples / m.seconds : 0;
+    sl_err err = evaluate(t, w, link, &m, why, why_len);
+    if (err != SL_OK)
+        return err;
+    double t2 = now_s();
+    m.eval_seconds = t2 - t1;
+    if (w->rank == 0) {
+        sl_etev_t *ev = ev_new(t, SL_ETEV_EPOCH);
+        if (ev) {
+            ev->epoch = epoch;
+            ev->metrics = m;
+        }
+        push(t, ev, false);
+    }
+    p->ep_loss = p->ep_right = 0;
+    p->ep_samples = 0;
+    p->ep_t0 = t2;
+    return SL_OK;
+}
+
 static sl_err after_step(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
                          sl_ring_link_t *link, progress_t *p, const step_out_t *so, char *why,
                          size_t why_len) {
@@ -460,33 +497,9 @@ static sl_err after_step(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
         p->first = false;
     }
     if (step % spe == 0) {
-        sl_nn_epoch_t m;
-        memset(&m, 0, sizeof m);
-        double t1 = now_s();
-        m.epoch = (int)epoch;
-        m.epochs = (int)t->cfg.job.epochs;
-        m.train_loss = p->ep_samples ? p->ep_loss / (double)p->ep_samples : 0;
-        m.train_acc = p->ep_samples ? p->ep_right / (double)p->ep_samples : 0;
-        m.samples = p->ep_samples;
-        m.lr = so->lr;
-        m.seconds = t1 - p->ep_t0;
-        m.samples_per_s = m.seconds > 0 ? (double)m.samples / m.seconds : 0;
-        sl_err err = evaluate(t, w, link, &m, why, why_len);
+        sl_err err = end_epoch(t, w, link, p, so->lr, why, why_len);
         if (err != SL_OK)
             return err;
-        double t2 = now_s();
-        m.eval_seconds = t2 - t1;
-        if (w->rank == 0) {
-            sl_etev_t *ev = ev_new(t, SL_ETEV_EPOCH);
-            if (ev) {
-                ev->epoch = epoch;
-                ev->metrics = m;
-            }
-            push(t, ev, false);
-        }
-        p->ep_loss = p->ep_right = 0;
-        p->ep_samples = 0;
-        p->ep_t0 = t2;
     }
     if (w->rank == 0 && (step % t->cfg.job.checkpoint_every == 0 || step == t->total_steps))
         checkpoint(t);
@@ -551,6 +564,18 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
     }
     call_hook(t);
     progress_t p = {.first = true, .ep_t0 = now_s()};
+    /* A world that starts at an epoch's end evaluates that epoch again: the
+       world before may have been left in its evaluation (a leave aborts
+       it), and the epoch would have no record. (The same metrics when it
+       was not: the same state.) */
+    if (t->local.step > 0 && t->local.step % t->steps_per_epoch == 0) {
+        err = end_epoch(t, w, link, &p, NAN, why, sizeof why);
+        if (err != SL_OK) {
+            link_close(t, &link);
+            push_text(t, SL_ETEV_LEFT, asked_to_leave(t) ? SL_OK : err, true, "%s", why);
+            return;
+        }
+    }
     for (;;) {
         if (t->local.step >= t->total_steps) {
             link_close(t, &link);
