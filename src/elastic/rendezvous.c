@@ -112,9 +112,17 @@ typedef struct {
     size_t nw;                       /* entries */
     const sl_elastic_ack_t **acks;   /* sorted by (peer, round) */
     size_t na;                       /* entries */
+    const sl_round_member_t **members; /* the membership view, sorted by id (alive: a
+                                          binary search, not a pass per look-up) */
+    size_t nm;                       /* entries */
     int win_root;                    /* the surviving lineage's root, -1: none */
     int head;                        /* its newest established world, -1: none */
 } an_t;
+
+static int member_cmp(const void *a, const void *b) {
+    return strcmp((*(const sl_round_member_t *const *)a)->id,
+                  (*(const sl_round_member_t *const *)b)->id);
+}
 
 static int wnode_cmp(const void *a, const void *b) {
     return ref_cmp(&((const wnode_t *)a)->w->id, &((const wnode_t *)b)->w->id);
@@ -363,6 +371,7 @@ static bool bounds_ok(const sl_elastic_world_t *w) {
 static void an_free(an_t *an) {
     sl_free(an->worlds);
     sl_free(an->acks);
+    sl_free(an->members);
     memset(an, 0, sizeof *an);
 }
 
@@ -372,7 +381,8 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     an->win_root = an->head = -1;
     an->worlds = sl_calloc(v->world_count ? v->world_count : 1, sizeof *an->worlds);
     an->acks = sl_calloc(v->ack_count ? v->ack_count : 1, sizeof *an->acks);
-    if (!an->worlds || !an->acks) {
+    an->members = sl_calloc(v->member_count ? v->member_count : 1, sizeof *an->members);
+    if (!an->worlds || !an->acks || !an->members) {
         an_free(an);
         return SL_ENOMEM;
     }
@@ -388,6 +398,9 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     for (size_t i = 0; i < v->ack_count; i++)
         if (v->acks[i]->world.round > 0 && v->acks[i]->tip.round < v->acks[i]->world.round)
             an->acks[an->na++] = v->acks[i];
+    for (size_t i = 0; i < v->member_count; i++)
+        an->members[an->nm++] = &v->members[i];
+    qsort(an->members, an->nm, sizeof *an->members, member_cmp);
     qsort(an->worlds, an->nw, sizeof *an->worlds, wnode_cmp);
     qsort(an->acks, an->na, sizeof *an->acks, ack_cmp);
     for (size_t i = 1; i < an->nw; i++)
@@ -498,11 +511,18 @@ static uint32_t min_nodes(const sl_elastic_t *e) {
     return g_bug == SL_ELASTIC_BUG_MIN_MINUS_1 && m > 1 ? m - 1 : m;
 }
 
-static bool alive(const sl_elastic_view_t *v, const char *peer) {
-    for (size_t i = 0; i < v->member_count; i++)
-        if (strcmp(v->members[i].id, peer) == 0)
-            return v->members[i].alive;
-    return false;
+/* Whether `peer` is alive in this peer's view (absent: not; the view's
+ * ids are distinct). */
+static bool alive(const an_t *an, const char *peer) {
+    size_t lo = 0, hi = an->nm;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(an->members[mid]->id, peer) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < an->nm && strcmp(an->members[lo]->id, peer) == 0 && an->members[lo]->alive;
 }
 
 static sl_elastic_action_t *emit(sl_elastic_out_t *out, sl_elastic_action_kind kind) {
@@ -526,11 +546,11 @@ static const char *ends(const sl_elastic_t *e, an_t *an, int x) {
         return "a newer world or another lineage took over";
     const sl_elastic_world_t *w = an->worlds[x].w;
     for (uint32_t i = 0; i < w->count; i++)
-        if (!alive(v, w->members[i]))
+        if (!alive(an, w->members[i]))
             return "a member is gone";
     for (size_t i = 0; i < v->vol_count; i++) {
         const sl_elastic_vol_t *vol = &v->vols[i];
-        if (vol->round <= w->id.round || !alive(v, vol->peer))
+        if (vol->round <= w->id.round || !alive(an, vol->peer))
             continue;
         if (is_member(w, vol->peer))
             return "a member volunteers again (it restarted or left the world)";
@@ -548,7 +568,7 @@ static bool gives_up(const sl_elastic_t *e, an_t *an, int x, int64_t now_ms) {
         return true;
     const sl_elastic_world_t *w = an->worlds[x].w;
     for (uint32_t i = 0; i < w->count; i++) {
-        if (!alive(an->v, w->members[i]))
+        if (!alive(an, w->members[i]))
             return true;
         sl_elastic_ref_t t = tip_of(an, w->members[i]);
         if (t.round >= w->id.round && !sl_elastic_ref_eq(&t, &w->id))
@@ -667,7 +687,7 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
         const sl_elastic_vol_t *vol = &v->vols[i];
         bool me = strcmp(vol->peer, e->self) == 0;
         uint64_t r = me ? my_vol : vol->round;
-        if (r <= hround || !(me || alive(v, vol->peer)))
+        if (r <= hround || !(me || alive(an, vol->peer)))
             continue;
         self_seen |= me;
         cand[n].id = vol->peer;
@@ -710,7 +730,7 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
         bool in = false;
         for (size_t j = 0; j < n && !in; j++)
             in = strcmp(cand[j].id, h->members[i]) == 0;
-        all_back = in || !alive(v, h->members[i]);
+        all_back = in || !alive(an, h->members[i]);
     }
     if (!all_back && n < e->cfg.max_nodes &&
         now_ms - e->settle_since_ms < (int64_t)e->cfg.settle_ms)
