@@ -272,6 +272,15 @@ static void write_claim(sl_study_node_t *sn, const char *study, const char *tria
         sl_study_node_put_str(sn, key, val, len);
 }
 
+static void put_result(sl_study_node_t *sn, const char *study, const sl_result_t *r) {
+    char key[SL_STUDY_KEY_MAX], val[1024];
+    size_t len;
+    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RESULT, study, r->trial_id,
+                           r->claim_epoch, r->writer) == SL_OK &&
+        sl_result_encode(r, val, sizeof val, &len) == SL_OK)
+        sl_study_node_put_str(sn, key, val, len);
+}
+
 static void write_result(sl_study_node_t *sn, const char *study, const char *trial,
                          sl_trial_state st, int epochs, uint64_t claim_epoch, const char *reason) {
     sl_result_t r;
@@ -282,12 +291,7 @@ static void write_result(sl_study_node_t *sn, const char *study, const char *tri
     r.claim_epoch = claim_epoch;
     snprintf(r.writer, sizeof r.writer, "%s", self_name(sn));
     snprintf(r.reason, sizeof r.reason, "%s", reason);
-    char key[SL_STUDY_KEY_MAX], val[1024];
-    size_t len;
-    if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RESULT, study, trial, claim_epoch,
-                           self_name(sn)) == SL_OK &&
-        sl_result_encode(&r, val, sizeof val, &len) == SL_OK)
-        sl_study_node_put_str(sn, key, val, len);
+    put_result(sn, study, &r);
 }
 
 /* Stores a job's checkpoint directory (once per epoch). */
@@ -594,99 +598,15 @@ static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
     sl_study_ckpt_restore(sn, j->study, j->trial, j->dir, on_restored, ref);
 }
 
-/* The leader's turn: run the scheduler over the live trials (read in
- * place, not copied) and write its decisions. */
-static void lead(sl_study_node_t *sn, cached_t *c, int capacity) {
-    live_t *lv = &c->live;
-    const sl_study_spec_t *spec = &c->spec;
-    sl_sched_view_t sv = {.study_id = c->id, .capacity = capacity > 0 ? capacity : 1,
-                          .cancelled = lv->cancelled, .trials = lv->trials,
-                          .trial_count = lv->trial_count};
-    uint64_t now = sl_study_node_wall_ms();
-    sv.elapsed_s = lv->start_ms && now > lv->start_ms ? (now - lv->start_ms) / 1000 : 0;
-    sl_decisions_t d = {0};
-    if (sl_sched_decide(spec, &sv, &d) != SL_OK)
-        return;
-    /* (the writes below reach the live view at once: rows are looked up
-       for each decision, never kept across a write) */
-    for (size_t i = 0; i < d.count; i++) {
-        const sl_decision_t *x = &d.items[i];
-        char key[SL_STUDY_KEY_MAX], val[SL_STUDY_RECORD_MAX];
-        size_t len;
-        trial_row_t *r = sl_study_live_find(lv, x->trial_id);
-        const sl_trial_t *t = r ? sl_study_live_trial(lv, r) : NULL;
-        if (x->kind == SL_DECISION_PROPOSE) {
-            sl_trial_t nt;
-            memset(&nt, 0, sizeof nt);
-            memcpy(nt.id, x->trial_id, sizeof nt.id);
-            nt.ordinal = x->ordinal;
-            nt.bracket = x->bracket;
-            nt.rung = x->rung;
-            nt.config = x->config;
-            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RECORD, c->id, x->trial_id, 0,
-                                   NULL) == SL_OK &&
-                sl_trial_record_encode(spec, &nt, val, sizeof val, &len) == SL_OK)
-                sl_study_node_put_str(sn, key, val, len);
-        } else if (x->kind == SL_DECISION_PROMOTE) {
-            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RUNG, c->id, x->trial_id,
-                                   (uint64_t)x->rung, NULL) == SL_OK)
-                sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
-            sl_log(SL_LOG_INFO, "STUDY-PROMOTE", "study %s trial %s: to rung %d: %s", c->id,
-                   x->trial_id, x->rung, x->reason);
-        } else if (x->kind == SL_DECISION_STOP && t) {
-            if (t->state == SL_TRIAL_RUNNING) {
-                if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_STOP, c->id, x->trial_id, 0,
-                                       NULL) == SL_OK)
-                    sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
-            } else {
-                write_result(sn, c->id, x->trial_id, SL_TRIAL_DONE, t->epochs_done,
-                             r->has_claim ? r->claim.epoch : 0, x->reason);
-            }
-        } else if (x->kind == SL_DECISION_FINISH) {
-            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_FINISHED, c->id, NULL, 0, NULL) ==
-                SL_OK)
-                sl_study_node_put_str(sn, key, x->reason, strlen(x->reason));
-            sl_log(SL_LOG_NOTICE, "STUDY-FINISH", "study %s (%s) finished: %s", c->id,
-                   spec->name, x->reason);
-        }
-    }
-    sl_decisions_fini(&d);
-}
-
-/* The members a turn sees (sl_study_members_t, study_node_internal.h):
- * every alive or suspect member of the swim core's table, however many
- * (it kept the first 64 of the table, and the table's order differs
- * between peers: above 64 peers two of them chose different leaders and
- * ranked claims differently). The order does not matter: the cores break
- * ties by id. */
-typedef sl_study_members_t members_t;
-
-static sl_err members_reserve(sl_study_members_t *ms, size_t want) {
-    if (want <= ms->cap)
-        return SL_OK;
-    size_t nc = ms->cap ? ms->cap : 64;
-    while (nc < want)
-        nc *= 2;
-    char(*names)[SL_NAME_MAX + 1] = sl_realloc(ms->names, nc * sizeof *names);
-    if (!names)
-        return SL_ENOMEM;
-    ms->names = names;
-    sl_round_member_t *m = sl_realloc(ms->m, nc * sizeof *m);
-    if (!m)
-        return SL_ENOMEM;
-    ms->m = m;
-    int *slots = sl_realloc(ms->slots, nc * sizeof *slots);
-    if (!slots)
-        return SL_ENOMEM;
-    ms->slots = slots;
-    ms->cap = nc;
-    return SL_OK;
-}
-
+/* The members a turn sees (sl_study_members_t, study/turn.h): every
+ * alive or suspect member of the swim core's table, however many (it kept
+ * the first 64 of the table, and the table's order differs between peers:
+ * above 64 peers two of them chose different leaders and ranked claims
+ * differently). The order does not matter: the cores break ties by id. */
 sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms) {
     ms->count = 0;
     size_t n = sl_swim_member_count(sw);
-    if (members_reserve(ms, n) != SL_OK)
+    if (sl_study_members_reserve(ms, n) != SL_OK)
         return SL_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         sl_swim_member_t m;
@@ -703,24 +623,16 @@ sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms) {
     return SL_OK;
 }
 
-void sl_study_members_fini(sl_study_members_t *ms) {
-    sl_free(ms->names);
-    sl_free(ms->m);
-    sl_free(ms->slots);
-    memset(ms, 0, sizeof *ms);
-}
-
-/* Each alive member with its free slots: its --slots (as it wrote them
- * under peer/NAME/slots) less the trials it runs (this peer's jobs; for
- * another, the running trials it owns, from the open ones). */
-static sl_err members_build(sl_study_node_t *sn, cached_t *c, int concurrency, members_t *ms) {
-    live_t *lv = &c->live;
+/* Each alive member with its slots: its --slots as it wrote them under
+ * peer/NAME/slots (this peer's: `concurrency`); the turn core then takes
+ * off the trials each runs (sl_turn_members_load). */
+static sl_err members_build(sl_study_node_t *sn, cached_t *c, int concurrency,
+                            sl_study_members_t *ms) {
     if (sl_study_members_alive(sl_node_swim(sn->node), ms) != SL_OK)
         return SL_ENOMEM;
     for (size_t k = 0; k < ms->count; k++) {
-        bool is_self = !strcmp(ms->names[k], self_name(sn));
-        int busy = 0, slots = concurrency;
-        if (!is_self) { /* its --slots, as it wrote them (peer/NAME/slots) */
+        int slots = concurrency;
+        if (strcmp(ms->names[k], self_name(sn))) {
             char key[SL_STUDY_KEY_MAX];
             const uint8_t *val;
             size_t len;
@@ -732,18 +644,7 @@ static sl_err members_build(sl_study_node_t *sn, cached_t *c, int concurrency, m
                 slots = atoi(b) > 0 ? atoi(b) : (b[0] == '-' ? 0 : c->spec.concurrency);
             }
         }
-        if (is_self) {
-            busy = running_jobs(sn);
-        } else {
-            for (size_t o = 0; o < lv->open_count; o++) {
-                const trial_row_t *r = &lv->rows[lv->open[o]];
-                busy += lv->trials[r->tix - 1].state == SL_TRIAL_RUNNING &&
-                        !strcmp(r->claim.owner, ms->names[k]);
-            }
-        }
         ms->slots[k] = slots;
-        int free_slots = slots - busy;
-        ms->m[k] = (sl_round_member_t){ms->names[k], true, free_slots > 0 ? free_slots : 0};
     }
     return SL_OK;
 }
@@ -885,25 +786,6 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
     }
 }
 
-/* The member a fresh trial ranks first (rendezvous weight) among the
- * alive members that have slots at all, loaded or not: every peer with
- * the same membership agrees on it whatever it knows of the others'
- * load. -1: none. */
-int sl_study_members_top(const sl_study_members_t *ms, const char *trial_id) {
-    int best = -1;
-    uint64_t bw = 0;
-    for (size_t k = 0; k < ms->count; k++) {
-        if (ms->slots[k] <= 0)
-            continue;
-        uint64_t w = sl_round_trial_weight(ms->names[k], trial_id);
-        if (best < 0 || w > bw || (w == bw && strcmp(ms->names[k], ms->names[best]) < 0)) {
-            best = (int)k;
-            bw = w;
-        }
-    }
-    return best;
-}
-
 /* This peer has joined and its replica has caught up: it held all that
  * another peer's DIGEST or SUMMARY, received since this process started,
  * said that peer held (a replica restored after kill -9 then shows the
@@ -927,39 +809,6 @@ static void refresh(sl_study_node_t *sn, cached_t *c) {
     sl_study_live_refresh(sn, c, sl_study_node_wall_ms());
 }
 
-/* Releases the claims the view shows held by this peer with no job here:
- * claims from before a restart (the replica restored from disk), or one
- * whose job could not start. Others could otherwise take such a trial
- * only once its lease lapsed (this peer is alive again under the same
- * name, so membership never says the owner died): a churning peer's
- * promoted trial, on the study's critical path, sat out a whole restart
- * and catch-up for it. Safe before the view has caught up: a release at
- * claim epoch E joins under any later claim (higher epoch) and changes
- * nothing but this peer's own hold of E. */
-static void release_orphans(sl_study_node_t *sn, cached_t *c) {
-    live_t *lv = &c->live;
-    uint32_t rows[16];
-    size_t n = 0;
-    for (size_t o = 0; o < lv->open_count && n < sizeof rows / sizeof rows[0]; o++) {
-        const trial_row_t *r = &lv->rows[lv->open[o]];
-        if (r->has_claim && !r->claim.released && !strcmp(r->claim.owner, self_name(sn)) &&
-            !r->has_result && !sl_study_node_job(sn, c->id, r->id))
-            rows[n++] = lv->open[o];
-    }
-    /* (written after the scan: the live view takes each write at once;
-       rows stay put) */
-    for (size_t k = 0; k < n; k++) {
-        const trial_row_t *r = &lv->rows[rows[k]];
-        sl_claim_t next;
-        if (sl_claim_release(&r->claim, self_name(sn), r->claim.epoch, &next) != SL_OK)
-            continue;
-        sl_log(SL_LOG_NOTICE, "STUDY-RELEASE", "study %s trial %s: claim epoch %" PRIu64
-               " held here with no job (from before a restart): released", c->id, r->id,
-               next.epoch);
-        write_claim(sn, c->id, r->id, &next);
-    }
-}
-
 /* A wait seen this turn ends at `ms` (wall): the loop turns then, even
  * with no change. `due` is the earliest such end so far. */
 static void due_at(uint64_t *due, uint64_t ms) {
@@ -967,7 +816,111 @@ static void due_at(uint64_t *due, uint64_t ms) {
         *due = ms;
 }
 
-/* One turn of one study; `due` gathers when its waits end (due_at). */
+/* The turn core's view of study `c` (study/turn.h), from its live view
+ * as last refreshed: the open trials with what the core reads of them.
+ * Borrowed from the live view until its next refresh or write. */
+static sl_err view_build(sl_study_node_t *sn, cached_t *c, sl_turn_view_t *v) {
+    live_t *lv = &c->live;
+    if (lv->open_count > sn->turn_open_cap) {
+        size_t cap = sn->turn_open_cap ? sn->turn_open_cap : 64;
+        while (cap < lv->open_count)
+            cap *= 2;
+        sl_turn_open_t *n = sl_realloc(sn->turn_open, cap * sizeof *n);
+        if (!n)
+            return SL_ENOMEM;
+        sn->turn_open = n;
+        sn->turn_open_cap = cap;
+    }
+    for (size_t o = 0; o < lv->open_count; o++) {
+        trial_row_t *r = &lv->rows[lv->open[o]];
+        sn->turn_open[o] = (sl_turn_open_t){
+            .id = r->id,
+            .t = &lv->trials[r->tix - 1],
+            .claim = r->claim,
+            .has_claim = r->has_claim,
+            .has_result = r->has_result,
+            .stop = r->stop,
+            .owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner),
+            .mine = sl_study_node_job(sn, c->id, r->id) != NULL,
+            .claimable_ms = &r->claimable_ms};
+    }
+    *v = (sl_turn_view_t){.study_id = c->id, .spec = &c->spec, .trials = lv->trials,
+                          .trial_count = lv->trial_count, .open = sn->turn_open,
+                          .open_count = lv->open_count, .cancelled = lv->cancelled,
+                          .finished = lv->finished, .start_ms = lv->start_ms,
+                          .next_lapse_ms = lv->next_lapse_ms};
+    return SL_OK;
+}
+
+/* Carries out a turn phase's actions in order: the store writes (the
+ * live view takes each at once), the jobs started, ended and renewed
+ * (`jobs`: the jobs the phase was given). */
+static void turn_do(sl_study_node_t *sn, cached_t *c, job_t **jobs, uint64_t now,
+                    const sl_turn_out_t *out) {
+    const sl_study_spec_t *spec = &c->spec;
+    for (size_t i = 0; i < out->count; i++) {
+        const sl_turn_action_t *a = &out->items[i];
+        char key[SL_STUDY_KEY_MAX], val[SL_STUDY_RECORD_MAX];
+        size_t len;
+        job_t *j = jobs && a->kind >= SL_TURN_JOB_LOST ? jobs[a->job] : NULL;
+        switch (a->kind) {
+        case SL_TURN_WRITE_CLAIM:
+            if (a->why == SL_TURN_CLAIM_ORPHAN)
+                sl_log(SL_LOG_NOTICE, "STUDY-RELEASE", "study %s trial %s: claim epoch %" PRIu64
+                       " held here with no job (from before a restart): released", c->id,
+                       a->trial_id, a->claim.epoch);
+            write_claim(sn, c->id, a->trial_id, &a->claim);
+            break;
+        case SL_TURN_WRITE_RECORD:
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RECORD, c->id, a->trial_id, 0,
+                                   NULL) == SL_OK &&
+                sl_trial_record_encode(spec, &a->trial, val, sizeof val, &len) == SL_OK)
+                sl_study_node_put_str(sn, key, val, len);
+            break;
+        case SL_TURN_WRITE_RUNG:
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_RUNG, c->id, a->trial_id,
+                                   (uint64_t)a->rung, NULL) == SL_OK)
+                sl_study_node_put_str(sn, key, a->reason, strlen(a->reason));
+            sl_log(SL_LOG_INFO, "STUDY-PROMOTE", "study %s trial %s: to rung %d: %s", c->id,
+                   a->trial_id, a->rung, a->reason);
+            break;
+        case SL_TURN_WRITE_STOP:
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_STOP, c->id, a->trial_id, 0,
+                                   NULL) == SL_OK)
+                sl_study_node_put_str(sn, key, a->reason, strlen(a->reason));
+            break;
+        case SL_TURN_WRITE_RESULT: put_result(sn, c->id, &a->result); break;
+        case SL_TURN_WRITE_FINISHED:
+            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_FINISHED, c->id, NULL, 0, NULL) ==
+                SL_OK)
+                sl_study_node_put_str(sn, key, a->reason, strlen(a->reason));
+            sl_log(SL_LOG_NOTICE, "STUDY-FINISH", "study %s (%s) finished: %s", c->id,
+                   spec->name, a->reason);
+            break;
+        case SL_TURN_JOB_START:
+            sl_log(SL_LOG_INFO, "STUDY-CLAIM", "study %s trial %s: claim epoch %" PRIu64
+                   " (%s, rung %d, claimable for %" PRIu64 " ms)", c->id, a->trial_id,
+                   a->claim.epoch, a->reason, a->trial.rung, now - a->at_ms);
+            start_job(sn, c, &a->trial, &a->claim);
+            break;
+        case SL_TURN_JOB_LOST:
+            job_log(j, "claim taken over: stopping");
+            sl_log(SL_LOG_INFO, "STUDY-LOST", "study %s trial %s: claim epoch %" PRIu64
+                   " lost to %s at epoch %" PRIu64 " after %" PRIu64 " ms", j->study, j->trial,
+                   j->epoch, a->claim.owner, a->claim.epoch, now - j->started_ms);
+            sn->claims_lost++;
+            job_free(sn, j, false);
+            break;
+        case SL_TURN_JOB_END: job_free(sn, j, false); break;
+        case SL_TURN_JOB_RENEW_AT: j->renew_ms = a->at_ms; break;
+        }
+    }
+}
+
+/* One turn of one study; `due` gathers when its waits end (due_at). The
+ * decisions are the turn core's (study/turn.h): this builds its view,
+ * runs its three phases and carries out their actions, deriving the view
+ * again after each phase that wrote. */
 static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t *due) {
     live_t *lv = &c->live;
     const sl_study_spec_t *spec = &c->spec;
@@ -984,7 +937,9 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         return;
     }
     int concurrency = sn->cfg.slots > 0 ? sn->cfg.slots : (sn->cfg.slots < 0 ? 0 : spec->concurrency);
-    members_t *ms = &sn->members;
+    sl_study_members_t *ms = &sn->members;
+    sl_turn_out_t *out = &sn->turn_out;
+    const char *self = self_name(sn);
     uint64_t writes0 = sn->writes;
     int jobs0 = running_jobs(sn);
     /* workers first: their reports change the view */
@@ -994,187 +949,79 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
             continue;
         trial_row_t *r = sl_study_live_find(lv, j->trial);
         drain_job(sn, j, spec, r ? (int)r->fail_count : 0);
-        if (!j->study[0])
-            continue;
-        r = sl_study_live_find(lv, j->trial);
-        /* stop when the register moved on, the leader stopped it, or it ended */
-        bool stop_done = r && (r->stop || r->has_result || lv->cancelled || lv->finished);
-        bool lost = r && r->has_claim && sl_claim_must_stop(&r->claim, self_name(sn), j->epoch);
-        if (lost) {
-            job_log(j, "claim taken over: stopping");
-            sl_log(SL_LOG_INFO, "STUDY-LOST", "study %s trial %s: claim epoch %" PRIu64
-                   " lost to %s at epoch %" PRIu64 " after %" PRIu64 " ms", j->study, j->trial,
-                   j->epoch, r->claim.owner, r->claim.epoch, now - j->started_ms);
-            sn->claims_lost++;
-            job_free(sn, j, false);
-            continue;
-        }
-        if (stop_done) {
-            if (!r->has_result)
-                write_result(sn, j->study, j->trial, SL_TRIAL_DONE, j->last_epoch, j->epoch,
-                             "stopped by the leader");
-            job_release(sn, j);
-            job_free(sn, j, false);
-            continue;
-        }
-        if (now >= j->renew_ms && r && r->has_claim) {
-            sl_claim_t next;
-            if (sl_claim_renew(&r->claim, self_name(sn), j->epoch, now, spec->lease_ms, &next) ==
-                SL_OK)
-                write_claim(sn, j->study, j->trial, &next);
-            j->renew_ms = now + spec->lease_ms / 3;
-        }
-        due_at(due, j->renew_ms);
     }
+    /* the jobs phase: stop the jobs whose claim moved on or whose trial
+       ended, renew the others' leases */
+    job_t *jobs[MAX_JOBS];
+    sl_turn_job_t tj[MAX_JOBS];
+    size_t nj = 0;
+    for (int i = 0; i < MAX_JOBS; i++) {
+        job_t *j = &sn->jobs[i];
+        if (!j->study[0] || strcmp(j->study, c->id))
+            continue;
+        trial_row_t *r = sl_study_live_find(lv, j->trial);
+        sl_turn_job_t *x = &tj[nj];
+        memset(x, 0, sizeof *x);
+        x->trial_id = j->trial;
+        x->epoch = j->epoch;
+        x->renew_ms = j->renew_ms;
+        x->last_epoch = j->last_epoch;
+        if (r) {
+            x->found = true;
+            x->has_claim = sl_study_live_claim(r, &x->claim);
+            x->has_result = r->has_result;
+            x->stop = r->stop;
+        }
+        jobs[nj++] = j;
+    }
+    sl_turn_view_t v = {.study_id = c->id, .spec = spec, .trials = lv->trials,
+                        .trial_count = lv->trial_count, .cancelled = lv->cancelled,
+                        .finished = lv->finished};
+    sl_turn_out_clear(out);
+    out->due_ms = UINT64_MAX;
+    if (nj && sl_turn_jobs(&v, tj, nj, self, now, out) == SL_OK)
+        turn_do(sn, c, jobs, now, out);
+    due_at(due, out->due_ms);
     if (lv->finished)
         return;
     if (sn->writes != writes0 || running_jobs(sn) != jobs0)
         refresh(sn, c);
     /* (after the jobs: a slot freed this turn is taken again this turn) */
-    if (members_build(sn, c, concurrency, ms) != SL_OK)
+    if (members_build(sn, c, concurrency, ms) != SL_OK || view_build(sn, c, &v) != SL_OK)
         return; /* (no view this turn: a part of one could pick another leader) */
-    /* the leader of this round */
-    sl_sched_view_t sv = {.study_id = c->id, .capacity = 1, .cancelled = lv->cancelled,
-                          .trials = lv->trials, .trial_count = lv->trial_count};
-    uint64_t round = sl_sched_round(spec, &sv);
-    int leader = sl_round_leader(ms->m, ms->count, sl_round_key(c->id, round));
-    if (leader >= 0 && !strcmp(ms->names[leader], self_name(sn))) {
-        int cap = 0;
-        for (size_t i = 0; i < ms->count; i++)
-            cap += ms->m[i].free_slots;
-        for (size_t o = 0; o < lv->open_count; o++)
-            cap += lv->trials[lv->rows[lv->open[o]].tix - 1].state == SL_TRIAL_RUNNING;
-        /* a searcher that does not learn from results (random, grid) keeps
-           LOOKAHEAD times the fleet's slots proposed ahead: a peer that
-           frees a slot then finds a trial waiting for it, instead of
-           waiting for its result to reach the leader and the leader's
-           next proposal to reach it (two replication delays a trial) */
-        if (spec->searcher != SL_SEARCH_EVOLUTION)
-            cap *= LOOKAHEAD;
-        uint64_t before = sn->writes;
-        lead(sn, c, cap);
-        if (sn->writes != before)
-            refresh(sn, c);
+    sl_turn_members_load(&v, ms, self, running_jobs(sn));
+    /* the leader of this round, if this peer */
+    sl_turn_out_clear(out);
+    uint64_t before = sn->writes;
+    if (sl_turn_lead(&v, ms, self, now, out) == SL_OK)
+        turn_do(sn, c, NULL, now, out);
+    if (sn->writes != before) {
+        refresh(sn, c);
+        if (view_build(sn, c, &v) != SL_OK)
+            return;
     }
     if (lv->finished || lv->cancelled || sl_plat_stop_requested())
         return;
-    due_at(due, lv->next_lapse_ms);
-    uint64_t budget_end = lv->start_ms + spec->budget_time_s * 1000;
-    if (spec->budget_time_s && lv->start_ms && now < budget_end)
-        due_at(due, budget_end); /* (for whoever leads then) */
-    release_orphans(sn, c);
     /* no claims before this peer has joined and caught up (or waited a
        lease alone): a fresh view would take every other member's trials
        for its own, and a replica restored from disk after a kill -9 still
        shows this peer's old claims, which others may have taken over
-       since (an equal claim epoch would then go to the smaller name) */
-    /* a command trainer in an open cluster without --allow-commands: never
-       claimed here (sl_study_node_cache told it once) */
-    if (spec->trainer == SL_TRAINER_COMMAND && !sl_node_commands_allowed(sn->node))
-        return;
-    if (!may_claim(sn, spec, now)) {
+       since (an equal claim epoch would then go to the smaller name).
+       A command trainer in an open cluster without --allow-commands:
+       never claimed here (sl_study_node_cache told it once) */
+    bool commands_ok = spec->trainer != SL_TRAINER_COMMAND || sl_node_commands_allowed(sn->node);
+    bool may = commands_ok && may_claim(sn, spec, now);
+    if (commands_ok && !may) {
         if (sn->joined_ms)
             due_at(due, sn->joined_ms + CATCHUP_MS);
         due_at(due, sn->started_ms + spec->lease_ms);
-        return;
     }
-    /* claims: among the open trials (the others have a result) */
-    size_t nopen = lv->open_count;
-    sl_claim_cand_t *cands = sl_calloc(nopen + 1, sizeof *cands);
-    uint32_t *rows = sl_calloc(nopen + 1, sizeof *rows);
-    size_t *pick = sl_calloc(nopen + 1, sizeof *pick);
-    sl_claim_t *next = sl_calloc(nopen + 1, sizeof *next);
-    if (!cands || !rows || !pick || !next)
-        goto claims_out;
-    int self_at = -1;
-    for (size_t k = 0; k < ms->count; k++)
-        if (!strcmp(ms->names[k], self_name(sn)))
-            self_at = (int)k;
-    /* The trials claimed before (a takeover, a promotion, a retry), the
-       fresh trials (never claimed) that rank this peer first among the
-       members with slots, whatever their load, and the fresh trials
-       waiting STEAL_MS in this view, together, oldest first (rung, then
-       ordinal), by the load-aware assignment. A fresh trial used to go to
-       the load-aware assignee at once: with trials ending every few
-       milliseconds, another member's load as this peer sees it is a turn
-       or two old, and it took trials the member it saw as busy took too
-       (two runs of each no-op trial in three). The overdue ones used to
-       come second, with the slots left: a peer always had a fresh trial
-       of its own to take first, so a trial that ranked first a peer busy
-       with a long promoted run waited for it or for the study's end (a
-       fresh trial started 2.9 s late in an 8-peer run, its promotions
-       after it, and the study waited for them) */
-    if (self_at < 0 || ms->m[self_at].free_slots <= 0)
-        goto claims_out;
-    size_t nc = 0, np = 0;
-    for (size_t o = 0; o < nopen; o++) {
-        trial_row_t *r = &lv->rows[lv->open[o]];
-        const sl_trial_t *t = &lv->trials[r->tix - 1];
-        int target = sl_sched_rung_epochs(spec, t->bracket, t->rung);
-        if (r->has_result || r->stop || t->epochs_done >= target ||
-            sl_study_node_job(sn, c->id, r->id)) {
-            r->claimable_ms = 0;
-            continue;
-        }
-        sl_claim_cand_t *cd = &cands[nc];
-        memset(cd, 0, sizeof *cd);
-        cd->trial_id = r->id;
-        cd->ordinal = t->ordinal;
-        cd->rung = t->rung;
-        if (r->has_claim)
-            cd->claim = r->claim;
-        cd->owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner);
-        if (r->has_claim && !strcmp(r->claim.owner, self_name(sn)))
-            cd->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
-        cd->needs_work = true;
-        bool may = sl_claim_may_take(
-            sl_claim_status_of(&cd->claim, self_name(sn), now, cd->owner_alive));
-        if (!may) {
-            r->claimable_ms = 0;
-            continue;
-        }
-        if (!r->claimable_ms)
-            r->claimable_ms = now;
-        cd->waited_ms = now - r->claimable_ms;
-        bool fresh = !r->has_claim;
-        bool first = fresh && sl_study_members_top(ms, r->id) == self_at;
-        bool overdue = now >= r->claimable_ms + STEAL_MS;
-        if (fresh && !first && !overdue) {
-            due_at(due, r->claimable_ms + STEAL_MS);
-            continue;
-        }
-        rows[nc++] = lv->open[o];
-    }
-    uint64_t handoff = UINT64_MAX;
-    if (!nc || sl_claim_pick(cands, nc, ms->m, ms->count, self_name(sn), now, spec->lease_ms,
-                             pick, next, &np, &handoff) != SL_OK)
-        goto claims_out;
-    /* one left to another member is handed on to this peer at its turn,
-       if a slot is still free then */
-    due_at(due, handoff);
-    for (size_t k = 0; k < np; k++) {
-        /* (rows stay put; a claim or a job adds no trial) */
-        trial_row_t *r = &lv->rows[rows[pick[k]]];
-        if (!r->tix)
-            continue;
-        /* (said before the write: the live view takes it at once) */
-        sl_log(SL_LOG_INFO, "STUDY-CLAIM", "study %s trial %s: claim epoch %" PRIu64
-               " (%s, rung %d, claimable for %" PRIu64 " ms)", c->id, r->id, next[k].epoch,
-               !r->has_claim ? (sl_study_members_top(ms, r->id) == self_at ? "fresh, ranked first"
-                                                                  : "fresh, overdue")
-                             : "claimed before", lv->trials[r->tix - 1].rung,
-               now - r->claimable_ms);
-        write_claim(sn, c->id, r->id, &next[k]);
-        r->claimable_ms = 0;
-        sl_trial_t t = lv->trials[r->tix - 1];
-        start_job(sn, c, &t, &next[k]);
-        ms->m[self_at].free_slots--;
-    }
-claims_out:
-    sl_free(cands);
-    sl_free(rows);
-    sl_free(pick);
-    sl_free(next);
+    /* the claims phase: orphaned claims released, the trials to claim */
+    sl_turn_out_clear(out);
+    out->due_ms = UINT64_MAX;
+    if (sl_turn_claims(&v, ms, self, now, may, out) == SL_OK)
+        turn_do(sn, c, NULL, now, out);
+    due_at(due, out->due_ms);
 }
 
 /* The least time between two turns. */
@@ -1489,6 +1336,8 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     }
     sl_study_ckpt_fini(sn);
     sl_study_members_fini(&sn->members);
+    sl_free(sn->turn_open);
+    sl_turn_out_fini(&sn->turn_out);
     if (sn->orphan_count == 0) { /* abandoned threads may still read the data sets */
         sl_study_data_destroy(&sn->data); /* and write to the wake pipe */
         sl_plat_wake_close(sn->wake);

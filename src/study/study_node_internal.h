@@ -9,6 +9,7 @@
 #include "starling/study_node.h"
 #include "starling/swim.h"
 #include "study/study_worker.h"
+#include "study/turn.h"
 
 #define MAX_STUDIES 16
 #define MAX_JOBS 32
@@ -24,7 +25,7 @@
  * membership), but leaves at least TURN_GAP_MS between turns, and at
  * least TURN_COST_X times the last turn's (wall) cost, so a busy loop
  * leaves the core to the rest of the peer. With no change it turns when a
- * wait the last turn saw ends (due_at: a fresh trial's STEAL_MS and the
+ * wait the last turn saw ends (due_at: a fresh trial's SL_TURN_STEAL_MS and the
  * hand-offs, most of the claims in a busy study; a lease that lapses; a
  * renewal; the catch-up; a time budget), and every tick_ms in any case.
  * It used to wake every 10 ms while a study was active and turn if
@@ -39,32 +40,11 @@
  * 1,100-1,500 with a 2 ms gap). */
 #define TURN_GAP_MS 2
 #define TURN_COST_X 2
-/* A fresh trial that ranks another member first is left to it this long
- * before a peer with free slots takes it (docs/studies.md, "Claims"); the
- * claim core's hand-off step, so that an overdue trial's first hand-off
- * comes with it. */
-#define STEAL_MS SL_CLAIM_HANDOFF_MS
-/* Proposals kept waiting, in fleet slots, for searchers that do not learn. */
-#define LOOKAHEAD 3
-
-/* The members a study turn sees: every alive or suspect member of the
- * swim core's table, however many (no cap: peers with the same view pick
- * the same leader and rank claims the same at any N). The arrays grow on
- * the heap and are kept from turn to turn; m[k].id points into names[k]. */
-typedef struct {
-    char (*names)[SL_NAME_MAX + 1]; /* member ids */
-    sl_round_member_t *m;           /* the cores' view */
-    int *slots;                     /* each one's slots, loaded or not */
-    size_t count;                   /* used */
-    size_t cap;                     /* allocated */
-} sl_study_members_t;
 /* Fills `ms` with the alive and suspect members of `sw`, each with one
- * slot, free (the loop then sets the slots). SL_ENOMEM: `ms` is empty. */
+ * slot, free (the loop then sets the slots; sl_study_members_t and the
+ * rest of the members' functions are the turn core's, study/turn.h).
+ * SL_ENOMEM: `ms` is empty. */
 sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms);
-/* The member a fresh trial ranks first (rendezvous weight) among those
- * with slots; -1: none. */
-int sl_study_members_top(const sl_study_members_t *ms, const char *trial_id);
-void sl_study_members_fini(sl_study_members_t *ms);
 
 /* A part of a trial kept by the key it came from: a key rewritten
  * replaces its part, a key deleted removes it. key_hash is the hash of
@@ -257,6 +237,9 @@ struct sl_study_node {
     ck_pending_t pending[MAX_PENDING]; /* checkpoints waiting for their copies */
     ck_restore_t *restores;          /* checkpoint fetches under way */
     sl_study_members_t members;      /* the members of the last turn (kept for its arrays) */
+    sl_turn_open_t *turn_open;       /* the turn view's open trials (kept for the array) */
+    size_t turn_open_cap;            /* allocated */
+    sl_turn_out_t turn_out;          /* a turn phase's actions (kept for the array) */
 };
 
 /* Store access (the study's keys are LWW registers). */

@@ -420,30 +420,18 @@ static void derive_parts(live_t *lv, const sl_study_spec_t *spec, trial_row_t *r
     t->curve_len = spec->max_epochs;
 }
 
-/* The trial's state from its parts, the clock and membership (as
- * docs/studies.md says: result -> done/failed; a live lease held by an
- * alive owner -> running; epochs at its rung's -> paused; claimed before
- * -> preempted; else pending). */
+/* The trial's state from its parts, the clock and membership: the turn
+ * core's rule (sl_turn_trial_state), which the simulator runs too. */
 static void derive_state(sl_study_node_t *sn, const char *study, const sl_study_spec_t *spec,
                          trial_row_t *r, sl_trial_t *t, uint64_t now) {
-    if (r->has_result) {
-        t->state = r->result.state;
-        return;
-    }
     const char *self = sl_node_name(sn->node);
-    bool live = r->has_claim && !r->claim.released && r->claim.lease_expiry_ms > now &&
-                sl_study_node_alive(sn, r->claim.owner);
-    if (live && !strcmp(r->claim.owner, self) && !sl_study_node_job(sn, study, r->id))
-        live = false; /* ours from before a restart */
-    int target = sl_sched_rung_epochs(spec, t->bracket, t->rung);
-    if (live)
-        t->state = SL_TRIAL_RUNNING;
-    else if (t->epochs_done >= target && t->rung + 1 < sl_sched_rung_count(spec, t->bracket))
-        t->state = SL_TRIAL_PAUSED;
-    else if (r->has_claim && !r->claim.released)
-        t->state = SL_TRIAL_PREEMPTED;
-    else
-        t->state = SL_TRIAL_PENDING;
+    /* (membership and the jobs are asked only where the answer counts) */
+    bool held = r->has_claim && !r->claim.released && r->claim.lease_expiry_ms > now;
+    bool alive = held && sl_study_node_alive(sn, r->claim.owner);
+    bool mine = alive && !strcmp(r->claim.owner, self) &&
+                sl_study_node_job(sn, study, r->id) != NULL;
+    t->state = sl_turn_trial_state(spec, t, &r->claim, r->has_claim,
+                                   r->has_result ? &r->result : NULL, alive, mine, self, now);
 }
 
 /* Reads every key of the study into a fresh live view. */
