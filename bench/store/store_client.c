@@ -47,7 +47,7 @@
 #include "starling/net.h"
 #include "starling/platform.h"
 
-#define MAX_PEERS 64
+#define MAX_PEERS 256 /* (64 before issue 14: 100 and 200 peers are measured) */
 #define VALUE_LEN 64
 #define RETRY_NS 5000000ull    /* a sample not there yet: ask that peer again after 5 ms */
 #define ROUND_GAP_NS 20000000ull /* between rounds of stats */
