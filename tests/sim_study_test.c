@@ -1,13 +1,21 @@
-/* A study on a simulated fleet: N peers run the real study cores (spec,
- * searcher, scheduler, rounds, claims) on a virtual clock, with simulated
- * training time, under random kills (the round leader among them),
- * pauses (SIGSTOP: a peer neither trains nor talks, then carries on),
- * restarts and partitions, over many seeds.
+/* A study on a simulated fleet: N peers run the real study turn
+ * (src/study/turn.c: the daemon's decisions, leadership, the scheduler's
+ * writes, claims, renewals, releases, a trial's state) and the cores it
+ * calls (spec, searcher, scheduler, rounds, claims) on a virtual clock,
+ * with simulated training time, under random kills (the round leader
+ * among them), pauses (SIGSTOP: a peer neither trains nor talks, then
+ * carries on), restarts and partitions, over many seeds. Each peer takes
+ * a turn every step as the daemon does (study_node.c's study_turn): its
+ * workers' reports, then sl_turn_jobs, sl_turn_lead and sl_turn_claims,
+ * the actions of each carried out on its replica before the next. The
+ * workers (training, a report per epoch, the result, the release at a
+ * rung) are simulated here, as study_node.c's drain_job would write them.
  *
- * The replicated store is modelled in the test: every peer holds a replica
- * whose fields are joins (proposals: a set; target rung: max; claim:
- * sl_claim_merge; metrics: a grow-only map; checkpoint: max; failures: a
- * set of claim epochs; result: sl_result_merge; finished: or), persisted
+ * The replicated store is still modelled in the test: every peer holds a
+ * replica whose fields are joins (proposals: a set; target rung: max;
+ * claim: sl_claim_merge, the join the live view makes of the peers'
+ * registers; metrics: a grow-only map; checkpoint: max; failures: a set
+ * of claim epochs; result: sl_result_merge; stop, finished: or), persisted
  * across crashes, and anti-entropy merges one peer's replica into another
  * at random while they can reach each other. Membership: a peer deems
  * another alive while it has heard from it in the last 1.5 s.
@@ -18,12 +26,19 @@
  * replica shows a higher epoch, and when quiet at most one peer works on a
  * trial; T4 every promotion is justified by the leader's view when made,
  * and a synchronous scheduler (sh) ends exactly as its fault-free run;
- * T5 the study finishes once quiet; R1 peers with the same view and round
- * agree on the leader; R2 every proposal slot holds exactly one trial and
- * the budget is met, across leader changes. Each checker has a planted bug
- * (a test-only switch) and a test that shows it firing.
+ * T5 the study finishes once quiet; R1 two peers with the same view never
+ * both lead a round (who leads is the turn's answer); R2 every proposal
+ * slot holds exactly one trial and the budget is met, across leader
+ * changes. Each checker has a planted bug (a test-only switch, planted in
+ * what the test gives the turn or in how it carries out the turn's
+ * actions) and a test that shows it firing. The test used to run a model
+ * of the turn (its own lead, take_claims and derive_state); the model
+ * paused a Hyperband trial of bracket 1 or above at its rung where the
+ * real rule left it pending for ever, a bug this test found once it ran
+ * the real turn.
  *
- * A failing seed is printed; SL_SEEDS=N runs N seeds; SL_SEED=S one. */
+ * A failing seed is printed (SL_VERBOSE=1: the trials as peer 0 sees them
+ * when a study does not finish); SL_SEEDS=N runs N seeds; SL_SEED=S one. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,6 +46,7 @@
 #include "starling/hash.h"
 #include "starling/round.h"
 #include "starling/study.h"
+#include "study/turn.h"
 #include "testlib.h"
 
 #define PEERS 4
@@ -51,8 +67,10 @@ typedef enum {
     BUG_T3_IGNORE_EPOCH,   /* workers ignore a higher claim epoch */
     BUG_T3_SAME_EPOCH,     /* workers ignore losing their epoch to another owner */
     BUG_T4_EXTRA_PROMOTION, /* leader promotes one extra paused trial */
-    BUG_T5_NO_TAKEOVER,    /* a dead owner's or lapsed claim is never taken */
-    BUG_R1_OBSERVER_LEADER, /* leader choice depends on who computes it */
+    BUG_T5_NO_TAKEOVER,    /* a dead owner's or lapsed claim is never taken, nor released
+                              by its owner restarted */
+    BUG_R1_MEMBER_CAP,     /* a peer gives the turn its first PEERS-1 members in its own
+                              order (the 64-member cap that was): leaders differ */
     BUG_R2_ORDINAL_SKEW    /* proposal ordinals depend on the leader */
 } bug_t;
 
@@ -76,6 +94,7 @@ typedef struct {
     uint64_t fails;         /* set of claim epochs (bit min(e,63)) that failed on their own */
     bool has_result;        /* result present */
     sl_result_t result;     /* result register */
+    bool stop;              /* the leader asked it to stop (or) */
 } rtrial_t;
 
 /* A peer's replica of the study. */
@@ -90,6 +109,7 @@ typedef struct {
     uint64_t epoch;    /* claim epoch held */
     int next_epoch;    /* epoch being trained */
     int64_t epoch_end; /* when it finishes */
+    uint64_t renew_ms; /* next lease renewal (the turn's) */
 } job_t;
 
 typedef struct {
@@ -102,7 +122,8 @@ typedef struct {
     int job_count;               /* used */
     int64_t heard[PEERS];        /* last time it heard from each peer */
     uint64_t last_epoch[MAX_T];  /* T3: claim epochs only grow in this replica */
-    int64_t claimable_since[MAX_T]; /* when it saw each trial claimable (0: not; volatile) */
+    uint64_t claimable_since[MAX_T]; /* when it saw each trial claimable (0: not; volatile;
+                                        the turn keeps it) */
 } peer_t;
 
 typedef struct {
@@ -131,6 +152,10 @@ typedef struct {
     int quiet_steps;      /* steps checked as quiet */
     int pauses;           /* SIGSTOPs */
     int64_t faults_until; /* faults stop then: 5, 10 or 15 s by seed */
+    bool led[PEERS];      /* R1: the peer led at this step (sl_turn_lead) */
+    uint64_t led_round[PEERS]; /* the round it led */
+    sl_study_members_t members; /* a peer's members for its turn */
+    sl_turn_out_t out;    /* a turn phase's actions */
 } world_t;
 
 static void violate(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -218,6 +243,7 @@ static void merge_trial(const world_t *w, rtrial_t *a, const rtrial_t *b) {
     if (b->ckpt > a->ckpt)
         a->ckpt = b->ckpt;
     a->fails |= b->fails;
+    a->stop = a->stop || b->stop;
     if (b->has_result) {
         if (a->has_result) {
             sl_result_t r;
@@ -244,29 +270,29 @@ typedef struct {
     int map[MAX_T]; /* view index -> registry index */
     size_t count;
     int capacity;
+    sl_turn_open_t open[MAX_T]; /* the open trials, for the turn */
+    sl_turn_view_t tv;          /* the turn's view of them */
 } view_t;
 
-static sl_trial_state derive_state(const world_t *w, int p, int t) {
-    const rtrial_t *r = &w->peers[p].rep.t[t];
-    if (r->has_result)
-        return r->result.state;
-    int owner = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
-    if (owner >= 0 && !r->claim.released && alive_in_view(w, p, owner) &&
-        w->now < (int64_t)r->claim.lease_expiry_ms)
-        return SL_TRIAL_RUNNING;
-    if (recorded(r) >= w->spec.rungs[r->rung])
-        return SL_TRIAL_PAUSED;
-    return r->claim.epoch > 0 ? SL_TRIAL_PREEMPTED : SL_TRIAL_PENDING;
+static bool has_job(const peer_t *me, int t) {
+    for (int k = 0; k < me->job_count; k++)
+        if (me->jobs[k].t == t)
+            return true;
+    return false;
 }
 
-static void build_view(const world_t *w, int p, view_t *v) {
+/* Peer p's view of the study, as the daemon's live view derives it from
+ * its replica: each trial's state by the turn core's rule. */
+static void build_view(world_t *w, int p, view_t *v) {
+    peer_t *me = &w->peers[p];
     v->count = 0;
     v->capacity = 0;
+    size_t nopen = 0;
     for (int q = 0; q < PEERS; q++)
         if (alive_in_view(w, p, q))
             v->capacity += w->concurrency;
     for (int i = 0; i < w->prop_count; i++) {
-        const rtrial_t *r = &w->peers[p].rep.t[i];
+        const rtrial_t *r = &me->rep.t[i];
         if (!r->known)
             continue;
         sl_trial_t *t = &v->trials[v->count];
@@ -276,7 +302,6 @@ static void build_view(const world_t *w, int p, view_t *v) {
         t->bracket = w->props[i].bracket;
         t->rung = r->rung;
         t->config = w->props[i].config;
-        t->state = derive_state(w, p, i);
         t->epochs_done = recorded(r);
         for (int e = 0; e < MAX_E; e++)
             v->curves[v->count][e] = (r->metrics >> e & 1) ? train_metric(w, i, e + 1) : NAN;
@@ -286,11 +311,56 @@ static void build_view(const world_t *w, int p, view_t *v) {
             t->objectives[o] = NAN;
         if (t->epochs_done > 0)
             t->objectives[0] = train_metric(w, i, t->epochs_done);
+        bool has_claim = r->claim.epoch > 0;
+        int owner = has_claim ? peer_index(w, r->claim.owner) : -1;
+        bool owner_alive = has_claim && (owner < 0 || alive_in_view(w, p, owner));
+        bool mine = has_job(me, i);
+        t->state = sl_turn_trial_state(&w->spec, t, &r->claim, has_claim,
+                                       r->has_result ? &r->result : NULL, owner_alive, mine,
+                                       me->id, (uint64_t)w->now);
+        if (!r->has_result)
+            v->open[nopen++] = (sl_turn_open_t){.id = w->props[i].id, .t = t,
+                                                .claim = r->claim, .has_claim = has_claim,
+                                                .stop = r->stop, .owner_alive = owner_alive,
+                                                .mine = mine,
+                                                .claimable_ms = &me->claimable_since[i]};
         v->map[v->count] = i;
         v->count++;
     }
+    uint64_t lapse = UINT64_MAX;
+    for (size_t o = 0; o < nopen; o++) {
+        const sl_claim_t *c = &v->open[o].claim;
+        if (v->open[o].has_claim && !c->released && c->lease_expiry_ms > (uint64_t)w->now &&
+            c->lease_expiry_ms < lapse)
+            lapse = c->lease_expiry_ms;
+    }
+    v->tv = (sl_turn_view_t){.study_id = w->study_id, .spec = &w->spec, .trials = v->trials,
+                             .trial_count = v->count, .open = v->open, .open_count = nopen,
+                             .finished = me->rep.finished, .next_lapse_ms = lapse};
 }
 
+/* The members peer p's turn sees: those alive in its view, each with the
+ * study's slots (the turn takes off the trials each runs). */
+static void build_members(world_t *w, int p) {
+    sl_study_members_t *ms = &w->members;
+    ms->count = 0;
+    if (sl_study_members_reserve(ms, PEERS) != SL_OK)
+        return;
+    for (int i = 0; i < PEERS; i++) {
+        int q = w->bug == BUG_R1_MEMBER_CAP ? (p + i) % PEERS : i;
+        if (!alive_in_view(w, p, q))
+            continue;
+        if (w->bug == BUG_R1_MEMBER_CAP && ms->count == PEERS - 1)
+            break; /* the bug: a cap over its own order of the table */
+        size_t k = ms->count++;
+        snprintf(ms->names[k], sizeof ms->names[k], "%s", w->peers[q].id);
+        ms->slots[k] = w->concurrency;
+        ms->m[k] = (sl_round_member_t){ms->names[k], true, w->concurrency};
+    }
+}
+
+/* The leader of the round as peer p's membership makes it (to choose a
+ * victim for the faults: the turn decides who leads). */
 static int leader_of(const world_t *w, int p, uint64_t round) {
     sl_round_member_t m[PEERS];
     for (int q = 0; q < PEERS; q++) {
@@ -298,13 +368,8 @@ static int leader_of(const world_t *w, int p, uint64_t round) {
         m[q].alive = alive_in_view(w, p, q);
         m[q].free_slots = 0;
     }
-    uint64_t key = sl_round_key(w->study_id, round);
-    if (w->bug == BUG_R1_OBSERVER_LEADER)
-        key ^= (uint64_t)p; /* the bug: the observer leaks into the key */
-    return sl_round_leader(m, PEERS, key);
+    return sl_round_leader(m, PEERS, sl_round_key(w->study_id, round));
 }
-
-/* ---- the leader's part ---- */
 
 /* A peer's id into a record of the same world (snprintf's restrict rules
  * cannot tell that the two are different parts of it). */
@@ -314,202 +379,20 @@ static void copy_id(char *dst, size_t cap, const char *id) {
     dst[n] = 0;
 }
 
-static void lead(world_t *w, int p, const view_t *v) {
-    sl_sched_view_t sv = {.study_id = w->study_id,
-                          .trials = v->trials,
-                          .trial_count = v->count,
-                          .capacity = v->capacity};
-    sl_decisions_t out = {0};
-    if (sl_sched_decide(&w->spec, &sv, &out) != SL_OK) {
-        violate(w, "sched_decide failed");
-        return;
-    }
-    if (w->bug == BUG_T4_EXTRA_PROMOTION) {
-        /* promote the worst paused trial at rung 0 as well */
-        int worst = -1;
-        for (size_t i = 0; i < v->count; i++)
-            if (v->trials[i].state == SL_TRIAL_PAUSED && v->trials[i].rung == 0 &&
-                (worst < 0 || v->trials[i].objectives[0] < v->trials[worst].objectives[0]))
-                worst = (int)i;
-        bool dup = false;
-        for (size_t i = 0; worst >= 0 && i < out.count; i++)
-            dup |= out.items[i].kind == SL_DECISION_PROMOTE &&
-                   strcmp(out.items[i].trial_id, v->trials[worst].id) == 0;
-        if (worst >= 0 && !dup && v->count >= 3) {
-            sl_decision_t d = {.kind = SL_DECISION_PROMOTE, .rung = 1};
-            memcpy(d.trial_id, v->trials[worst].id, sizeof d.trial_id);
-            if (out.count == out.cap) {
-                out.cap = out.cap ? out.cap * 2 : 4;
-                out.items = sl_realloc(out.items, out.cap * sizeof *out.items);
-            }
-            out.items[out.count++] = d;
-        }
-    }
-    replica_t *rep = &w->peers[p].rep;
-    for (size_t i = 0; i < out.count; i++) {
-        const sl_decision_t *d = &out.items[i];
-        if (d->kind == SL_DECISION_PROMOTE) {
-            char why[200] = "";
-            if (sl_sched_check_promotion(&w->spec, &sv, d->trial_id, d->rung, why, sizeof why))
-                violate(w, "T4: %s (leader %s)", why, w->peers[p].id);
-        }
-        int t = d->kind == SL_DECISION_FINISH ? -1 : find_prop(w, d->trial_id);
-        switch (d->kind) {
-        case SL_DECISION_PROPOSE: {
-            uint64_t ordinal = d->ordinal;
-            char id[SL_TRIAL_ID_LEN + 1];
-            memcpy(id, d->trial_id, sizeof id);
-            if (w->bug == BUG_R2_ORDINAL_SKEW && p % 2 == 1) {
-                ordinal += 1; /* the bug: slots depend on the leader */
-                snprintf(id, sizeof id, "%016llx",
-                         (unsigned long long)sl_mix64(strtoull(d->trial_id, NULL, 16) + 1));
-            }
-            t = find_prop(w, id);
-            if (t < 0) {
-                if (w->prop_count == MAX_T) {
-                    violate(w, "test: over %d trials", MAX_T);
-                    break;
-                }
-                t = w->prop_count++;
-                prop_t *pr = &w->props[t];
-                memcpy(pr->id, id, sizeof pr->id);
-                pr->ordinal = ordinal;
-                pr->bracket = d->bracket;
-                pr->rung0 = d->rung;
-                pr->config = d->config;
-            }
-            rep->t[t].known = true;
-            if (d->rung > rep->t[t].rung)
-                rep->t[t].rung = d->rung;
-            break;
-        }
-        case SL_DECISION_PROMOTE:
-            if (t >= 0 && d->rung > rep->t[t].rung) {
-                rep->t[t].rung = d->rung;
-                w->promotions++;
-            }
-            break;
-        case SL_DECISION_STOP:
-            if (w->bug == BUG_T1_SKIP_STOPS)
-                break;
-            if (t >= 0 && !rep->t[t].has_result) {
-                sl_result_t *r = &rep->t[t].result;
-                memset(r, 0, sizeof *r);
-                memcpy(r->trial_id, d->trial_id, sizeof r->trial_id);
-                r->state = SL_TRIAL_DONE;
-                r->epochs = recorded(&rep->t[t]);
-                copy_id(r->writer, sizeof r->writer, w->peers[p].id);
-                snprintf(r->reason, sizeof r->reason, "%s", d->reason);
-                rep->t[t].has_result = true;
-            }
-            break;
-        case SL_DECISION_FINISH:
-            rep->finished = true;
-            break;
-        }
-    }
-    sl_decisions_fini(&out);
-}
-
-/* ---- the worker's part ---- */
-
-static void take_claims(world_t *w, int p, const view_t *v) {
-    peer_t *me = &w->peers[p];
-    if (me->job_count >= w->concurrency)
-        return;
-    (void)v;
-    sl_claim_cand_t cand[MAX_T];
-    sl_claim_status st[MAX_T];
-    for (int i = 0; i < w->prop_count; i++) {
-        const rtrial_t *r = &me->rep.t[i];
-        sl_claim_cand_t *c = &cand[i];
-        int owner = r->claim.owner[0] ? peer_index(w, r->claim.owner) : -1;
-        c->trial_id = w->props[i].id;
-        c->ordinal = w->props[i].ordinal;
-        c->rung = r->rung;
-        c->claim = r->claim;
-        c->owner_alive = owner >= 0 && alive_in_view(w, p, owner);
-        c->needs_work = r->known && !r->has_result && recorded(r) < w->spec.rungs[r->rung];
-        st[i] = sl_claim_status_of(&r->claim, me->id, (uint64_t)w->now, c->owner_alive);
-        if (w->bug == BUG_T5_NO_TAKEOVER && (st[i] == SL_CLAIM_OWNER_DEAD || st[i] == SL_CLAIM_LAPSED))
-            c->needs_work = false;
-        /* how long it has waited in this view (the claim core hands a
-           trial its assignee leaves waiting on to the next member) */
-        if (!c->needs_work || !sl_claim_may_take(st[i]))
-            me->claimable_since[i] = 0;
-        else if (!me->claimable_since[i])
-            me->claimable_since[i] = w->now;
-        c->waited_ms = me->claimable_since[i] ? (uint64_t)(w->now - me->claimable_since[i]) : 0;
-    }
-    /* the members alive in this view, with the free slots this view shows */
-    sl_round_member_t m[PEERS];
-    for (int q = 0; q < PEERS; q++) {
-        m[q].id = w->peers[q].id;
-        m[q].alive = alive_in_view(w, p, q);
-        int busy = 0;
-        if (q == p) {
-            busy = me->job_count;
-        } else {
-            for (int i = 0; i < w->prop_count; i++) {
-                const sl_claim_t *c = &me->rep.t[i].claim;
-                busy += !me->rep.t[i].has_result && !c->released &&
-                        strcmp(c->owner, m[q].id) == 0 && w->now < (int64_t)c->lease_expiry_ms;
-            }
-        }
-        m[q].free_slots = w->concurrency - busy;
-    }
-    size_t pick[MAX_T], n = 0;
-    sl_claim_t next[MAX_T];
-    if (sl_claim_pick(cand, (size_t)w->prop_count, m, PEERS, me->id, (uint64_t)w->now, LEASE_MS,
-                      pick, next, &n, NULL) != SL_OK) {
-        violate(w, "claim_pick failed");
-        return;
-    }
-    for (size_t k = 0; k < n && me->job_count < w->concurrency; k++) {
-        int t = (int)pick[k];
-        rtrial_t *r = &me->rep.t[t];
-        if (st[t] == SL_CLAIM_OWNER_DEAD || st[t] == SL_CLAIM_LAPSED)
-            w->takeovers++;
-        r->claim = next[k];
-        me->claimable_since[t] = 0;
-        if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
-            r->metrics = 0; /* the bug: a new claim starts a new metric map */
-            r->metrics_claim = next[k].epoch;
-        }
-        job_t *j = &me->jobs[me->job_count++];
-        j->t = t;
-        j->epoch = next[k].epoch;
-        j->next_epoch = r->ckpt + 1; /* resume from the latest checkpoint */
-        j->epoch_end = w->now + epoch_ms(w, t);
-    }
-}
+/* ---- the workers (simulated training; study_node.c's drain_job) ---- */
 
 static void drop_job(peer_t *me, int k) {
     me->jobs[k] = me->jobs[--me->job_count];
 }
 
+/* Each job whose epoch ended: its report, checkpoint and outcome, as the
+ * daemon writes a worker's events (a result when done or failed, the
+ * claim released unless done). */
 static void work(world_t *w, int p) {
     peer_t *me = &w->peers[p];
     for (int k = 0; k < me->job_count; k++) {
         job_t *j = &me->jobs[k];
         rtrial_t *r = &me->rep.t[j->t];
-        bool stop = sl_claim_must_stop(&r->claim, me->id, j->epoch) || r->has_result;
-        if (w->bug == BUG_T3_IGNORE_EPOCH)
-            stop = r->has_result;
-        if (w->bug == BUG_T3_SAME_EPOCH)
-            stop = r->claim.epoch > j->epoch || r->has_result;
-        if (stop) {
-            drop_job(me, k--);
-            continue;
-        }
-        sl_claim_t next;
-        if (sl_claim_renew(&r->claim, me->id, j->epoch, (uint64_t)w->now, LEASE_MS, &next) ==
-            SL_OK)
-            r->claim = next;
-        else if (w->bug != BUG_T3_IGNORE_EPOCH && w->bug != BUG_T3_SAME_EPOCH) {
-            drop_job(me, k--);
-            continue;
-        }
         if (w->now < j->epoch_end)
             continue;
         int e = j->next_epoch;
@@ -529,20 +412,25 @@ static void work(world_t *w, int p) {
         if (sl_claim_checkpoint_due(&w->spec, e, out) && e > r->ckpt)
             r->ckpt = e;
         if (out == SL_EPOCH_DONE || out == SL_EPOCH_FAILED) {
-            sl_result_t *res = &r->result;
-            memset(res, 0, sizeof *res);
-            memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
-            res->state = out == SL_EPOCH_DONE ? SL_TRIAL_DONE : SL_TRIAL_FAILED;
-            res->epochs = out == SL_EPOCH_DONE ? e : e - 1;
-            res->claim_epoch = j->epoch;
-            copy_id(res->writer, sizeof res->writer, me->id);
-            snprintf(res->reason, sizeof res->reason, "%s",
+            sl_result_t res;
+            memset(&res, 0, sizeof res);
+            memcpy(res.trial_id, w->props[j->t].id, sizeof res.trial_id);
+            res.state = out == SL_EPOCH_DONE ? SL_TRIAL_DONE : SL_TRIAL_FAILED;
+            res.epochs = out == SL_EPOCH_DONE ? e : e - 1;
+            res.claim_epoch = j->epoch;
+            copy_id(res.writer, sizeof res.writer, me->id);
+            snprintf(res.reason, sizeof res.reason, "%s",
                      out == SL_EPOCH_DONE ? "completed" : "diverged at epoch 1");
+            if (r->has_result)
+                sl_result_merge(&r->result, &res, &r->result);
+            else
+                r->result = res;
             r->has_result = true;
         }
         if (out != SL_EPOCH_CONTINUE) {
             sl_claim_t rel;
-            if (sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
+            if (out != SL_EPOCH_DONE &&
+                sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
                 r->claim = rel;
             drop_job(me, k--);
             continue;
@@ -550,6 +438,232 @@ static void work(world_t *w, int p) {
         j->next_epoch = e + 1;
         j->epoch_end = w->now + epoch_ms(w, j->t);
     }
+}
+
+/* ---- the turn (study_node.c's study_turn, on the replica) ---- */
+
+/* Carries out a turn phase's actions on peer p's replica and jobs, as
+ * study_node.c's turn_do does on the store and the workers. `drop`
+ * gathers the jobs a phase ended (indexes into the jobs it was given). */
+static void apply(world_t *w, int p, const sl_turn_out_t *out, bool *drop) {
+    peer_t *me = &w->peers[p];
+    replica_t *rep = &me->rep;
+    for (size_t i = 0; i < out->count; i++) {
+        const sl_turn_action_t *a = &out->items[i];
+        int t = a->trial_id[0] ? find_prop(w, a->trial_id) : -1;
+        switch (a->kind) {
+        case SL_TURN_WRITE_CLAIM:
+            if (t >= 0) /* (this peer's register, joined with the others') */
+                sl_claim_merge(&rep->t[t].claim, &a->claim, &rep->t[t].claim);
+            break;
+        case SL_TURN_WRITE_RECORD: {
+            uint64_t ordinal = a->trial.ordinal;
+            char id[SL_TRIAL_ID_LEN + 1];
+            memcpy(id, a->trial_id, sizeof id);
+            if (w->bug == BUG_R2_ORDINAL_SKEW && p % 2 == 1) {
+                ordinal += 1; /* the bug: slots depend on the leader */
+                snprintf(id, sizeof id, "%016llx",
+                         (unsigned long long)sl_mix64(strtoull(a->trial_id, NULL, 16) + 1));
+            }
+            t = find_prop(w, id);
+            if (t < 0) {
+                if (w->prop_count == MAX_T) {
+                    violate(w, "test: over %d trials", MAX_T);
+                    break;
+                }
+                t = w->prop_count++;
+                prop_t *pr = &w->props[t];
+                memcpy(pr->id, id, sizeof pr->id);
+                pr->ordinal = ordinal;
+                pr->bracket = a->trial.bracket;
+                pr->rung0 = a->trial.rung;
+                pr->config = a->trial.config;
+            }
+            rep->t[t].known = true;
+            if (a->trial.rung > rep->t[t].rung)
+                rep->t[t].rung = a->trial.rung;
+            break;
+        }
+        case SL_TURN_WRITE_RUNG:
+            if (t >= 0 && a->rung > rep->t[t].rung) {
+                rep->t[t].rung = a->rung;
+                w->promotions++;
+            }
+            break;
+        case SL_TURN_WRITE_STOP:
+            if (t >= 0)
+                rep->t[t].stop = true;
+            break;
+        case SL_TURN_WRITE_RESULT:
+            if (t < 0)
+                break;
+            if (rep->t[t].has_result)
+                sl_result_merge(&rep->t[t].result, &a->result, &rep->t[t].result);
+            else
+                rep->t[t].result = a->result;
+            rep->t[t].has_result = true;
+            break;
+        case SL_TURN_WRITE_FINISHED: rep->finished = true; break;
+        case SL_TURN_JOB_START: {
+            if (t < 0 || me->job_count == (int)(sizeof me->jobs / sizeof me->jobs[0])) {
+                violate(w, "test: %s starts a job it has no room for", me->id);
+                break;
+            }
+            rtrial_t *r = &rep->t[t];
+            if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
+                r->metrics = 0; /* the bug: a new claim starts a new metric map */
+                r->metrics_claim = a->claim.epoch;
+            }
+            job_t *j = &me->jobs[me->job_count++];
+            j->t = t;
+            j->epoch = a->claim.epoch;
+            j->next_epoch = r->ckpt + 1; /* resume from the latest checkpoint */
+            j->epoch_end = w->now + epoch_ms(w, t);
+            j->renew_ms = (uint64_t)w->now + w->spec.lease_ms / 3;
+            break;
+        }
+        case SL_TURN_JOB_LOST:
+            if (w->bug == BUG_T3_IGNORE_EPOCH)
+                break; /* the bug: a higher epoch goes unnoticed */
+            if (w->bug == BUG_T3_SAME_EPOCH && a->claim.epoch == me->jobs[a->job].epoch)
+                break; /* the bug: its epoch won by another goes unnoticed */
+            drop[a->job] = true;
+            break;
+        case SL_TURN_JOB_END: drop[a->job] = true; break;
+        case SL_TURN_JOB_RENEW_AT: me->jobs[a->job].renew_ms = a->at_ms; break;
+        }
+    }
+}
+
+/* Planted bugs of the leader's phase: STOPs dropped (T1), one promotion
+ * too many (T4). */
+static void plant_lead(world_t *w, const view_t *v, sl_turn_out_t *out) {
+    if (w->bug == BUG_T1_SKIP_STOPS) {
+        size_t k = 0;
+        for (size_t i = 0; i < out->count; i++)
+            if (out->items[i].kind != SL_TURN_WRITE_STOP &&
+                out->items[i].kind != SL_TURN_WRITE_RESULT)
+                out->items[k++] = out->items[i];
+        out->count = k;
+    }
+    if (w->bug == BUG_T4_EXTRA_PROMOTION) {
+        /* promote the worst paused trial at rung 0 as well */
+        int worst = -1;
+        for (size_t i = 0; i < v->count; i++)
+            if (v->trials[i].state == SL_TRIAL_PAUSED && v->trials[i].rung == 0 &&
+                (worst < 0 || v->trials[i].objectives[0] < v->trials[worst].objectives[0]))
+                worst = (int)i;
+        bool dup = false;
+        for (size_t i = 0; worst >= 0 && i < out->count; i++)
+            dup |= out->items[i].kind == SL_TURN_WRITE_RUNG &&
+                   strcmp(out->items[i].trial_id, v->trials[worst].id) == 0;
+        if (worst >= 0 && !dup && v->count >= 3 && out->count < out->cap) {
+            sl_turn_action_t *a = &out->items[out->count++];
+            memset(a, 0, sizeof *a);
+            a->kind = SL_TURN_WRITE_RUNG;
+            memcpy(a->trial_id, v->trials[worst].id, sizeof a->trial_id);
+            a->rung = 1;
+        }
+    }
+}
+
+/* The planted T5 bug: a dead owner's or lapsed claim is never taken (its
+ * claim write and job start are dropped), nor released by its owner once
+ * restarted. Counts the takeovers. */
+static void plant_claims(world_t *w, int p, sl_turn_out_t *out) {
+    peer_t *me = &w->peers[p];
+    size_t k = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        sl_turn_action_t *a = &out->items[i];
+        bool take = a->kind == SL_TURN_WRITE_CLAIM && a->why == SL_TURN_CLAIM_TAKE;
+        if (w->bug == BUG_T5_NO_TAKEOVER && a->kind == SL_TURN_WRITE_CLAIM &&
+            a->why == SL_TURN_CLAIM_ORPHAN)
+            continue; /* nor given back by its owner restarted */
+        if (take || a->kind == SL_TURN_JOB_START) {
+            int t = find_prop(w, a->trial_id);
+            const sl_claim_t *c = &me->rep.t[t].claim;
+            int owner = c->owner[0] ? peer_index(w, c->owner) : -1;
+            sl_claim_status st = sl_claim_status_of(c, me->id, (uint64_t)w->now,
+                                                    owner >= 0 && alive_in_view(w, p, owner));
+            bool over = st == SL_CLAIM_OWNER_DEAD || st == SL_CLAIM_LAPSED;
+            if (over && w->bug == BUG_T5_NO_TAKEOVER)
+                continue;
+            w->takeovers += over && take;
+        }
+        out->items[k++] = *a;
+    }
+    out->count = k;
+}
+
+/* Peer p's turn: its workers' reports, then the turn's three phases,
+ * each one's actions carried out before the next is decided. */
+static void turn(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    static view_t v;
+    sl_turn_out_t *out = &w->out;
+    uint64_t now = (uint64_t)w->now;
+    work(w, p);
+    /* the jobs */
+    build_view(w, p, &v);
+    sl_turn_job_t tj[2];
+    bool drop[2] = {false, false};
+    int nj = me->job_count;
+    for (int k = 0; k < nj; k++) {
+        const job_t *j = &me->jobs[k];
+        const rtrial_t *r = &me->rep.t[j->t];
+        tj[k] = (sl_turn_job_t){.trial_id = w->props[j->t].id, .epoch = j->epoch,
+                                .renew_ms = j->renew_ms, .last_epoch = j->next_epoch - 1,
+                                .found = r->known, .claim = r->claim,
+                                .has_claim = r->claim.epoch > 0, .has_result = r->has_result,
+                                .stop = r->stop};
+    }
+    sl_turn_out_clear(out);
+    if (sl_turn_jobs(&v.tv, tj, (size_t)nj, me->id, now, out) != SL_OK) {
+        violate(w, "turn: jobs phase failed");
+        return;
+    }
+    apply(w, p, out, drop);
+    for (int k = nj - 1; k >= 0; k--) /* (from the end: drop_job moves the last) */
+        if (drop[k])
+            drop_job(me, k);
+    if (me->rep.finished)
+        return;
+    /* the leader */
+    build_view(w, p, &v);
+    build_members(w, p);
+    sl_turn_members_load(&v.tv, &w->members, me->id, me->job_count);
+    sl_turn_out_clear(out);
+    if (sl_turn_lead(&v.tv, &w->members, me->id, now, out) != SL_OK) {
+        violate(w, "turn: lead phase failed");
+        return;
+    }
+    sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials, .trial_count = v.count,
+                          .capacity = v.capacity};
+    if (out->led) {
+        w->led[p] = true;
+        w->led_round[p] = sl_sched_round(&w->spec, &sv);
+    }
+    plant_lead(w, &v, out);
+    for (size_t i = 0; i < out->count; i++) {
+        const sl_turn_action_t *a = &out->items[i];
+        char why[200] = "";
+        if (a->kind == SL_TURN_WRITE_RUNG &&
+            sl_sched_check_promotion(&w->spec, &sv, a->trial_id, a->rung, why, sizeof why))
+            violate(w, "T4: %s (leader %s)", why, me->id);
+    }
+    apply(w, p, out, NULL);
+    if (me->rep.finished)
+        return;
+    /* the claims (a simulated peer has caught up: its replica is the
+       store's) */
+    build_view(w, p, &v);
+    sl_turn_out_clear(out);
+    if (sl_turn_claims(&v.tv, &w->members, me->id, now, true, out) != SL_OK) {
+        violate(w, "turn: claims phase failed");
+        return;
+    }
+    plant_claims(w, p, out);
+    apply(w, p, out, NULL);
 }
 
 /* ---- faults ---- */
@@ -697,36 +811,26 @@ static void checks_step(world_t *w) {
             violate(w, "T3: %d peers work on trial %d while quiet for %lld ms", workers, i,
                     (long long)(w->now - w->double_since[i]));
     }
-    /* R1: same alive view and round, same leader */
-    static view_t v;
-    int leader[PEERS];
-    uint64_t round[PEERS];
-    for (int p = 0; p < PEERS; p++) {
-        leader[p] = -2;
-        if (!running(w, p))
-            continue;
-        build_view(w, p, &v);
-        sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials,
-                              .trial_count = v.count, .capacity = v.capacity};
-        round[p] = sl_sched_round(&w->spec, &sv);
-        leader[p] = leader_of(w, p, round[p]);
-    }
+    /* R1: two peers that share an alive view never both lead one round
+     * (who led is the turn's answer, sl_turn_lead) */
     for (int p = 0; p < PEERS; p++)
         for (int q = p + 1; q < PEERS; q++) {
-            if (leader[p] == -2 || leader[q] == -2 || round[p] != round[q])
+            if (!w->led[p] || !w->led[q] || w->led_round[p] != w->led_round[q])
                 continue;
             bool same = true;
             for (int r = 0; r < PEERS; r++)
                 same &= alive_in_view(w, p, r) == alive_in_view(w, q, r);
-            if (same && leader[p] != leader[q])
-                violate(w, "R1: %s and %s share a view but lead round %llu by %d and %d",
-                        w->peers[p].id, w->peers[q].id, (unsigned long long)round[p], leader[p],
-                        leader[q]);
+            if (same)
+                violate(w, "R1: %s and %s share a view but both lead round %llu",
+                        w->peers[p].id, w->peers[q].id, (unsigned long long)w->led_round[p]);
         }
 }
 
 static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, bug_t bug) {
+    sl_study_members_fini(&w->members); /* (a run before this one's) */
+    sl_turn_out_fini(&w->out);
     memset(w, 0, sizeof *w);
+    sl_turn_out_init(&w->out);
     w->seed = seed;
     w->bug = bug;
     w->faults = faults;
@@ -736,6 +840,7 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         return;
     }
     w->spec.seed = seed;
+    w->spec.lease_ms = LEASE_MS;
     sl_study_spec_id(&w->spec, w->study_id);
     w->concurrency = 1 + (int)(seed % 2);
     w->faults_until = FAULTS_UNTIL_MS / 3 * (1 + (int64_t)(seed % 3));
@@ -744,7 +849,6 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         snprintf(w->peers[p].id, sizeof w->peers[p].id, "peer-%d", p);
         w->peers[p].up = true;
     }
-    static view_t v;
     for (w->now = 0; w->now < DEADLINE_MS && !w->violation[0]; w->now += STEP_MS) {
         inject_faults(w);
         /* membership: hear those reachable */
@@ -757,21 +861,11 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
             for (int q = 0; q < PEERS; q++)
                 if (p != q && connected(w, p, q) && sl_rng_below(&w->rng, 10) < 4)
                     merge_replica(w, &w->peers[q].rep, &w->peers[p].rep);
-        /* each peer: lead if leader, claim, train */
-        for (int p = 0; p < PEERS; p++) {
-            if (!running(w, p))
-                continue;
-            build_view(w, p, &v);
-            if (!w->peers[p].rep.finished) {
-                sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials,
-                                      .trial_count = v.count, .capacity = v.capacity};
-                if (leader_of(w, p, sl_sched_round(&w->spec, &sv)) == p)
-                    lead(w, p, &v);
-                build_view(w, p, &v);
-                take_claims(w, p, &v);
-            }
-            work(w, p);
-        }
+        /* each peer: its turn */
+        memset(w->led, 0, sizeof w->led);
+        for (int p = 0; p < PEERS && !w->violation[0]; p++)
+            if (running(w, p))
+                turn(w, p);
         checks_step(w);
         /* done: every peer up, finished, idle */
         bool all = w->now >= w->faults_until && !w->heal_at;
@@ -791,6 +885,18 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
             open += !w->peers[0].rep.t[i].has_result;
         violate(w, "T5: not finished by %d s (%d trials open in peer-0's replica)",
                 DEADLINE_MS / 1000, open);
+        if (getenv("SL_VERBOSE")) {
+            static view_t dv;
+            build_view(w, 0, &dv);
+            for (size_t i = 0; i < dv.count; i++) {
+                const rtrial_t *r = &w->peers[0].rep.t[dv.map[i]];
+                printf("  %s ord %llu br %d rung %d %s epochs %d claim %s/%llu rel %d stop %d res %d\n",
+                       dv.trials[i].id, (unsigned long long)dv.trials[i].ordinal, dv.trials[i].bracket,
+                       dv.trials[i].rung, sl_trial_state_name(dv.trials[i].state),
+                       dv.trials[i].epochs_done, r->claim.owner, (unsigned long long)r->claim.epoch,
+                       r->claim.released, r->stop, r->has_result);
+            }
+        }
         return;
     }
     /* converge the replicas, then check the end state */
@@ -964,7 +1070,7 @@ static void test_planted_t3_quiet(void) {
 static void test_planted_t4(void) { planted(BUG_T4_EXTRA_PROMOTION, asha_json, "T4"); }
 static void test_planted_t4_sync(void) { planted(BUG_T4_EXTRA_PROMOTION, sh_json, "T4"); }
 static void test_planted_t5(void) { planted(BUG_T5_NO_TAKEOVER, asha_json, "T5"); }
-static void test_planted_r1(void) { planted(BUG_R1_OBSERVER_LEADER, asha_json, "R1"); }
+static void test_planted_r1(void) { planted(BUG_R1_MEMBER_CAP, asha_json, "R1"); }
 static void test_planted_r2(void) { planted(BUG_R2_ORDINAL_SKEW, asha_json, "R2"); }
 
 int main(void) {

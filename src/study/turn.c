@@ -99,7 +99,14 @@ sl_trial_state sl_turn_trial_state(const sl_study_spec_t *spec, const sl_trial_t
     int target = sl_sched_rung_epochs(spec, t->bracket, t->rung);
     if (live)
         return SL_TRIAL_RUNNING;
-    if (t->epochs_done >= target && t->rung + 1 < sl_sched_rung_count(spec, t->bracket))
+    /* (paused below the top rung, as sl_claim_after_epoch pauses a worker:
+       rungs are numbered across brackets, so a Hyperband bracket's top is
+       the study's. The count of the trial's own bracket's rungs compared
+       here, a trial of bracket 1 or above that reached a rung below the
+       top was pending, not paused: nobody claimed it (its epochs were
+       done) and the scheduler waited for it to pause, for ever. The
+       simulator running this rule found it; its model had the right one.) */
+    if (t->epochs_done >= target && t->rung + 1 < spec->rung_count)
         return SL_TRIAL_PAUSED;
     if (has_claim && !claim->released)
         return SL_TRIAL_PREEMPTED;
