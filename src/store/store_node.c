@@ -818,7 +818,11 @@ static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
     const sl_swim_t *sw = sl_node_swim(sn->node);
     size_t count = sl_swim_member_count(sw);
     size_t n_urgent = 0, n_fresh = 0, n_differ = 0, n_any = 0;
-    peer_rid_t *urgent = NULL, *fresh = NULL, *differ = NULL, *any = NULL;
+    /* chosen peers as index + 1 (0: none), not pointers: peer_find may
+       grow sn->peers further on in the pass (a member not met before),
+       which moved the array under the pointers kept (a use after free
+       that 36 joining peers met, issue 14) */
+    size_t urgent = 0, fresh = 0, differ = 0, any = 0;
     /* one pass, reservoir sampling in each class */
     for (size_t i = 0; i < count; i++) {
         sl_swim_member_t m;
@@ -828,38 +832,40 @@ static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
         peer_rid_t *p = peer_find(sn, (const char *)m.addr.ptr, m.addr.len, true);
         if (!p)
             continue;
+        size_t at = (size_t)(p - sn->peers) + 1;
         if (p->urgent && sl_rng_below(&sn->rng, ++n_urgent) == 0)
-            urgent = p;
+            urgent = at;
         if (p->heard_fp != fp) {
             if (p->sent_fp != fp && sl_rng_below(&sn->rng, ++n_fresh) == 0)
-                fresh = p;
+                fresh = at;
             if (sl_rng_below(&sn->rng, ++n_differ) == 0)
-                differ = p;
+                differ = at;
         }
         if (sl_rng_below(&sn->rng, ++n_any) == 0)
-            any = p;
+            any = at;
     }
     sn->maybe_fresh = n_fresh > 0; /* (until a peer or our state changes) */
     sn->maybe_differ = n_differ > 0;
-    peer_rid_t *to = NULL;
+    size_t pick = 0;
     bool digest = true;
     if (urgent) {
-        to = urgent;
-        peer_urgent(sn, to, false);
+        pick = urgent;
+        peer_urgent(sn, &sn->peers[pick - 1], false);
     } else if (sn->active_rounds && fresh) {
-        to = fresh;
+        pick = fresh;
         sn->active_rounds--;
     } else if (now_ns >= sn->next_idle_ns) {
         sn->next_idle_ns = now_ns + (uint64_t)sn->idle_ms * 1000000ull;
         digest = false;
-        to = differ;
-        if (!to && now_ns >= sn->next_refresh_ns)
-            to = any;
-        if (to == any && any)
+        pick = differ;
+        if (!pick && now_ns >= sn->next_refresh_ns)
+            pick = any;
+        if (pick == any && any)
             sn->next_refresh_ns = now_ns + (uint64_t)sn->refresh_ms * 1000000ull;
-        if (!to)
+        if (!pick)
             sn->rounds_silent++;
     }
+    peer_rid_t *to = pick ? &sn->peers[pick - 1] : NULL;
     if (!to)
         return;
     sl_store_msg_t msg;
