@@ -24,6 +24,7 @@
 
 #include "starling/sim.h"
 #include "starling/store.h"
+#include "store/store_spread.h"
 #include "store/store_test.h"
 #include "testlib.h"
 
@@ -138,6 +139,33 @@ static void send_msg(world_t *w, uint32_t from, uint32_t to, const sl_store_msg_
     memcpy(buf + 1, m->body, m->len);
     sl_sim_send(w->sim, from, to, buf, m->len + 1);
     free(buf);
+}
+
+typedef struct {
+    world_t *w;   /* the world */
+    uint32_t self; /* the sender */
+} up_ctx_t;
+
+/* A node a DELTA may go to: up, not the sender (membership's alive). */
+static bool up_other(void *ctx, size_t i) {
+    const up_ctx_t *c = ctx;
+    return i != c->self && c->w->nodes[i].store;
+}
+
+/* A DELTA leaves node `id` as the daemon sends it (src/store/store_spread.h):
+ * its own write to every up node (4 others at most here), a received one
+ * nowhere (relays start past 32 others). */
+static void spread(world_t *w, uint32_t id, const sl_store_msg_t *m, sl_spread_origin origin) {
+    up_ctx_t c = {w, id};
+    size_t others = 0;
+    for (uint32_t i = 0; i < NODES; i++)
+        others += up_other(&c, i);
+    uint32_t to[SL_SPREAD_MAX_TARGETS];
+    size_t n = sl_store_spread_pick(sl_sim_rng(w->sim), NODES,
+                                    sl_store_spread_fanout(others, origin, m->body, m->len),
+                                    up_other, &c, to);
+    for (size_t i = 0; i < n; i++)
+        send_msg(w, id, to[i], m);
 }
 
 static int random_up(world_t *w, uint32_t not) {
@@ -277,6 +305,9 @@ static sl_err op_deliver(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t from, i
     for (size_t i = 0; i < out.count; i++)
         send_msg(w, id, from, &out.msgs[i]);
     sl_store_out_fini(&out);
+    if (persist && data[0] == SL_STORE_MSG_DELTA)
+        spread(w, id, &(sl_store_msg_t){.type = data[0], .body = (uint8_t *)data + 1, .len = len - 1},
+               SL_SPREAD_RELAY);
     check_node(w, id);
     return SL_OK;
 }
@@ -419,7 +450,7 @@ static void random_op(world_t *w, uint32_t id, int64_t now) {
 }
 
 /* Group commit: the pending records become durable; their writes are
- * acknowledged and pushed to two peers. */
+ * acknowledged and pushed as the daemon pushes them (spread). */
 static void sync_disk(world_t *w, uint32_t id) {
     node_t *n = &w->nodes[id];
     for (size_t i = 0; i < n->disk.pcount; i++) {
@@ -432,11 +463,7 @@ static void sync_disk(world_t *w, uint32_t id) {
     for (size_t i = 0; i < n->unacked_count; i++) {
         if (w->bug != BUG_ACK_EARLY)
             acknowledge(w, &n->unacked[i]);
-        for (int k = 0; k < 2; k++) {
-            int to = random_up(w, id);
-            if (to >= 0)
-                send_msg(w, id, (uint32_t)to, &n->unacked[i]);
-        }
+        spread(w, id, &n->unacked[i], SL_SPREAD_LOCAL);
         sl_store_msg_fini(&n->unacked[i]);
     }
     n->unacked_count = 0;
