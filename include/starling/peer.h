@@ -138,6 +138,10 @@ sl_err sl_node_ctl_chain(sl_node_t *node, const char *cmd, sl_ctl_fn fn, void *c
  * (up to about 4 MiB each) rather than many small ones. SL_EAGAIN when the
  * part was dropped (client gone or too far behind): stop sending. */
 sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t len, bool more);
+/* One whole reply, its body printf-style text (at most 1 KiB: a message
+ * for people with an error status, or a small JSON body). */
+sl_err sl_ctl_reply_text(sl_ctl_call_t *call, sl_err status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Keeps a request open after its handler returns, for a command that
  * streams replies as things happen (the store's watch-keys). Call it in

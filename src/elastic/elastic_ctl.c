@@ -6,7 +6,6 @@
  * peers report (proto/elastic.md "Progress records"). */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,17 +16,6 @@
 enum { C_SUBMIT, C_STATUS, C_RESULTS, C_LOGS, C_FETCH, C_PLOT, C_CANCEL, C_COUNT };
 static const char *const cmd_names[C_COUNT] = {"submit", "status", "results", "logs",
                                                "fetch",  "plot",   "cancel"};
-
-static sl_err reply_text(sl_ctl_call_t *call, sl_err st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sl_err reply_text(sl_ctl_call_t *call, sl_err st, const char *fmt, ...) {
-    char b[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof b, fmt, ap);
-    va_end(ap);
-    return sl_ctl_reply(call, st, b, strlen(b), false);
-}
 
 /* Replies with a JSON object (freed), in parts of up to 1 MiB. */
 static sl_err reply_json(sl_ctl_call_t *call, cJSON *o) {
@@ -284,9 +272,9 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     sl_err err = sl_elastic_job_parse((const char *)req->args[0].ptr, req->args[0].len, &job,
                                       why, sizeof why);
     if (err != SL_OK)
-        return reply_text(call, err, "job refused: %s", why);
+        return sl_ctl_reply_text(call, err, "job refused: %s", why);
     if (job.trainer == SL_ELASTIC_TRAINER_COMMAND && !sl_node_commands_allowed(node))
-        return reply_text(call, SL_EAUTH,
+        return sl_ctl_reply_text(call, SL_EAUTH,
                           "job refused: a command job runs a command on every peer, and this "
                           "cluster is open (no --key); start the peers with --key, or with "
                           "--allow-commands on a trusted network");
@@ -294,17 +282,17 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     size_t len;
     if ((err = sl_elastic_job_encode(&job, canon, sizeof canon, &len)) != SL_OK ||
         (err = sl_elastic_job_id(&job, id)) != SL_OK)
-        return reply_text(call, err, "job refused: %s", sl_strerror(err));
+        return sl_ctl_reply_text(call, err, "job refused: %s", sl_strerror(err));
     /* followed here first: a peer that runs as many jobs as it can takes
        no new one (nothing is written; another peer can take it) */
     if (!sl_en_add(en, id, &job))
-        return reply_text(call, SL_EBUSY,
+        return sl_ctl_reply_text(call, SL_EBUSY,
                           "this peer runs %d jobs, none of them over: submit through another "
                           "peer, or once one ends", EN_MAX_JOBS);
     char key[64];
     int kl = snprintf(key, sizeof key, "job/%s/spec", id);
     if ((err = sl_store_node_put(en->store, key, (size_t)kl, canon, len)) != SL_OK)
-        return reply_text(call, err, "cannot store the job: %s", sl_strerror(err));
+        return sl_ctl_reply_text(call, err, "cannot store the job: %s", sl_strerror(err));
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kind", "elastic");
     cJSON_AddStringToObject(o, "job", id);
@@ -319,7 +307,7 @@ static sl_err cmd_status(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (!j)
         return pass_on(en, C_STATUS, node, req, call);
     if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: status JOB");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: status JOB");
     return reply_json(call, sl_en_status_json(en, j));
 }
 
@@ -330,7 +318,7 @@ static sl_err cmd_results(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (!j)
         return pass_on(en, C_RESULTS, node, req, call);
     if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: results JOB");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: results JOB");
     cJSON *o = sl_en_status_json(en, j);
     reports_t r;
     reports_read(en, j, &r);
@@ -353,7 +341,7 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (!j)
         return pass_on(en, C_LOGS, node, req, call);
     if (req->arg_count > 2)
-        return reply_text(call, SL_EINVAL, "usage: logs JOB [PEER]");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: logs JOB [PEER]");
     reports_t r;
     reports_read(en, j, &r);
     sl_buf_t b = {0};
@@ -378,7 +366,7 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (!j)
         return pass_on(en, C_CANCEL, node, req, call);
     if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: cancel JOB");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: cancel JOB");
     uint8_t buf[16];
     size_t n;
     sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_CANCEL};
@@ -386,7 +374,7 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (err == SL_OK)
         err = sl_en_put(en, j, &k, buf, n);
     if (err != SL_OK)
-        return reply_text(call, err, "cannot cancel: %s", sl_strerror(err));
+        return sl_ctl_reply_text(call, err, "cannot cancel: %s", sl_strerror(err));
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "job", j->id);
     cJSON_AddBoolToObject(o, "cancelled", true);
@@ -400,7 +388,7 @@ static sl_err cmd_plot(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (!j)
         return pass_on(en, C_PLOT, node, req, call);
     if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: plot JOB");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: plot JOB");
     reports_t r;
     reports_read(en, j, &r);
     int n = cJSON_GetArraySize(r.curve);
@@ -455,7 +443,7 @@ static void fetched(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]) {
     if (err == SL_OK)
         err = sl_blob_node_read(f->en->cfg.blobs, hash, &data, &len);
     if (err != SL_OK) {
-        reply_text(f->call, err, "cannot copy the model here: %s", sl_strerror(err));
+        sl_ctl_reply_text(f->call, err, "cannot copy the model here: %s", sl_strerror(err));
     } else {
         const uint8_t *p = data;
         size_t part = 1u << 20;
@@ -479,7 +467,7 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     if (!j)
         return pass_on(en, C_FETCH, node, req, call);
     if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: fetch JOB");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: fetch JOB");
     reports_t r;
     reports_read(en, j, &r);
     const cJSON *m = cJSON_GetObjectItem(r.done, "model");
@@ -488,7 +476,7 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
               sl_unhex(m->valuestring, 2 * SL_BLAKE2B_LEN, h);
     reports_fini(&r);
     if (!ok)
-        return reply_text(call, SL_ENOTFOUND,
+        return sl_ctl_reply_text(call, SL_ENOTFOUND,
                           j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND
                               ? "job %s is a command job: its model is what its script saved"
                               : "job %s has no final model yet (it is not done)",
@@ -501,7 +489,7 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     f->en = en;
     sl_err err = sl_blob_node_fetch(en->cfg.blobs, h, fetched, f);
     if (err != SL_OK) {
-        reply_text(f->call, err, "cannot copy the model here: %s", sl_strerror(err));
+        sl_ctl_reply_text(f->call, err, "cannot copy the model here: %s", sl_strerror(err));
         sl_ctl_call_free(&f->call);
         sl_free(f);
     }

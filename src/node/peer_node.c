@@ -5,6 +5,7 @@
  * no I/O itself: sockets are net.c's, files and clocks platform's. */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +602,16 @@ sl_err sl_ctl_reply(sl_ctl_call_t *call, sl_err status, const void *body, size_t
     if (!more)
         call->replied_last = true;
     return err;
+}
+
+sl_err sl_ctl_reply_text(sl_ctl_call_t *call, sl_err status, const char *fmt, ...) {
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof b ? (size_t)n : sizeof b - 1;
+    return sl_ctl_reply(call, status, b, len, false);
 }
 
 sl_ctl_call_t *sl_ctl_defer(sl_ctl_call_t *call) {

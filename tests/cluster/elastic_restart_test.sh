@@ -23,14 +23,6 @@ cat >"$CLUSTER_DIR/job.json" <<JSON
 }
 JSON
 
-field() { # field PEER JOB EXPR: a Python expression over the job's status `s`
-    ctl "$1" status "$2" --json 2>/dev/null | python3 -c '
-import json, sys
-try: s = json.load(sys.stdin)
-except Exception: print(""); sys.exit(0)
-print(eval(sys.argv[1]))' "$3"
-}
-holds() { [ "$(field "$1" "$2" "$3")" = True ]; }
 
 start_peer p0
 start_peer p1 --join "$(addr_of p0)"

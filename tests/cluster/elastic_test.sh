@@ -30,20 +30,10 @@ JSON
     echo "$CLUSTER_DIR/$1.json"
 }
 
-# field PEER JOB EXPR: a Python expression over the job's status `s`
-field() {
-    ctl "$1" status "$2" --json 2>/dev/null | python3 -c '
-import json, sys
-try: s = json.load(sys.stdin)
-except Exception: print(""); sys.exit(0)
-print(eval(sys.argv[1]))' "$3"
-}
 is_state() { [ "$(field "$1" "$2" 's["state"]')" = "$3" ]; }
-world_is() { [ "$(field "$1" "$2" '",".join(s["world"]) if s["state"] == "running" else ""')" = "$3" ]; }
-step_past() { [ "$(field "$1" "$2" 's["step"] > '"$3")" = True ]; }
-round_past() { [ "$(field "$1" "$2" 's["round"] > '"$3" )" = True ]; }
-running_with() { # running_with PEER JOB N: running in a world of N, and stepping in it
-    [ "$(field "$1" "$2" 's["state"] == "running" and len(s["world"]) == '"$3")" = True ]
+step_past() { holds "$1" "$2" 's["step"] > '"$3"; }
+running_with() { # running_with PEER JOB N: running in a world of N
+    holds "$1" "$2" 's["state"] == "running" and len(s["world"]) == '"$3"
 }
 
 start_peer p0

@@ -254,3 +254,17 @@ print(v)' "$2"
 
 # stat_at_least NAME DOTTED.KEY MIN: the counter has reached MIN.
 stat_at_least() { [ "$(stat_of "$1" "$2")" -ge "$3" ] 2>/dev/null; }
+
+# field PEER ID EXPR: a Python expression over `s`, the status of a study
+# or an elastic job (ID) as PEER answers `status ID --json` ("" when it
+# does not answer).
+field() {
+    ctl "$1" status "$2" --json 2>/dev/null | python3 -c '
+import json, sys
+try: s = json.load(sys.stdin)
+except Exception: print(""); sys.exit(0)
+print(eval(sys.argv[1]))' "$3"
+}
+
+# holds PEER ID EXPR: the expression is true of ID's status on PEER.
+holds() { [ "$(field "$1" "$2" "$3")" = True ]; }
