@@ -3,7 +3,8 @@
  * writes, claims, renewals, releases, a trial's state) and the cores it
  * calls (spec, searcher, scheduler, rounds, claims) on a virtual clock,
  * with simulated training time, under random kills (the round leader
- * among them), pauses (SIGSTOP: a peer neither trains nor talks, then
+ * among them, and a peer killed between its trial's last report and its
+ * result), pauses (SIGSTOP: a peer neither trains nor talks, then
  * carries on), restarts and partitions, over many seeds. Each peer takes
  * a turn every step as the daemon does (study_node.c's study_turn): its
  * workers' reports, then sl_turn_jobs, sl_turn_lead and sl_turn_claims,
@@ -35,7 +36,9 @@
  * of the turn (its own lead, take_claims and derive_state); the model
  * paused a Hyperband trial of bracket 1 or above at its rung where the
  * real rule left it pending for ever, a bug this test found once it ran
- * the real turn.
+ * the real turn; and once its peers could be killed between a trial's
+ * last report and its result, it found such a trial left for ever
+ * (neither claimable nor paused), which the leader now closes.
  *
  * A failing seed is printed (SL_VERBOSE=1: the trials as peer 0 sees them
  * when a study does not finish); SL_SEEDS=N runs N seeds; SL_SEED=S one. */
@@ -151,6 +154,7 @@ typedef struct {
     int64_t double_since[MAX_T]; /* T3: two workers on the trial since (0: not) */
     int quiet_steps;      /* steps checked as quiet */
     int pauses;           /* SIGSTOPs */
+    int torn;             /* kills between a trial's last report and its result */
     int64_t faults_until; /* faults stop then: 5, 10 or 15 s by seed */
     bool led[PEERS];      /* R1: the peer led at this step (sl_turn_lead) */
     uint64_t led_round[PEERS]; /* the round it led */
@@ -381,6 +385,8 @@ static void copy_id(char *dst, size_t cap, const char *id) {
 
 /* ---- the workers (simulated training; study_node.c's drain_job) ---- */
 
+static void crash(world_t *w, int p, int64_t down_ms);
+
 static void drop_job(peer_t *me, int k) {
     me->jobs[k] = me->jobs[--me->job_count];
 }
@@ -411,6 +417,14 @@ static void work(world_t *w, int p) {
         }
         if (sl_claim_checkpoint_due(&w->spec, e, out) && e > r->ckpt)
             r->ckpt = e;
+        if (out == SL_EPOCH_DONE && w->faults && w->now < w->faults_until &&
+            sl_rng_below(&w->rng, 8) == 0) {
+            /* killed between its last report and its result (a worker's
+               END comes after its last epoch's line) */
+            crash(w, p, 300 + (int64_t)sl_rng_below(&w->rng, 3000));
+            w->torn++;
+            return;
+        }
         if (out == SL_EPOCH_DONE || out == SL_EPOCH_FAILED) {
             sl_result_t res;
             memset(&res, 0, sizeof res);
@@ -969,7 +983,7 @@ static uint64_t first_seed(void) {
 
 static void test_asha_faults(void) {
     int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150);
-    int kills = 0, takeovers = 0, promotions = 0, quiet = 0, pauses = 0;
+    int kills = 0, takeovers = 0, promotions = 0, quiet = 0, pauses = 0, torn = 0;
     for (int i = 0; i < seeds; i++) {
         uint64_t seed = first_seed() + (uint64_t)i;
         run_world(&W, asha_json, seed, true, BUG_NONE);
@@ -987,6 +1001,7 @@ static void test_asha_faults(void) {
         promotions += W.promotions;
         quiet += W.quiet_steps;
         pauses += W.pauses;
+        torn += W.torn;
     }
     /* the faults did happen */
     CHECK_MSG(kills > seeds / 4, "only %d leader kills", kills);
@@ -994,6 +1009,7 @@ static void test_asha_faults(void) {
     CHECK(promotions > seeds);
     CHECK(quiet > 0);
     CHECK_MSG(pauses > seeds / 4, "only %d pauses", pauses);
+    CHECK_MSG(torn > seeds / 8, "only %d kills between a last report and its result", torn);
 }
 
 /* Synchronous schedulers (sh, hyperband, grid, generational evolution)

@@ -363,6 +363,23 @@ sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const
             err = write_text(out, SL_TURN_WRITE_FINISHED, NULL, x->reason);
         }
     }
+    /* a trial trained to the study's top rung with no result and no live
+       claim: its owner was killed between its last epoch's report and
+       the result it writes when the worker ends. Nobody claims it (its
+       epochs are done), it never pauses (its rung is the top) and the
+       scheduler waits for its result: the study never finished. The
+       leader writes the result. (Found by sim_study_test once its peers
+       could be killed there.) */
+    for (size_t o = 0; o < v->open_count && err == SL_OK; o++) {
+        const sl_turn_open_t *r = &v->open[o];
+        const sl_trial_t *t = r->t;
+        if (r->has_result || t->state == SL_TRIAL_RUNNING || t->rung + 1 < spec->rung_count ||
+            t->epochs_done < sl_sched_rung_epochs(spec, t->bracket, t->rung))
+            continue;
+        err = write_result(out, r->id, SL_TRIAL_DONE, t->epochs_done,
+                           r->has_claim ? r->claim.epoch : 0, self,
+                           "completed (its owner left before writing the result)");
+    }
     sl_decisions_fini(&d);
     sl_free(by_id);
     return err;

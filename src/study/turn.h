@@ -178,7 +178,10 @@ sl_err sl_turn_jobs(const sl_turn_view_t *v, const sl_turn_job_t *jobs, size_t c
                     const char *self, uint64_t now_ms, sl_turn_out_t *out);
 
 /* The leader's phase: when `self` leads the study's round among `ms`
- * (free slots loaded), the scheduler's decisions as writes (out->led). */
+ * (free slots loaded), the scheduler's decisions as writes (out->led),
+ * and a "completed" result for each trial trained to the study's top
+ * rung that has none and no live claim (its owner was killed between its
+ * last report and its result). */
 sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
                     uint64_t now_ms, sl_turn_out_t *out);
 
