@@ -36,16 +36,24 @@ static sl_err reply_json(sl_ctl_call_t *call, cJSON *o) {
     return err;
 }
 
-/* The job a request's first argument names, or NULL (then the studies'). */
-static en_job_t *job_of(sl_elastic_node_t *en, const sl_ctl_req_t *req) {
-    if (req->arg_count < 1)
-        return NULL;
-    return sl_en_lookup(en, (const char *)req->args[0].ptr, req->args[0].len);
-}
-
-static sl_err pass_on(sl_elastic_node_t *en, int c, sl_node_t *node, const sl_ctl_req_t *req,
-                      sl_ctl_call_t *call) {
-    return en->prev[c].fn(en->prev[c].ctx, node, req, call);
+/* The job a request's first argument names, with at most `max_args`
+ * arguments. NULL when the request is answered here already: passed on to
+ * the studies (not a job) or refused (usage), *err what to return. */
+static en_job_t *job_for(sl_elastic_node_t *en, int c, sl_node_t *node, const sl_ctl_req_t *req,
+                         sl_ctl_call_t *call, size_t max_args, sl_err *err) {
+    static const char *const usage[C_COUNT] = {"", "status JOB", "results JOB",
+                                               "logs JOB [PEER]", "fetch JOB", "plot JOB",
+                                               "cancel JOB"};
+    en_job_t *j = req->arg_count >= 1 ? sl_en_lookup(en, (const char *)req->args[0].ptr,
+                                                       req->args[0].len)
+                                      : NULL;
+    if (!j)
+        *err = en->prev[c].fn(en->prev[c].ctx, node, req, call);
+    else if (req->arg_count > max_args) {
+        *err = sl_ctl_reply_text(call, SL_EINVAL, "usage: %s", usage[c]);
+        j = NULL;
+    }
+    return j;
 }
 
 /* ---- what the replica holds of a job ---- */
@@ -260,13 +268,13 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                          sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
     if (req->arg_count != 1)
-        return pass_on(en, C_SUBMIT, node, req, call);
+        return en->prev[C_SUBMIT].fn(en->prev[C_SUBMIT].ctx, node, req, call);
     cJSON *doc = cJSON_ParseWithLength((const char *)req->args[0].ptr, req->args[0].len);
     const cJSON *kind = cJSON_GetObjectItem(doc, "kind");
     bool elastic = cJSON_IsString(kind) && !strcmp(kind->valuestring, "elastic");
     cJSON_Delete(doc);
     if (!elastic)
-        return pass_on(en, C_SUBMIT, node, req, call);
+        return en->prev[C_SUBMIT].fn(en->prev[C_SUBMIT].ctx, node, req, call);
     char why[512];
     sl_elastic_job_t job;
     sl_err err = sl_elastic_job_parse((const char *)req->args[0].ptr, req->args[0].len, &job,
@@ -303,22 +311,20 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 static sl_err cmd_status(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                          sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
-    en_job_t *j = job_of(en, req);
+    sl_err err;
+    en_job_t *j = job_for(en, C_STATUS, node, req, call, 1, &err);
     if (!j)
-        return pass_on(en, C_STATUS, node, req, call);
-    if (req->arg_count != 1)
-        return sl_ctl_reply_text(call, SL_EINVAL, "usage: status JOB");
+        return err;
     return reply_json(call, sl_en_status_json(en, j));
 }
 
 static sl_err cmd_results(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                           sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
-    en_job_t *j = job_of(en, req);
+    sl_err err;
+    en_job_t *j = job_for(en, C_RESULTS, node, req, call, 1, &err);
     if (!j)
-        return pass_on(en, C_RESULTS, node, req, call);
-    if (req->arg_count != 1)
-        return sl_ctl_reply_text(call, SL_EINVAL, "usage: results JOB");
+        return err;
     cJSON *o = sl_en_status_json(en, j);
     reports_t r;
     reports_read(en, j, &r);
@@ -337,11 +343,10 @@ static sl_err cmd_results(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                        sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
-    en_job_t *j = job_of(en, req);
+    sl_err err;
+    en_job_t *j = job_for(en, C_LOGS, node, req, call, 2, &err);
     if (!j)
-        return pass_on(en, C_LOGS, node, req, call);
-    if (req->arg_count > 2)
-        return sl_ctl_reply_text(call, SL_EINVAL, "usage: logs JOB [PEER]");
+        return err;
     reports_t r;
     reports_read(en, j, &r);
     sl_buf_t b = {0};
@@ -353,8 +358,7 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         sl_buf_printf(&b, "==> %s <==\n%s", l->string, l->valuestring);
     }
     reports_fini(&r);
-    sl_err err = b.failed ? SL_ENOMEM
-                          : sl_ctl_reply(call, SL_OK, b.data ? b.data : "", b.len, false);
+    err = b.failed ? SL_ENOMEM : sl_ctl_reply(call, SL_OK, b.data ? b.data : "", b.len, false);
     sl_buf_fini(&b);
     return err;
 }
@@ -362,15 +366,14 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                          sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
-    en_job_t *j = job_of(en, req);
+    sl_err err;
+    en_job_t *j = job_for(en, C_CANCEL, node, req, call, 1, &err);
     if (!j)
-        return pass_on(en, C_CANCEL, node, req, call);
-    if (req->arg_count != 1)
-        return sl_ctl_reply_text(call, SL_EINVAL, "usage: cancel JOB");
+        return err;
     uint8_t buf[16];
     size_t n;
     sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_CANCEL};
-    sl_err err = sl_elastic_cancel_encode(buf, sizeof buf, &n);
+    err = sl_elastic_cancel_encode(buf, sizeof buf, &n);
     if (err == SL_OK)
         err = sl_en_put(en, j, &k, buf, n);
     if (err != SL_OK)
@@ -384,11 +387,10 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
 static sl_err cmd_plot(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                        sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
-    en_job_t *j = job_of(en, req);
+    sl_err err;
+    en_job_t *j = job_for(en, C_PLOT, node, req, call, 1, &err);
     if (!j)
-        return pass_on(en, C_PLOT, node, req, call);
-    if (req->arg_count != 1)
-        return sl_ctl_reply_text(call, SL_EINVAL, "usage: plot JOB");
+        return err;
     reports_t r;
     reports_read(en, j, &r);
     int n = cJSON_GetArraySize(r.curve);
@@ -463,11 +465,10 @@ static void fetched(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]) {
 static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                         sl_ctl_call_t *call) {
     sl_elastic_node_t *en = ctx;
-    en_job_t *j = job_of(en, req);
+    sl_err err;
+    en_job_t *j = job_for(en, C_FETCH, node, req, call, 1, &err);
     if (!j)
-        return pass_on(en, C_FETCH, node, req, call);
-    if (req->arg_count != 1)
-        return sl_ctl_reply_text(call, SL_EINVAL, "usage: fetch JOB");
+        return err;
     reports_t r;
     reports_read(en, j, &r);
     const cJSON *m = cJSON_GetObjectItem(r.done, "model");
@@ -487,7 +488,7 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         return SL_ENOMEM;
     }
     f->en = en;
-    sl_err err = sl_blob_node_fetch(en->cfg.blobs, h, fetched, f);
+    err = sl_blob_node_fetch(en->cfg.blobs, h, fetched, f);
     if (err != SL_OK) {
         sl_ctl_reply_text(f->call, err, "cannot copy the model here: %s", sl_strerror(err));
         sl_ctl_call_free(&f->call);
