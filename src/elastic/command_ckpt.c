@@ -16,8 +16,9 @@
 #include "study/study_worker.h"
 
 #define MAX_FILES 16        /* files of a checkpoint directory replicated */
-#define STABLE_MS 300       /* files unchanged this long are a whole checkpoint (written
-                               atomically; the old one removed after the new one) */
+#define SCAN_MS 250         /* how often rank 0's directory is looked at */
+#define STORE_GAP_MS 1000   /* and stored at most this often (a script may checkpoint
+                               many times a second) */
 #define GEN_FILE ".starling-generation" /* the generation the directory holds */
 
 void sl_en_cmd_ckpt_dir(const en_job_t *j, char *out, size_t cap) {
@@ -71,19 +72,17 @@ static uint64_t dir_print(const char *dir, int *count) {
 void sl_en_cmd_ckpt_scan(sl_elastic_node_t *en, en_job_t *j, uint64_t now) {
     if (!j->in_world || j->world.rank != 0 || now < j->ck_scan_ms)
         return;
-    j->ck_scan_ms = now + 250;
+    j->ck_scan_ms = now + SCAN_MS;
     char dir[640];
     sl_en_cmd_ckpt_dir(j, dir, sizeof dir);
     int n;
     uint64_t print = dir_print(dir, &n);
-    if (n == 0 || print == j->ck_stored)
-        return;
-    if (print != j->ck_seen) { /* changed: wait until it holds still */
-        j->ck_seen = print;
-        j->ck_seen_ms = now;
-        return;
-    }
-    if (now < j->ck_seen_ms + STABLE_MS)
+    /* Any moment's files are whole checkpoints: the script writes each
+       atomically (a temporary name, left out here, then a rename). A file
+       removed while it is stored fails this turn's copy; the next takes
+       the directory again. (Waiting for it to hold still does not work: a
+       script that checkpoints every few hundred milliseconds never does.) */
+    if (n == 0 || print == j->ck_stored || now < j->ck_stored_ms + STORE_GAP_MS)
         return;
     char names[MAX_FILES][128];
     n = sl_study_dir_files(dir, names, MAX_FILES);
@@ -110,6 +109,7 @@ void sl_en_cmd_ckpt_scan(sl_elastic_node_t *en, en_job_t *j, uint64_t now) {
     sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_CKPT};
     if (text && sl_en_put(en, j, &k, text, strlen(text)) == SL_OK) {
         j->ck_stored = print;
+        j->ck_stored_ms = now;
         j->has_ckpt = true;
         j->ckpt_step = gen;
         set_dir_generation(dir, gen);

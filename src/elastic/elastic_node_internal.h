@@ -46,8 +46,7 @@ typedef struct {
     uint8_t ckpt_blob[SL_BLAKE2B_LEN];      /* its blob (builtin) */
     uint64_t ck_scan_ms;                    /* command, rank 0: when the checkpoint
                                                directory is looked at next */
-    uint64_t ck_seen, ck_seen_ms;           /* its fingerprint last seen, and since when */
-    uint64_t ck_stored;                     /* the fingerprint last stored */
+    uint64_t ck_stored, ck_stored_ms;       /* the fingerprint last stored, and when */
 
     sl_buf_t log;                           /* this peer's log of the job (its tail) */
     bool log_dirty;                         /* not yet in the store */
