@@ -3,7 +3,6 @@
  * from this peer's replica. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,17 +26,6 @@ static char *arg_str(const sl_ctl_req_t *req, size_t i) {
     return s;
 }
 
-static sl_err reply_text(sl_ctl_call_t *call, sl_err st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sl_err reply_text(sl_ctl_call_t *call, sl_err st, const char *fmt, ...) {
-    char b[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof b, fmt, ap);
-    va_end(ap);
-    return sl_ctl_reply(call, st, b, strlen(b), false);
-}
-
 /* Replies with a large body in parts of up to 1 MiB. */
 static sl_err reply_big(sl_ctl_call_t *call, const void *data, size_t len) {
     const uint8_t *p = data;
@@ -57,12 +45,12 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                          sl_ctl_call_t *call) {
     sl_study_node_t *sn = ctx;
     if (req->arg_count != 1)
-        return reply_text(call, SL_EINVAL, "usage: submit STUDY_JSON");
+        return sl_ctl_reply_text(call, SL_EINVAL, "usage: submit STUDY_JSON");
     /* checked before anything is written: a spec the store cannot hold
        once left study/ID/start behind (the spec's put failed after it) */
     if (req->args[0].len > SL_STORE_MAX_VALUE_LEN) {
         sl_node_bad_input(node, "study");
-        return reply_text(call, SL_ETOOBIG,
+        return sl_ctl_reply_text(call, SL_ETOOBIG,
                           "study refused: the study file is %zu bytes, over the %d a stored "
                           "value may hold; shorten it (its search space, its command)",
                           req->args[0].len, SL_STORE_MAX_VALUE_LEN);
@@ -75,14 +63,14 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
                                      why, sizeof why);
     if (err != SL_OK) {
         sl_free(spec);
-        return reply_text(call, err, "study refused: %s", why);
+        return sl_ctl_reply_text(call, err, "study refused: %s", why);
     }
     if (spec->trainer == SL_TRAINER_COMMAND && !sl_node_commands_allowed(node)) {
         /* anyone who reaches an open cluster could run commands as the
            peers' user (docs/security.md) */
         sl_free(spec);
         sl_node_bad_input(node, "study");
-        return reply_text(call, SL_EAUTH,
+        return sl_ctl_reply_text(call, SL_EAUTH,
                           "study refused: command trainers are off in an open cluster (anyone "
                           "who reaches it could run commands as the peers' user); start every "
                           "peer with --key FILE, or with --allow-commands if every client that "
@@ -106,7 +94,7 @@ static sl_err cmd_submit(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
             err = sl_study_node_put_now(sn, key, (const char *)req->args[0].ptr, req->args[0].len);
         if (err != SL_OK) {
             sl_free(spec);
-            return reply_text(call, err, "cannot store the study: %s", sl_strerror(err));
+            return sl_ctl_reply_text(call, err, "cannot store the study: %s", sl_strerror(err));
         }
         sl_log(SL_LOG_NOTICE, "STUDY-SUBMIT", "study %s (%s) submitted: %s, %s, %u trials", id,
                spec->name, sl_search_name(spec->searcher), sl_sched_name(spec->scheduler),
@@ -123,14 +111,14 @@ static sl_err open_study(sl_study_node_t *sn, const sl_ctl_req_t *req, sl_ctl_ca
                          size_t want_args, view_t *v, bool *replied) {
     *replied = true;
     if (req->arg_count != want_args) {
-        reply_text(call, SL_EINVAL, "usage: %.*s STUDY%s", (int)req->cmd.len,
+        sl_ctl_reply_text(call, SL_EINVAL, "usage: %.*s STUDY%s", (int)req->cmd.len,
                    (const char *)req->cmd.ptr, want_args > 1 ? " TRIAL" : "");
         return SL_EINVAL;
     }
     char *a = arg_str(req, 0), id[SL_TRIAL_ID_LEN + 1];
     sl_err err = a ? sl_study_node_resolve(sn, a, id) : SL_ENOMEM;
     if (err != SL_OK) {
-        reply_text(call, SL_ENOTFOUND, "no study '%s' on this peer (peerctl submit prints the id)",
+        sl_ctl_reply_text(call, SL_ENOTFOUND, "no study '%s' on this peer (peerctl submit prints the id)",
                    a ? a : "");
         sl_free(a);
         return err;
@@ -138,7 +126,7 @@ static sl_err open_study(sl_study_node_t *sn, const sl_ctl_req_t *req, sl_ctl_ca
     sl_free(a);
     err = sl_study_view_build(sn, id, v);
     if (err != SL_OK)
-        reply_text(call, err, "study %s: cannot read it: %s", id, sl_strerror(err));
+        sl_ctl_reply_text(call, err, "study %s: cannot read it: %s", id, sl_strerror(err));
     return err;
 }
 
@@ -264,7 +252,7 @@ static sl_err cmd_results(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         err = txt ? reply_big(call, txt, strlen(txt)) : SL_ENOMEM;
         free(txt);
     } else {
-        reply_text(call, err, "cannot build the results: %s", sl_strerror(err));
+        sl_ctl_reply_text(call, err, "cannot build the results: %s", sl_strerror(err));
         err = SL_OK;
     }
     sl_buf_fini(&lb);
@@ -326,7 +314,7 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     row_t *r = find_row(&v, req);
     sl_err err;
     if (!r) {
-        err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
+        err = sl_ctl_reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
                          (int)req->args[1].len, (const char *)req->args[1].ptr);
     } else {
         sl_buf_t b = {0};
@@ -334,7 +322,7 @@ static sl_err cmd_logs(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
         if (err == SL_OK)
             err = b.len ? reply_big(call, b.data, b.len) : sl_ctl_reply(call, SL_OK, "", 0, false);
         else
-            err = reply_text(call, err, "cannot read the log of %s: %s", r->t.id, sl_strerror(err));
+            err = sl_ctl_reply_text(call, err, "cannot read the log of %s: %s", r->t.id, sl_strerror(err));
         sl_buf_fini(&b);
     }
     sl_study_view_fini(&v);
@@ -412,11 +400,11 @@ static void on_fetch_restored(sl_study_node_t *sn, void *ctx, int ep, const char
         if (err == SL_OK)
             reply_big(f->call, data, len);
         else
-            reply_text(f->call, err, "cannot export trial %s: %s", f->trial,
+            sl_ctl_reply_text(f->call, err, "cannot export trial %s: %s", f->trial,
                        ewhy[0] ? ewhy : sl_strerror(err));
         sl_free(data);
     } else if (ep == 0) {
-        reply_text(f->call, SL_ENOTFOUND, "trial %s has no replicated checkpoint%s%s", f->trial,
+        sl_ctl_reply_text(f->call, SL_ENOTFOUND, "trial %s has no replicated checkpoint%s%s", f->trial,
                    why ? ": " : " yet", why ? why : "");
     }
     sl_plat_remove_tree(f->dir); /* (the fetch's own directory) */
@@ -439,7 +427,7 @@ static sl_err cmd_fetch(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     sl_err err = SL_OK;
     fetch_t *f = NULL;
     if (!r) {
-        err = reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
+        err = sl_ctl_reply_text(call, SL_ENOTFOUND, "study %s has no trial '%.*s'", v.id,
                          (int)req->args[1].len, (const char *)req->args[1].ptr);
     } else if (!(f = sl_calloc(1, sizeof *f)) || !(f->call = sl_ctl_defer(call))) {
         sl_free(f);
@@ -473,7 +461,7 @@ static sl_err cmd_cancel(void *ctx, sl_node_t *node, const sl_ctl_req_t *req,
     snprintf(body, sizeof body, "{\"study\":\"%s\",\"cancelled\":true}", v.id);
     sl_study_view_fini(&v);
     if (err != SL_OK)
-        return reply_text(call, err, "cannot cancel: %s", sl_strerror(err));
+        return sl_ctl_reply_text(call, err, "cannot cancel: %s", sl_strerror(err));
     return sl_ctl_reply(call, SL_OK, body, strlen(body), false);
 }
 
