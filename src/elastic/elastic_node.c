@@ -280,8 +280,10 @@ static bool scan_specs(void *ctx, const uint8_t *key, size_t key_len, const sl_s
 /* ---- the membership view ---- */
 
 /* This peer's view for the core: every member SWIM knows, alive (or
- * suspect) or not, and this peer itself. */
-static sl_err members_view(sl_elastic_node_t *en, size_t *count) {
+ * suspect) or not, and this peer itself; rebuilt when membership changed. */
+static sl_err members_view(sl_elastic_node_t *en) {
+    if (!en->members_stale)
+        return SL_OK;
     const sl_swim_t *sw = sl_node_swim(en->node);
     size_t n = sl_swim_member_count(sw) + 1;
     if (n > en->member_cap) {
@@ -316,7 +318,8 @@ static sl_err members_view(sl_elastic_node_t *en, size_t *count) {
         en->members[k] = (sl_round_member_t){en->member_names[k], true, 1};
         k++;
     }
-    *count = k;
+    en->member_count = k;
+    en->members_stale = false;
     return SL_OK;
 }
 
@@ -845,8 +848,7 @@ static bool engaged(const en_job_t *j) {
                             j->in_world || j->pending || j->command);
 }
 
-static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, uint64_t now,
-                     bool held) {
+static void job_turn(sl_elastic_node_t *en, en_job_t *j, uint64_t now, bool held) {
     if (j->trainer)
         drain_trainer(en, j);
     if (j->command) {
@@ -896,7 +898,7 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, size_t member_count, ui
     memset(&v, 0, sizeof v);
     sl_elastic_records_view(j->recs, &v);
     v.members = en->members;
-    v.member_count = member_count;
+    v.member_count = en->member_count;
     v.synced = synced(en, now);
     sl_elastic_local_t local;
     memset(&local, 0, sizeof local);
@@ -963,16 +965,15 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
             if (en->jobs[i].used)
                 reload(en, &en->jobs[i]);
     }
-    size_t members = 0;
     bool busy = false, held = false;
     for (int i = 0; i < EN_MAX_JOBS; i++)
         held |= en->jobs[i].used && engaged(&en->jobs[i]);
-    if (members_view(en, &members) == SL_OK && !sl_plat_stop_requested())
+    if (members_view(en) == SL_OK && !sl_plat_stop_requested())
         for (int i = 0; i < EN_MAX_JOBS; i++) {
             en_job_t *j = &en->jobs[i];
             if (!j->used)
                 continue;
-            job_turn(en, j, members, now, held && !engaged(j));
+            job_turn(en, j, now, held && !engaged(j));
             held |= engaged(j); /* (a world it just acked holds it for the jobs after) */
             busy |= !j->finished;
         }
@@ -1004,6 +1005,7 @@ static size_t stats(void *ctx, sl_node_counter_t *out, size_t cap) {
 
 static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     (void)ev;
+    ((sl_elastic_node_t *)ctx)->members_stale = true;
     sl_node_tick_soon(node, tick, ctx);
 }
 
@@ -1087,6 +1089,7 @@ sl_err sl_elastic_node_attach(sl_node_t *node, sl_store_node_t *store,
         return err;
     }
     en->rescan = true; /* jobs already in the replica (a restart) */
+    en->members_stale = true;
     sl_log(SL_LOG_INFO, "ELASTIC", "ring endpoint %s", en->ring);
     *out = en;
     return SL_OK;

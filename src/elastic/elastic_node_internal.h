@@ -69,6 +69,10 @@ struct sl_elastic_node {
     sl_round_member_t *members;             /* the membership view of a turn */
     char (*member_names)[SL_ELASTIC_ID_MAX + 1];
     size_t member_cap;                      /* entries allocated */
+    size_t member_count;                    /* entries in use */
+    bool members_stale;                     /* a member joined, changed state or left
+                                               since: rebuilt before the next turn (not
+                                               on every tick: fleets have hundreds) */
     uint64_t log_flush_ms;                  /* when logs go to the store next */
 
     /* the study commands this node shares (a job id or name: ours; else theirs) */
