@@ -25,12 +25,13 @@
  *                    that state in memory and the world that last stepped it
  *
  * The partition rule (docs/elastic.md, "Partitions"): a world with a
- * parent is established only when a strict majority of the parent's
- * members acked it as continuers (their chain of acks leads back to the
+ * parent is established only when a quorum of the parent's members (a
+ * strict majority, or exactly half holding the parent's rank 0) acked it
+ * as continuers (their chain of acks leads back to the
  * parent's round through worlds that can never be established). A peer acks at
  * most once per round and in rising rounds, so two children of one world
  * can never both be established: a lineage never forks, and only the side
- * of a partition holding a majority of the last world continues it. */
+ * of a partition holding a quorum of the last world continues it. */
 #ifndef STARLING_ELASTIC_H
 #define STARLING_ELASTIC_H
 
@@ -186,7 +187,7 @@ bool sl_elastic_ref_eq(const sl_elastic_ref_t *a, const sl_elastic_ref_t *b);
 /* What the records say of a world, as any reader computes it. */
 typedef struct {
     bool found;       /* the record is in the view */
-    bool established; /* its parent is established and a majority of the
+    bool established; /* its parent is established and a quorum of the
                          parent's members acked it as continuers (a root:
                          a majority of its own members); final once true */
     bool dead;        /* it can never be established; final once true */
