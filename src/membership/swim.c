@@ -1,7 +1,7 @@
 /* Membership: SWIM with Lifeguard, sans-I/O (include/starling/swim.h and
  * docs/membership.md). The member table, probing, suspicion, refutation,
  * push-pull and seeds; the dissemination queue is in swim_gossip.c and the
- * string pool in swim_intern.c. */
+ * string pool in intern.c. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
-/* Private to the membership core (src/swim*.c): the interned string pool,
- * the member table and the transmit-limited gossip queue. */
+/* Private to the membership core (src/membership/swim*.c): the member
+ * table and the transmit-limited gossip queue. The interned strings they
+ * hold are a leaf below it (membership/intern.h). */
 #ifndef STARLING_SWIM_INTERNAL_H
 #define STARLING_SWIM_INTERNAL_H
 
@@ -8,45 +9,8 @@
 
 #include "starling/rng.h"
 #include "starling/swim.h"
+#include "membership/intern.h"
 #include "membership/swim_test.h"
-
-/* ---- Interned strings (src/membership/swim_intern.c) ---- */
-
-/* One interned byte string. Shared by every holder; freed when the last
- * reference goes. */
-typedef struct sl_istr {
-    struct sl_istr *next; /* hash chain in the pool */
-    uint64_t hash;        /* intern_hash of the bytes */
-    uint32_t refs;        /* holders */
-    uint32_t len;         /* bytes */
-    uint8_t bytes[];      /* the string (not NUL-terminated) */
-} sl_istr_t;
-
-uint64_t intern_hash(const uint8_t *p, size_t len);
-/* Finds or adds `p[0..len)` and takes a reference; NULL on ENOMEM. */
-sl_istr_t *intern_get(sl_intern_t *pool, const uint8_t *p, size_t len);
-/* Finds without adding or referencing; NULL if absent. */
-sl_istr_t *intern_find(const sl_intern_t *pool, const uint8_t *p, size_t len, uint64_t hash);
-static inline sl_istr_t *intern_ref(sl_istr_t *s) {
-    if (s)
-        s->refs++;
-    return s;
-}
-/* Drops a reference (NULL is a no-op). */
-void intern_put(sl_intern_t *pool, sl_istr_t *s);
-
-static inline sl_bytes_t istr_bytes(const sl_istr_t *s) {
-    sl_bytes_t b = {NULL, 0};
-    if (s && s->len) {
-        b.ptr = s->bytes;
-        b.len = s->len;
-    }
-    return b;
-}
-
-static inline bool istr_eq(const sl_istr_t *s, const uint8_t *p, size_t len) {
-    return s && s->len == len && (len == 0 || memcmp(s->bytes, p, len) == 0);
-}
 
 /* ---- Gossip queue (src/membership/swim_gossip.c) ---- */
 

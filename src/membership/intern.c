@@ -1,9 +1,11 @@
 /* Interned, reference-counted byte strings for the membership core: names,
  * addresses and metadata blobs are stored once per pool, however many member
- * tables hold them (the simulator shares one pool among all its cores). */
+ * tables hold them (the simulator shares one pool among all its cores).
+ * A leaf: it includes nothing of the core (membership/intern.h). */
 #include <string.h>
 
-#include "membership/swim_internal.h"
+#include "starling/rng.h" /* sl_mix64 */
+#include "membership/intern.h"
 
 struct sl_intern {
     sl_istr_t **buckets; /* hash chains */
