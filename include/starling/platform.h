@@ -41,6 +41,19 @@ int sl_plat_stop_requested(void);
  * it is larger, SL_EIO otherwise. */
 sl_err sl_plat_read_file(const char *path, size_t max_len, uint8_t **data, size_t *len);
 
+/* Reads a whole file, gunzipping it when it is gzip (a plain file is read
+ * as it is), into a buffer from sl_malloc of at most `max_len` bytes
+ * (SL_ETOOBIG past it). SL_ENOTFOUND: no such file; SL_EINVAL: a
+ * directory; SL_ETRUNC or SL_ECORRUPT: bad gzip data; `why` names the
+ * file and what is wrong. The training engine's data sets. */
+sl_err sl_plat_read_file_gz(const char *path, size_t max_len, uint8_t **data, size_t *len,
+                            char *why, size_t why_len);
+
+/* What a path names (stat, following links): nothing, a directory, or
+ * anything else. */
+typedef enum { SL_PLAT_PATH_NONE, SL_PLAT_PATH_FILE, SL_PLAT_PATH_DIR } sl_plat_path_kind_t;
+sl_plat_path_kind_t sl_plat_path_kind(const char *path);
+
 /* Writes a file atomically (temporary file, fsync, rename, fsync of the
  * directory) with permission bits `mode`. */
 sl_err sl_plat_write_file(const char *path, const void *data, size_t len, unsigned mode);

@@ -24,16 +24,15 @@
  * The loader is strict: exact length, magic, version, CRC, and a model
  * that matches the trainer's; nothing is applied unless all of it checks.
  * The encoder and decoder are pure; only the save/load wrappers touch the
- * file system (write to a temporary name, fsync, rename). */
+ * file system, through the platform layer (sl_plat_write_file: a
+ * temporary name, fsync, rename, fsync of the directory). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "nn/nn_internal.h"
 #include "starling/hash.h"
+#include "starling/platform.h"
 #include "base/le.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -43,8 +42,22 @@
 #define MAGIC "SLNNCKPT"
 #define VERSION 1
 #define FIXED_HDR 84 /* header bytes before the spec text */
+#define MAX_FILE_LEN ((size_t)1 << 36) /* a larger file is no checkpoint of ours */
 
 /* Encodes the trainer's state (downloading it from the device). */
+/* Fingerprint of the configuration a checkpoint must match: model,
+ * optimizer kind, input geometry, batch size, seed and the split's sizes
+ * (the learning rate, schedule and epoch count may change on resume). */
+static uint64_t fingerprint(const sl_nn_trainer_t *t) {
+    char buf[SL_NN_SPEC_MAX_LEN + 160];
+    const sl_nn_model_t *m = t->model;
+    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%d|%d|%d|%zu|%zu|%d|%llu|%zu|%zu", m->spec.text,
+                     (int)t->cfg.optimizer, m->input.channels, m->input.height, m->input.width,
+                     m->input.classes, m->param_count, m->stat_count, t->cfg.batch,
+                     (unsigned long long)t->cfg.seed, t->train_count, t->val_count);
+    return sl_hash64(buf, (size_t)n, 0x534C434B);
+}
+
 sl_err sl_nn_checkpoint_encode(sl_nn_trainer_t *t, uint8_t **out, size_t *out_len) {
     sl_nn_model_t *m = t->model;
     const sl_nn_backend_ops_t *ops = t->be->ops;
@@ -59,7 +72,7 @@ sl_err sl_nn_checkpoint_encode(sl_nn_trainer_t *t, uint8_t **out, size_t *out_le
     memcpy(b, MAGIC, 8);
     sl_put32le(b + 8, VERSION);
     sl_put32le(b + 12, (uint32_t)H);
-    sl_put64le(b + 16, sl_nn_trainer_fingerprint(t));
+    sl_put64le(b + 16, fingerprint(t));
     sl_put32le(b + 24, (uint32_t)t->epoch);
     sl_put32le(b + 28, S);
     sl_put64le(b + 32, t->step);
@@ -130,7 +143,7 @@ sl_err sl_nn_checkpoint_decode(sl_nn_trainer_t *t, const uint8_t *b, size_t len,
         return sl_why(why, why_len, SL_EINVAL,
                       "%s: checkpoint is for model '%.*s', this run trains '%s'", name,
                       (int)(L > 64 ? 64 : L), (const char *)(b + 100), m->spec.text);
-    if (sl_get64le(b + 16) != sl_nn_trainer_fingerprint(t) || P != m->param_count ||
+    if (sl_get64le(b + 16) != fingerprint(t) || P != m->param_count ||
         R != m->stat_count || S != (t->s2 ? 2u : 1u))
         return sl_why(why, why_len, SL_EINVAL,
                       "%s: checkpoint was written with another optimizer, batch size, seed "
@@ -175,70 +188,38 @@ sl_err sl_nn_checkpoint_save(sl_nn_trainer_t *t, const char *path, char *why, si
     if (err != SL_OK)
         return sl_why(why, why_len, err, "%s: cannot encode the checkpoint: %s", path,
                       sl_strerror(err));
-    char dir[600], tmp[640];
+    char dir[600];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        if (sl_plat_mkdirs(dir, 0755) != SL_OK) {
             sl_free(b);
             return sl_why(why, why_len, SL_EIO, "%s: cannot create the directory: %s", dir,
                           strerror(errno));
         }
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        sl_free(b);
-        return sl_why(why, why_len, SL_EIO, "%s: cannot write: %s", tmp, strerror(errno));
-    }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, b + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    int saved = errno;
-    bool ok = off == len && fsync(fd) == 0;
-    close(fd);
+    err = sl_plat_write_file(path, b, len, 0644);
     sl_free(b);
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
+    if (err != SL_OK)
         return sl_why(why, why_len, SL_EIO, "%s: cannot write the checkpoint: %s", path,
-                      strerror(ok ? errno : saved));
-    }
+                      strerror(errno));
     return SL_OK;
 }
 
 sl_err sl_nn_checkpoint_load(sl_nn_trainer_t *t, const char *path, char *why, size_t why_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sl_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
-                      strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 36)) {
-        close(fd);
+    uint8_t *b = NULL;
+    size_t len = 0;
+    sl_err err = sl_plat_read_file(path, MAX_FILE_LEN, &b, &len);
+    if (err == SL_ENOTFOUND)
+        return sl_why(why, why_len, err, "%s: %s", path, strerror(ENOENT));
+    if (err == SL_ETOOBIG)
         return sl_why(why, why_len, SL_EIO, "%s: not a regular file of sane size", path);
-    }
-    size_t len = (size_t)st.st_size, off = 0;
-    uint8_t *b = sl_malloc(len ? len : 1);
-    if (!b) {
-        close(fd);
-        return sl_why(why, why_len, SL_ENOMEM, "%s: out of memory reading it", path);
-    }
-    while (off < len) {
-        ssize_t n = read(fd, b + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    close(fd);
-    sl_err err = sl_nn_checkpoint_decode(t, b, off, path, why, why_len);
+    if (err == SL_ENOMEM)
+        return sl_why(why, why_len, err, "%s: out of memory reading it", path);
+    if (err != SL_OK)
+        return sl_why(why, why_len, SL_EIO, "%s: %s", path, strerror(errno));
+    err = sl_nn_checkpoint_decode(t, b, len, path, why, why_len);
     sl_free(b);
     return err;
 }

@@ -1,102 +1,29 @@
-/* Data sets: IDX files (MNIST, Fashion-MNIST; gzip read directly through
- * zlib, which also reads plain files) and CSV files, loaded once into host
+/* Data sets: IDX files (MNIST, Fashion-MNIST; gzip or plain, read whole by
+ * the platform layer's sl_plat_read_file_gz) and CSV files, loaded once into host
  * memory (images as bytes when they are bytes: 4x less memory than floats;
  * the backend converts while it gathers each minibatch).
  *
  * Loaders trust nothing: every size is checked against the bytes present,
  * and every error names the file and what is wrong. The parsers work on
- * bytes in memory; only read_file touches the file system. */
+ * bytes in memory; the file system is reached through src/platform/ only. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 #include "nn/nn_internal.h"
+#include "platform/process.h"
+#include "starling/platform.h"
 
 #define MAX_FILE_LEN ((size_t)1 << 32) /* 4 GiB decompressed */
 #define MAX_SAMPLE_LEN ((size_t)1 << 24)
 
-/* Reads a whole file, gunzipping when it is gzip. */
+/* Reads a whole file, gunzipping when it is gzip (the platform layer). */
 static sl_err read_file(const char *path, uint8_t **out, size_t *out_len, char *why,
                         size_t why_len) {
-    *out = NULL;
-    *out_len = 0;
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return sl_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
-                      strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sl_why(why, why_len, SL_EINVAL, "%s: is a directory, not a data file", path);
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return sl_why(why, why_len, SL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    gzbuffer(f, 1 << 17);
-    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, len = 0;
-    /* A gzip file ends with its uncompressed size mod 2^32: size the
-     * buffer from it, so reading never doubles it (one copy in memory). */
-    FILE *raw = fopen(path, "rb");
-    if (raw) {
-        uint8_t head[2], tail[4];
-        if (fread(head, 1, 2, raw) == 2 && head[0] == 0x1f && head[1] == 0x8b &&
-            fseek(raw, -4, SEEK_END) == 0 && fread(tail, 1, 4, raw) == 4) {
-            size_t isize = (size_t)tail[0] | (size_t)tail[1] << 8 | (size_t)tail[2] << 16 |
-                           (size_t)tail[3] << 24;
-            if (isize + 1 > cap && isize < MAX_FILE_LEN)
-                cap = isize + 1;
-        }
-        fclose(raw);
-    }
-    uint8_t *buf = sl_malloc(cap);
-    sl_err err = SL_ENOMEM;
-    if (!buf)
-        goto fail;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= MAX_FILE_LEN) {
-                err = sl_why(why, why_len, SL_ETOOBIG, "%s: larger than 4 GiB", path);
-                goto fail;
-            }
-            uint8_t *nb = sl_realloc(buf, cap * 2);
-            if (!nb)
-                goto fail;
-            buf = nb;
-            cap *= 2;
-        }
-        size_t want = cap - len > (1u << 30) ? (1u << 30) : cap - len;
-        int n = gzread(f, buf + len, (unsigned)want);
-        if (n < 0) {
-            int zerr;
-            const char *msg = gzerror(f, &zerr);
-            err = sl_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
-                         "%s: %s (corrupt or truncated gzip data)", path,
-                         msg ? msg : "read error");
-            goto fail;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    int zerr;
-    const char *msg = gzerror(f, &zerr);
-    if (zerr != Z_OK && zerr != Z_STREAM_END) {
-        err = sl_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
-                     "%s: %s (corrupt or truncated gzip data)", path, msg ? msg : "");
-        goto fail;
-    }
-    gzclose(f);
-    *out = buf;
-    *out_len = len;
-    return SL_OK;
-fail:
-    if (err == SL_ENOMEM)
-        sl_why(why, why_len, err, "%s: out of memory reading it", path);
-    gzclose(f);
-    sl_free(buf);
-    return err;
+    return sl_plat_read_file_gz(path, MAX_FILE_LEN, out, out_len, why, why_len);
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -420,12 +347,11 @@ fail:
 
 /* Finds DIR/BASE or DIR/BASE.gz. */
 static bool find_idx(const char *dir, const char *base, char *out, size_t out_len) {
-    struct stat st;
     snprintf(out, out_len, "%s/%s.gz", dir, base);
-    if (stat(out, &st) == 0)
+    if (sl_plat_path_kind(out) != SL_PLAT_PATH_NONE)
         return true;
     snprintf(out, out_len, "%s/%s", dir, base);
-    return stat(out, &st) == 0;
+    return sl_plat_path_kind(out) != SL_PLAT_PATH_NONE;
 }
 
 static sl_err load_dir(const char *dir, sl_nn_data_t **train, sl_nn_data_t **test, char *why,
@@ -467,24 +393,23 @@ sl_err sl_nn_data_load(const char *what, sl_nn_data_t **train, sl_nn_data_t **te
     if (!what || !*what)
         return sl_why(why, why_len, SL_EINVAL, "no data set named");
     if (!strcmp(what, "fashion-mnist") || !strcmp(what, "mnist")) {
-        const char *root = getenv("SL_DATASETS");
+        const char *root = sl_plat_getenv("SL_DATASETS");
         char dir[512];
         snprintf(dir, sizeof dir, "%s/%s", root && *root ? root : "/usr/share/datasets", what);
-        struct stat st;
-        if (stat(dir, &st) != 0)
+        if (sl_plat_path_kind(dir) == SL_PLAT_PATH_NONE)
             return sl_why(why, why_len, SL_ENOTFOUND,
                           "data set '%s' not found in %s (install Debian's dataset-%s, or "
                           "pass --dataset DIR with the IDX files)",
                           what, dir, what);
         return load_dir(dir, train, test, why, why_len);
     }
-    struct stat st;
-    if (stat(what, &st) != 0)
+    sl_plat_path_kind_t kind = sl_plat_path_kind(what);
+    if (kind == SL_PLAT_PATH_NONE)
         return sl_why(why, why_len, SL_ENOTFOUND,
                       "%s: no such data set, directory or file (use fashion-mnist, mnist, a "
                       "directory of IDX files, or a .csv file)",
                       what);
-    if (S_ISDIR(st.st_mode))
+    if (kind == SL_PLAT_PATH_DIR)
         return load_dir(what, train, test, why, why_len);
     sl_err err = sl_nn_data_load_csv(what, train, why, why_len);
     if (err != SL_OK)
@@ -494,7 +419,7 @@ sl_err sl_nn_data_load(const char *what, sl_nn_data_t **train, sl_nn_data_t **te
     if (n > 4 && !strcmp(what + n - 4, ".csv") && n < 500) {
         char tpath[512];
         snprintf(tpath, sizeof tpath, "%.*s_test.csv", (int)(n - 4), what);
-        if (stat(tpath, &st) == 0) {
+        if (sl_plat_path_kind(tpath) != SL_PLAT_PATH_NONE) {
             err = sl_nn_data_load_csv(tpath, test, why, why_len);
             if (err == SL_OK && (*test)->shape.width * (*test)->shape.height !=
                                     (*train)->shape.width * (*train)->shape.height)

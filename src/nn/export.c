@@ -12,6 +12,7 @@
 
 #include "nn/nn_internal.h"
 #include "starling/hash.h"
+#include "starling/platform.h"
 #include "base/le.h"
 
 #define MAX_MEMBERS 256
@@ -25,19 +26,32 @@ typedef struct {
 } member_t;
 
 typedef struct {
-    FILE *f;                      /* the archive being written */
+    uint8_t *data;                /* the archive being built (written whole at the end) */
+    size_t cap;                   /* bytes allocated at data */
     const char *path;             /* its name, for messages */
     member_t members[MAX_MEMBERS]; /* written so far */
     int count;                    /* members used */
     uint32_t offset;              /* bytes written */
     const float *params;          /* host copy of the flat parameters */
     const float *stats;           /* host copy of the statistics */
-    bool failed;                  /* a write failed */
+    bool failed;                  /* out of memory growing data */
 } npz_t;
 
 static void out(npz_t *z, const void *p, size_t n) {
-    if (!z->failed && fwrite(p, 1, n, z->f) != n)
-        z->failed = true;
+    if (!z->failed && (size_t)z->offset + n > z->cap) {
+        size_t cap = z->cap ? z->cap : 1 << 16;
+        while (cap < (size_t)z->offset + n)
+            cap *= 2;
+        uint8_t *d = sl_realloc(z->data, cap);
+        if (d) {
+            z->data = d;
+            z->cap = cap;
+        } else {
+            z->failed = true;
+        }
+    }
+    if (!z->failed)
+        memcpy(z->data + z->offset, p, n);
     z->offset += (uint32_t)n;
 }
 
@@ -113,11 +127,6 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
         err = ops->download(t->be->self, stats, m->stats, m->stat_count * sizeof(float));
     if (err != SL_OK)
         goto fail;
-    z->f = fopen(path, "wb");
-    if (!z->f) {
-        err = sl_why(why, why_len, SL_EIO, "%s: cannot write: %s", path, strerror(errno));
-        goto fail;
-    }
     z->path = path;
     z->params = params;
     z->stats = stats;
@@ -172,16 +181,18 @@ sl_err sl_nn_export_npz(sl_nn_trainer_t *t, const char *path, char *why, size_t 
     sl_put32le(end + 12, z->offset - cd_start);
     sl_put32le(end + 16, cd_start);
     out(z, end, sizeof end);
-    if (z->failed || fclose(z->f) != 0) {
-        z->f = NULL;
-        err = sl_why(why, why_len, SL_EIO, "%s: write failed: %s", path, strerror(errno));
+    err = SL_ENOMEM;
+    if (z->failed)
+        goto fail;
+    /* the whole archive at once: a reader never sees half of one */
+    if (sl_plat_write_file(path, z->data, z->offset, 0644) != SL_OK) {
+        err = sl_why(why, why_len, SL_EIO, "%s: cannot write: %s", path, strerror(errno));
         goto fail;
     }
-    z->f = NULL;
     err = SL_OK;
 fail:
-    if (z && z->f)
-        fclose(z->f);
+    if (z)
+        sl_free(z->data);
     if (err == SL_ENOMEM)
         sl_why(why, why_len, err, "%s: out of memory exporting", path);
     sl_free(spec_u);

@@ -162,11 +162,6 @@ struct sl_nn_trainer {
     struct sl_nn_dp *dp;          /* data-parallel step buffers (dp.c), made on first use */
 };
 
-/* Fingerprint of the configuration a checkpoint must match: model,
- * optimizer kind, input geometry, batch size, seed and the split's sizes
- * (the learning rate, schedule and epoch count may change on resume). */
-uint64_t sl_nn_trainer_fingerprint(const sl_nn_trainer_t *t);
-
 /* Frees what dp.c made for the trainer (sl_nn_trainer_destroy calls it). */
 void sl_nn_dp_free(sl_nn_trainer_t *t);
 

@@ -11,11 +11,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "nn/nn_internal.h"
-#include "starling/hash.h"
+#include "starling/platform.h"
 
 #define SPLIT_SALT 0x53504C4954000000ull   /* "SPLIT" */
 #define SHUFFLE_SALT 0x53485546464C4500ull /* "SHUFFLE" */
@@ -37,11 +35,7 @@ void sl_nn_train_cfg_init(sl_nn_train_cfg_t *cfg) {
     cfg->seed = 1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)sl_plat_now_ns() * 1e-9; }
 
 static sl_err check_cfg(const sl_nn_train_cfg_t *c, char *why, size_t why_len) {
     if (c->epochs < 1 || c->epochs > 1000000)
@@ -99,16 +93,6 @@ static sl_err place(sl_nn_trainer_t *t, int slot, const void *host, size_t len,
         err = t->be->ops->upload(t->be->self, t->owned[slot], host, len);
     *dev = t->owned[slot];
     return err;
-}
-
-uint64_t sl_nn_trainer_fingerprint(const sl_nn_trainer_t *t) {
-    char buf[SL_NN_SPEC_MAX_LEN + 160];
-    const sl_nn_model_t *m = t->model;
-    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%d|%d|%d|%zu|%zu|%d|%llu|%zu|%zu", m->spec.text,
-                     (int)t->cfg.optimizer, m->input.channels, m->input.height, m->input.width,
-                     m->input.classes, m->param_count, m->stat_count, t->cfg.batch,
-                     (unsigned long long)t->cfg.seed, t->train_count, t->val_count);
-    return sl_hash64(buf, (size_t)n, 0x534C434B);
 }
 
 sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
@@ -234,10 +218,14 @@ sl_err sl_nn_trainer_new(sl_nn_backend_t *be, const sl_nn_train_cfg_t *cfg,
     sl_rng_seed(&t->rng, cfg->seed ^ SHUFFLE_SALT);
     if (cfg->resume && cfg->checkpoint_dir) {
         char path[600];
-        struct stat st;
         snprintf(path, sizeof path, "%s/checkpoint.slck", cfg->checkpoint_dir);
-        if (stat(path, &st) == 0 &&
-            (err = sl_nn_checkpoint_load(t, path, why, why_len)) != SL_OK)
+        err = sl_nn_checkpoint_load(t, path, why, why_len);
+        if (err == SL_ENOTFOUND) { /* none yet: a fresh start */
+            err = SL_OK;
+            if (why && why_len)
+                why[0] = '\0';
+        }
+        if (err != SL_OK)
             goto fail;
     }
     *out = t;

@@ -1,4 +1,5 @@
-/* Small files: whole-file reads with a size cap, atomic writes, mkdir -p. */
+/* Small files: whole-file reads with a size cap (gunzipped when gzip),
+ * atomic writes, mkdir -p, what a path names. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +8,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "base/why.h"
 #include "starling/platform.h"
 
 sl_err sl_plat_read_file(const char *path, size_t max_len, uint8_t **data, size_t *len) {
@@ -47,6 +50,85 @@ sl_err sl_plat_read_file(const char *path, size_t max_len, uint8_t **data, size_
 fail:
     sl_free(buf);
     close(fd);
+    return err;
+}
+
+sl_err sl_plat_read_file_gz(const char *path, size_t max_len, uint8_t **out, size_t *out_len,
+                            char *why, size_t why_len) {
+    *out = NULL;
+    *out_len = 0;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sl_why(why, why_len, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path,
+                      strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return sl_why(why, why_len, SL_EINVAL, "%s: is a directory, not a data file", path);
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return sl_why(why, why_len, SL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    gzbuffer(f, 1 << 17);
+    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, len = 0;
+    /* A gzip file ends with its uncompressed size mod 2^32: size the
+     * buffer from it, so reading never doubles it (one copy in memory). */
+    FILE *raw = fopen(path, "rb");
+    if (raw) {
+        uint8_t head[2], tail[4];
+        if (fread(head, 1, 2, raw) == 2 && head[0] == 0x1f && head[1] == 0x8b &&
+            fseek(raw, -4, SEEK_END) == 0 && fread(tail, 1, 4, raw) == 4) {
+            size_t isize = (size_t)tail[0] | (size_t)tail[1] << 8 | (size_t)tail[2] << 16 |
+                           (size_t)tail[3] << 24;
+            if (isize + 1 > cap && isize < max_len)
+                cap = isize + 1;
+        }
+        fclose(raw);
+    }
+    uint8_t *buf = sl_malloc(cap);
+    sl_err err = SL_ENOMEM;
+    if (!buf)
+        goto fail;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max_len) {
+                err = sl_why(why, why_len, SL_ETOOBIG, "%s: larger than %zu MiB", path,
+                             max_len >> 20);
+                goto fail;
+            }
+            uint8_t *nb = sl_realloc(buf, cap * 2);
+            if (!nb)
+                goto fail;
+            buf = nb;
+            cap *= 2;
+        }
+        size_t want = cap - len > (1u << 30) ? (1u << 30) : cap - len;
+        int n = gzread(f, buf + len, (unsigned)want);
+        if (n < 0) {
+            int zerr;
+            const char *msg = gzerror(f, &zerr);
+            err = sl_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
+                         "%s: %s (corrupt or truncated gzip data)", path,
+                         msg ? msg : "read error");
+            goto fail;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    int zerr;
+    const char *msg = gzerror(f, &zerr);
+    if (zerr != Z_OK && zerr != Z_STREAM_END) {
+        err = sl_why(why, why_len, zerr == Z_BUF_ERROR ? SL_ETRUNC : SL_ECORRUPT,
+                     "%s: %s (corrupt or truncated gzip data)", path, msg ? msg : "");
+        goto fail;
+    }
+    gzclose(f);
+    *out = buf;
+    *out_len = len;
+    return SL_OK;
+fail:
+    if (err == SL_ENOMEM)
+        sl_why(why, why_len, err, "%s: out of memory reading it", path);
+    gzclose(f);
+    sl_free(buf);
     return err;
 }
 
@@ -170,4 +252,11 @@ void sl_plat_unlock(int *fd) {
         close(*fd);
     }
     *fd = -1;
+}
+
+sl_plat_path_kind_t sl_plat_path_kind(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return SL_PLAT_PATH_NONE;
+    return S_ISDIR(st.st_mode) ? SL_PLAT_PATH_DIR : SL_PLAT_PATH_FILE;
 }
