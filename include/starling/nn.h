@@ -295,13 +295,15 @@ size_t sl_nn_dp_state_count(const sl_nn_trainer_t *t);
 
 /* Forward and backward (training mode) over `count` training rows
  * (`rows[i]` < sl_nn_dp_train_count): writes the gradient of the SUMMED
- * loss to `grads` (host, sl_nn_dp_param_count floats), the summed loss and
+ * loss to `grads` (host, sl_nn_dp_param_count floats; NULL: left on the
+ * device for sl_nn_dp_reduce_device), the summed loss and
  * the number of rows classified right. Zero rows give zero gradients.
  * Dropout masks derive from `seed` (one per chunk of cfg.batch rows).
  * SL_EINVAL for a row out of range; a backend error. */
 sl_err sl_nn_dp_grads(sl_nn_trainer_t *t, const uint32_t *rows, size_t count, uint64_t seed,
                       float *grads, double *loss_sum, double *correct);
-/* One optimizer step with the mean gradient `mean` (host) as step `step`
+/* One optimizer step with the mean gradient `mean` (host; NULL: the
+ * device mean of the last sl_nn_dp_reduce_device) as step `step`
  * (0-based, all workers together): the learning rate of the schedule at
  * (step / steps_per_epoch, step % steps_per_epoch), Adam's t = step + 1.
  * The step counter becomes step + 1; the rate used goes to *lr (may be
@@ -321,6 +323,34 @@ sl_err sl_nn_dp_reset(sl_nn_trainer_t *t);
 /* The step counter, and setting it (the epoch follows). */
 uint64_t sl_nn_dp_step(const sl_nn_trainer_t *t);
 void sl_nn_dp_set_step(sl_nn_trainer_t *t, uint64_t step, uint64_t steps_per_epoch);
+/* ---- the same step with the all-reduce on the device (NCCL) ----
+ *
+ *     sl_nn_dp_grads(t, rows, count, seed, NULL, &loss, &correct); // stays on the device
+ *     sl_nn_dp_reduce_device(t, tail, tail_count, samples, fn, ctx);
+ *     sl_nn_dp_apply(t, NULL, step, steps_per_epoch, &lr);         // the device mean
+ *
+ * On a backend with a stream (cuda; sl_nn_dp_device_collectives): the
+ * summed gradients never leave the device. */
+
+/* Whether the backend can run a collective on its device buffers
+ * (backend ops `stream` and `query`). */
+bool sl_nn_dp_device_collectives(const sl_nn_trainer_t *t);
+/* Sums `count` floats at device pointer `dev` over the workers, in place,
+ * queued on `stream` after every op before it, and returns once the sum
+ * is there (waiting with sl_nn_dp_device_query and its own deadline). */
+typedef sl_err (*sl_nn_dp_reduce_fn)(void *ctx, float *dev, size_t count, void *stream);
+/* After sl_nn_dp_grads(..., NULL, ...): appends `tail` (tail_count host
+ * floats, at most sl_nn_dp_stat_count + 2: what the workers sum beside the
+ * gradients) to the device's summed gradients, calls `fn` on the whole
+ * vector, divides it by `divisor` and gives the tail back in `tail`; the
+ * mean gradient stays on the device for sl_nn_dp_apply(t, NULL, ...).
+ * SL_EUNSUPPORTED without device collectives, SL_ESTATE without gradients
+ * on the device; fn's error, a backend error. */
+sl_err sl_nn_dp_reduce_device(sl_nn_trainer_t *t, float *tail, size_t tail_count, float divisor,
+                              sl_nn_dp_reduce_fn fn, void *ctx);
+/* Whether every op queued on the backend has finished, without waiting:
+ * SL_OK, SL_EAGAIN, or the backend's error. */
+sl_err sl_nn_dp_device_query(sl_nn_trainer_t *t);
 /* Rows of the validation split (test false) or the test set (true). */
 size_t sl_nn_dp_eval_count(const sl_nn_trainer_t *t, bool test);
 /* Summed loss and right answers (eval mode) over rows [first,

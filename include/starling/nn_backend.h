@@ -54,7 +54,7 @@ extern "C" {
 
 /* ABI version of the table below; the cuda shared object exports the
  * version it was built against and backend.c refuses a mismatch. */
-#define SL_NN_BACKEND_ABI 1
+#define SL_NN_BACKEND_ABI 2
 
 /* Activation applied by the fused bias ops. */
 typedef enum {
@@ -240,6 +240,17 @@ typedef struct sl_nn_backend_ops {
      * fit it (cache-resident on a CPU), recomputing im2col in backward.
      * 0 (a GPU) = one im2col and one sgemm per layer for the whole batch. */
     size_t im2col_chunk_len;
+
+    /* ---- collectives (optional; NULL = none: cpu) ---- */
+    /* The native stream every op is queued on (cuda: its cudaStream_t), so
+     * that a collective library (NCCL, src/nn/nccl_lazy.c) queues its
+     * operations in order with the ops. */
+    void *(*stream)(void *self);
+    /* Whether every queued op has finished, without waiting: SL_OK,
+     * SL_EAGAIN while some still run, or the first deferred error. A
+     * collective that never finishes (a peer gone) is waited for with this
+     * and a deadline, where `sync` would block for ever. */
+    sl_err (*query)(void *self);
 } sl_nn_backend_ops_t;
 
 /* The built-in cpu backend (always present). */

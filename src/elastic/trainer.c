@@ -13,11 +13,18 @@
  * keep the same statistics, bit for bit) and the step's mean loss and
  * accuracy. Nothing of the state changes until that all-reduce returned:
  * an interrupted step leaves the parameters as they were and puts the
- * statistics back. */
+ * statistics back.
+ *
+ * When every member can (a backend with device collectives, libnccl
+ * loaded), that vector is summed over NCCL on the device instead: the
+ * members agree on it over the ring when they enter (a vote, rank 0's
+ * unique id, a second vote once each made its communicator), so that a
+ * member that cannot, or fails, sends the whole world back to the ring. */
 #include "elastic/trainer.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,12 +33,17 @@
 
 #include "base/why.h"
 #include "elastic/ring_link.h"
+#include "nn/nccl_lazy.h"
 #include "starling/hash.h"
 #include "starling/rng.h"
 
 #define MAX_ROWS 256       /* rows of one forward pass (the nn batch; more are chunked) */
 #define STEP_EVENTS 20     /* STEP events per epoch, about */
 #define DROPOUT_SALT 0x44524f504f5554ull /* "DROPOUT" */
+#define NCCL_MAX_FAILS 3   /* own failures to make a communicator in a row before
+                              this trainer stops offering NCCL */
+#define NCCL_TIMEOUT_MS 10000 /* a communicator's creation, and one all-reduce, at most
+                                 (the ring's timeout when set) */
 
 struct sl_elastic_trainer {
     sl_elastic_trainer_cfg_t cfg; /* a copy (device points into `device`) */
@@ -69,6 +81,8 @@ struct sl_elastic_trainer {
     float *stats;                 /* the statistics before the step (R floats) */
     float *state;                 /* the state vector (transfer, test hook), or NULL */
     size_t state_count;           /* its floats */
+    sl_nccl_t *nccl;              /* the world's NCCL communicator, NULL: the ring */
+    int nccl_fails;               /* own failures to make one, in a row */
 };
 
 /* ---- events ---- */
@@ -267,6 +281,129 @@ static sl_err take_state(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
     return SL_OK;
 }
 
+/* ---- NCCL ---- */
+
+static uint32_t nccl_timeout_ms(const sl_elastic_trainer_t *t) {
+    return t->cfg.ring_timeout_ms ? t->cfg.ring_timeout_ms : NCCL_TIMEOUT_MS;
+}
+
+/* Waits for the communicator's last operation (its creation, or the
+ * enqueueing of a collective), and with `stream` for the backend's
+ * stream too, within the timeout; a leave ends the wait (the caller
+ * aborts the communicator, which ends a collective stuck on a member). */
+static sl_err nccl_wait(sl_elastic_trainer_t *t, bool stream, const char *what, char *why,
+                        size_t why_len) {
+    double deadline = now_s() + nccl_timeout_ms(t) / 1000.0;
+    for (unsigned spins = 0;; spins++) {
+        sl_err err = sl_nccl_poll(t->nccl);
+        if (err == SL_OK && stream)
+            err = sl_nn_dp_device_query(t->nn);
+        if (err == SL_OK)
+            return SL_OK;
+        if (err != SL_EAGAIN)
+            return sl_why(why, why_len, err, "%s: %s", what,
+                          sl_nccl_error(t->nccl)[0] ? sl_nccl_error(t->nccl)
+                                                    : sl_strerror(err));
+        if (asked_to_leave(t))
+            return sl_why(why, why_len, SL_ECLOSED, "%s: left the world (asked to)", what);
+        if (now_s() > deadline)
+            return sl_why(why, why_len, SL_ETIMEDOUT, "%s: not done after %u ms", what,
+                          nccl_timeout_ms(t));
+        /* a step's all-reduce takes microseconds to milliseconds: spin a
+           little, then sleep */
+        struct timespec ts = {0, spins < 200 ? 0 : 50000};
+        if (ts.tv_nsec)
+            nanosleep(&ts, NULL);
+        else
+            sched_yield();
+    }
+}
+
+typedef struct {
+    sl_elastic_trainer_t *t; /* the trainer */
+    char *why;               /* where a failure is told */
+    size_t why_len;          /* its size */
+} nccl_ctx_t;
+
+/* sl_nn_dp_reduce_fn over the world's communicator. */
+static sl_err nccl_reduce(void *arg, float *dev, size_t count, void *stream) {
+    nccl_ctx_t *x = arg;
+    sl_err err = sl_nccl_allreduce_sum(x->t->nccl, dev, count, stream);
+    if (err != SL_OK)
+        return sl_why(x->why, x->why_len, err, "%s", sl_nccl_error(x->t->nccl));
+    return nccl_wait(x->t, true, "ncclAllReduce", x->why, x->why_len);
+}
+
+/* Decides with the others, over the ring, whether this world's gradients
+ * go over NCCL, and makes the communicator when they do: a vote (every
+ * member can), rank 0's unique id, a second vote (every member made its
+ * communicator). Anything short of all is the ring for everyone; only a
+ * failure of the ring itself is an error (the world is broken). */
+static sl_err nccl_setup(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
+                         sl_ring_link_t *link, char *why, size_t why_len) {
+    if (t->cfg.nccl == SL_ELASTIC_NCCL_OFF || (w->size < 2 && t->cfg.nccl != SL_ELASTIC_NCCL_ALWAYS))
+        return SL_OK;
+    char mine[300] = "";
+    bool can = false;
+    if (!sl_nn_dp_device_collectives(t->nn))
+        snprintf(mine, sizeof mine, "the %s backend has no device collectives",
+                 sl_nn_backend_name(t->be));
+    else if (t->nccl_fails >= NCCL_MAX_FAILS)
+        snprintf(mine, sizeof mine, "nccl failed here %d times in a row", t->nccl_fails);
+    else
+        can = sl_nccl_load(mine, sizeof mine) == SL_OK;
+    float v[1 + SL_NCCL_ID_LEN];
+    v[0] = can ? 1.0f : 0.0f;
+    sl_err err = sl_ring_link_allreduce(link, v, 1, 1.0f);
+    if (err != SL_OK)
+        return sl_why(why, why_len, err, "the nccl vote failed: %s", sl_ring_link_error(link));
+    if (v[0] < (float)w->size) {
+        push_text(t, SL_ETEV_LOG, SL_OK, false,
+                  "all-reduce over the ring: %.0f of %u members can use nccl%s%s", v[0], w->size,
+                  can ? "" : "; not this one: ", can ? "" : mine);
+        return SL_OK;
+    }
+    /* rank 0 makes the id and sends it as bytes in floats (exact) */
+    uint8_t id[SL_NCCL_ID_LEN];
+    memset(v, 0, sizeof v);
+    if (w->rank == 0 && sl_nccl_unique_id(id, mine, sizeof mine) == SL_OK) {
+        v[0] = 1.0f;
+        for (int i = 0; i < SL_NCCL_ID_LEN; i++)
+            v[1 + i] = id[i];
+    }
+    if ((err = sl_ring_link_allreduce(link, v, 1 + SL_NCCL_ID_LEN, 1.0f)) != SL_OK)
+        return sl_why(why, why_len, err, "the nccl id's transfer failed: %s",
+                      sl_ring_link_error(link));
+    bool ok = v[0] == 1.0f;
+    for (int i = 0; i < SL_NCCL_ID_LEN; i++)
+        id[i] = (uint8_t)v[1 + i];
+    if (ok && (err = sl_nccl_new(id, (int)w->size, (int)w->rank, &t->nccl, mine,
+                                 sizeof mine)) == SL_OK)
+        err = nccl_wait(t, false, "ncclCommInitRankConfig", mine, sizeof mine);
+    bool made = ok && err == SL_OK;
+    v[0] = made ? 1.0f : 0.0f;
+    if ((err = sl_ring_link_allreduce(link, v, 1, 1.0f)) != SL_OK) {
+        sl_nccl_abort(&t->nccl);
+        return sl_why(why, why_len, err, "the nccl vote failed: %s", sl_ring_link_error(link));
+    }
+    if (ok && !made && !asked_to_leave(t))
+        t->nccl_fails++;
+    if (v[0] < (float)w->size) {
+        sl_nccl_abort(&t->nccl);
+        push_text(t, SL_ETEV_LOG, SL_OK, false, "all-reduce over the ring: %s%s",
+                  !ok    ? "rank 0 could not make an nccl id: "
+                  : made ? "another member could not make its nccl communicator"
+                         : "no nccl communicator here: ",
+                  made ? "" : (ok || w->rank == 0 ? mine : "see rank 0's log"));
+        return SL_OK;
+    }
+    t->nccl_fails = 0;
+    int ver = sl_nccl_version();
+    push_text(t, SL_ETEV_LOG, SL_OK, false, "all-reduce over nccl %d.%d.%d, %u ranks",
+              ver / 10000, ver / 100 % 100, ver % 100, w->size);
+    return SL_OK;
+}
+
 /* ---- one step ---- */
 
 typedef struct {
@@ -296,7 +433,9 @@ static sl_err one_step(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
     double loss = 0, correct = 0;
     if (t->R && (err = sl_nn_dp_stats_get(t->nn, t->stats)) != SL_OK)
         return sl_why(why, why_len, err, "cannot read the statistics: %s", sl_strerror(err));
-    err = sl_nn_dp_grads(t->nn, t->order + b.offset, b.count, seed, t->buf, &loss, &correct);
+    /* Over NCCL the summed gradients stay on the device. */
+    err = sl_nn_dp_grads(t->nn, t->order + b.offset, b.count, seed, t->nccl ? NULL : t->buf,
+                         &loss, &correct);
     if (err != SL_OK) {
         sl_why(why, why_len, err, "step %llu failed on %s: %s", (unsigned long long)step,
                sl_nn_backend_name(t->be), sl_strerror(err));
@@ -322,15 +461,29 @@ static sl_err one_step(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
     pthread_mutex_unlock(&t->mu);
     if (die)
         sl_ring_link_test_die_after(link, die);
-    err = sl_ring_link_allreduce(link, t->buf, t->P + t->R + 2, (float)b.total);
-    if (err != SL_OK) {
-        sl_why(why, why_len, err, "step %llu's all-reduce failed: %s",
-               (unsigned long long)step + 1, sl_ring_link_error(link));
-        goto undo;
+    if (t->nccl) {
+        why[0] = '\0';
+        nccl_ctx_t ctx = {.t = t, .why = why, .why_len = why_len};
+        err = sl_nn_dp_reduce_device(t->nn, t->buf + t->P, t->R + 2, (float)b.total,
+                                     nccl_reduce, &ctx);
+        if (err != SL_OK) {
+            char inner[400];
+            snprintf(inner, sizeof inner, "%s", why[0] ? why : sl_strerror(err));
+            sl_why(why, why_len, err, "step %llu's all-reduce failed: %s",
+                   (unsigned long long)step + 1, inner);
+            goto undo;
+        }
+    } else {
+        err = sl_ring_link_allreduce(link, t->buf, t->P + t->R + 2, (float)b.total);
+        if (err != SL_OK) {
+            sl_why(why, why_len, err, "step %llu's all-reduce failed: %s",
+                   (unsigned long long)step + 1, sl_ring_link_error(link));
+            goto undo;
+        }
     }
     if (t->R && (err = sl_nn_dp_stats_set(t->nn, t->buf + t->P)) != SL_OK)
         return sl_why(why, why_len, err, "cannot set the statistics: %s", sl_strerror(err));
-    err = sl_nn_dp_apply(t->nn, t->buf, step, t->steps_per_epoch, &so->lr);
+    err = sl_nn_dp_apply(t->nn, t->nccl ? NULL : t->buf, step, t->steps_per_epoch, &so->lr);
     if (err != SL_OK)
         return sl_why(why, why_len, err, "step %llu's update failed on %s: %s",
                       (unsigned long long)step + 1, sl_nn_backend_name(t->be),
@@ -506,8 +659,10 @@ static sl_err after_step(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
     return SL_OK;
 }
 
-/* Closes the world's link once leave can no longer reach it. */
+/* Closes the world's link once leave can no longer reach it, and its
+ * communicator (aborted: a member may be stuck in it). */
 static void link_close(sl_elastic_trainer_t *t, sl_ring_link_t **link) {
+    sl_nccl_abort(&t->nccl);
     pthread_mutex_lock(&t->mu);
     t->link = NULL;
     pthread_mutex_unlock(&t->mu);
@@ -553,6 +708,8 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
         return;
     }
     err = take_state(t, w, link, why, sizeof why);
+    if (err == SL_OK)
+        err = nccl_setup(t, w, link, why, sizeof why);
     if (err != SL_OK) {
         link_close(t, &link);
         /* a leave aborts a transfer that waits: asked, not broken */

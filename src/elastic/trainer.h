@@ -21,6 +21,9 @@
  *      bit;
  *   3. every rank applies the optimizer step with the job's learning-rate
  *      schedule at (epoch, step within the epoch).
+ * When every member trains on a GPU with libnccl at hand, step 2 goes
+ * over NCCL on the device instead (the communicator made on entering,
+ * its unique id sent by rank 0 over the ring); the ring carries the rest.
  * On entering a world the source rank's state (parameters, optimizer
  * state, running statistics) is sent to the others over the same ring
  * (an all-reduce in which the others give zeros); with no source, every
@@ -52,7 +55,16 @@ typedef struct {
                                                checkpoints are written here */
     int wake_fd;                            /* a byte is written here for each event (0: none) */
     uint32_t ring_timeout_ms;               /* no progress this long ends a world (0: the link's default) */
+    int nccl;                               /* SL_ELASTIC_NCCL_*: when the gradients go over NCCL */
 } sl_elastic_trainer_cfg_t;
+
+/* When a world's gradient all-reduce goes over NCCL (docs/elastic.md
+ * "NCCL") instead of the ring. */
+enum {
+    SL_ELASTIC_NCCL_AUTO = 0,  /* a world of two or more whose members can all use it */
+    SL_ELASTIC_NCCL_OFF = 1,   /* never: the ring */
+    SL_ELASTIC_NCCL_ALWAYS = 2 /* as AUTO, a world of one too (the GPU test) */
+};
 
 /* A world to train in, from the rendezvous core's START. */
 typedef struct {

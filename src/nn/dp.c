@@ -11,6 +11,7 @@
  * running statistics) goes to and from one host vector for the transfer
  * from a world's source rank. The trainer's step counter is the
  * data-parallel step, and checkpoints carry it (checkpoint.c). */
+#include <assert.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -19,7 +20,10 @@
 struct sl_nn_dp {
     int32_t *idx_host; /* a chunk's data-set row ids (max_batch entries) */
     int32_t *idx_dev;  /* their device copy (the host array when host_visible) */
-    float *gsum;       /* device sum of the chunks' gradients, or NULL when host_visible */
+    float *gsum;       /* device sum of the chunks' gradients, P + R + 2 floats (room for
+                          sl_nn_dp_reduce_device's tail), or NULL when host_visible */
+    bool on_device;    /* gsum holds this step's sums, not downloaded (grads NULL) */
+    bool device_mean;  /* gsum holds the mean of the last sl_nn_dp_reduce_device */
 };
 
 void sl_nn_dp_free(sl_nn_trainer_t *t) {
@@ -56,8 +60,8 @@ static sl_err dp_get(sl_nn_trainer_t *t, struct sl_nn_dp **out) {
     if (ops->host_visible) {
         dp->idx_dev = dp->idx_host;
     } else if (ops->alloc(self, B * sizeof(int32_t), (void **)&dp->idx_dev) != SL_OK ||
-               ops->alloc(self, t->model->param_count * sizeof(float), (void **)&dp->gsum) !=
-                   SL_OK) {
+               ops->alloc(self, (t->model->param_count + t->model->stat_count + 2) * sizeof(float),
+                          (void **)&dp->gsum) != SL_OK) {
         goto fail;
     }
     *out = dp;
@@ -91,10 +95,7 @@ sl_err sl_nn_dp_grads(sl_nn_trainer_t *t, const uint32_t *rows, size_t count, ui
     size_t P = m->param_count;
     *loss_sum = 0;
     *correct = 0;
-    if (count == 0) { /* a rank with no sample adds nothing to the sum */
-        memset(grads, 0, P * sizeof *grads);
-        return SL_OK;
-    }
+    assert(grads || !ops->host_visible); /* a host backend's sums are the caller's */
     for (size_t i = 0; i < count; i++)
         if (rows[i] >= t->train_count)
             return SL_EINVAL;
@@ -102,6 +103,17 @@ sl_err sl_nn_dp_grads(sl_nn_trainer_t *t, const uint32_t *rows, size_t count, ui
     sl_err err = dp_get(t, &dp);
     if (err != SL_OK)
         return err;
+    dp->on_device = false;
+    dp->device_mean = false;
+    if (count == 0) { /* a rank with no sample adds nothing to the sum */
+        if (grads) {
+            memset(grads, 0, P * sizeof *grads);
+            return SL_OK;
+        }
+        err = ops->fill(self, dp->gsum, 0.0f, P);
+        dp->on_device = err == SL_OK;
+        return err;
+    }
     /* On the cpu backend the caller's buffer is the accumulator. */
     float *gsum = ops->host_visible ? grads : dp->gsum;
     const sl_nn_data_t *d = t->train;
@@ -140,12 +152,47 @@ sl_err sl_nn_dp_grads(sl_nn_trainer_t *t, const uint32_t *rows, size_t count, ui
     double acc[2] = {0, 0};
     if (err == SL_OK)
         err = ops->download(self, acc, t->acc, sizeof acc);
-    if (err == SL_OK && !ops->host_visible)
+    if (err == SL_OK && !ops->host_visible && grads)
         err = ops->download(self, grads, gsum, P * sizeof *grads);
     if (err == SL_OK)
         err = ops->sync(self);
+    dp->on_device = err == SL_OK && !grads;
     *loss_sum = acc[0];
     *correct = acc[1];
+    return err;
+}
+
+bool sl_nn_dp_device_collectives(const sl_nn_trainer_t *t) {
+    const sl_nn_backend_ops_t *ops = t->be->ops;
+    return !ops->host_visible && ops->stream && ops->query;
+}
+
+sl_err sl_nn_dp_device_query(sl_nn_trainer_t *t) {
+    if (!sl_nn_dp_device_collectives(t))
+        return SL_EUNSUPPORTED;
+    return t->be->ops->query(t->be->self);
+}
+
+sl_err sl_nn_dp_reduce_device(sl_nn_trainer_t *t, float *tail, size_t tail_count, float divisor,
+                              sl_nn_dp_reduce_fn fn, void *ctx) {
+    if (!sl_nn_dp_device_collectives(t))
+        return SL_EUNSUPPORTED;
+    struct sl_nn_dp *dp = t->dp;
+    if (!dp || !dp->on_device || tail_count > t->model->stat_count + 2)
+        return SL_ESTATE;
+    const sl_nn_backend_ops_t *ops = t->be->ops;
+    void *self = t->be->self;
+    size_t P = t->model->param_count, n = P + tail_count;
+    dp->on_device = false; /* summed once */
+    sl_err err = tail_count ? ops->upload(self, dp->gsum + P, tail, tail_count * sizeof *tail)
+                            : ops->sync(self);
+    if (err == SL_OK)
+        err = fn(ctx, dp->gsum, n, ops->stream(self));
+    if (err == SL_OK)
+        err = ops->axpby(self, n, 1.0f / divisor, dp->gsum, 0.0f, dp->gsum);
+    if (err == SL_OK && tail_count)
+        err = ops->download(self, tail, dp->gsum + P, tail_count * sizeof *tail);
+    dp->device_mean = err == SL_OK;
     return err;
 }
 
@@ -158,7 +205,12 @@ sl_err sl_nn_dp_apply(sl_nn_trainer_t *t, const float *mean, uint64_t step,
     void *self = t->be->self;
     const float *g = mean;
     sl_err err = SL_OK;
-    if (!ops->host_visible) {
+    if (!mean) { /* the mean sl_nn_dp_reduce_device left on the device */
+        if (!t->dp || !t->dp->device_mean)
+            return SL_ESTATE;
+        t->dp->device_mean = false;
+        g = t->dp->gsum;
+    } else if (!ops->host_visible) {
         err = ops->upload(self, m->grads, mean, m->param_count * sizeof *mean);
         g = m->grads;
     }

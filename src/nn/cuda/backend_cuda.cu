@@ -252,6 +252,19 @@ static sl_err cuda_sync(void *self) {
     return sl_cuda_fail(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
 }
 
+static void *cuda_stream(void *self) { return ((sl_cuda_t *)self)->stream; }
+
+static sl_err cuda_query(void *self) {
+    sl_cuda_t *c = (sl_cuda_t *)self;
+    sl_err err = sl_cuda_enter(c);
+    if (err != SL_OK)
+        return err;
+    cudaError_t e = cudaStreamQuery(c->stream);
+    if (e == cudaErrorNotReady)
+        return SL_EAGAIN;
+    return sl_cuda_fail(c, e, "cudaStreamQuery");
+}
+
 /* ---- memory ---- */
 
 static sl_err cuda_alloc(void *self, size_t len, void **out) {
@@ -387,6 +400,8 @@ static const sl_nn_backend_ops_t cuda_ops = {
     .zero_acc = cuda_zero_acc,
     .opt_step = sl_cuda_opt_step,
     .sum_squares = sl_cuda_sum_squares,
+    .stream = cuda_stream,
+    .query = cuda_query,
 };
 
 /* The one exported symbol; its name is SL_NN_BACKEND_ENTRY. */

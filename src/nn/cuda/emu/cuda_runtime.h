@@ -49,6 +49,7 @@ typedef enum cudaError {
     cudaErrorNvlinkUncorrectable = 220,
     cudaErrorUnsupportedPtxVersion = 222,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchTimeout = 702,
@@ -101,6 +102,7 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaDriverGetVersion(int *v);
 cudaError_t cudaRuntimeGetVersion(int *v);
