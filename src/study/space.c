@@ -159,6 +159,15 @@ void sl_space_sample(const sl_study_spec_t *spec, sl_rng_t *rng, sl_config_t *ou
     sl_space_canon(spec, out);
 }
 
+/* The index of the parameter called `name`, or -1 (the spec's parser
+ * checks placeholders with it; rendering fills them). */
+int sl_study_spec_param(const sl_study_spec_t *spec, const char *name) {
+    for (int i = 0; i < spec->param_count; i++)
+        if (strcmp(spec->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
 /* ---- text ---- */
 
 sl_err sl_space_arch_spec(const sl_param_t *p, const int arch[SL_ARCH_DIMS], char *out,

@@ -264,21 +264,13 @@ static void restore_end(ck_restore_t *rs, int epoch, const char *why) {
     sl_free(rs);
 }
 
-int sl_study_ckpt_epoch(const cJSON *manifest) {
-    const cJSON *ep = cJSON_GetObjectItem(manifest, "epoch");
-    if (!cJSON_IsNumber(ep) || !(ep->valuedouble >= 1 && ep->valuedouble <= SL_STUDY_MAX_EPOCHS) ||
-        ep->valuedouble != floor(ep->valuedouble))
-        return 0;
-    return (int)ep->valuedouble;
-}
-
 /* Writes a checkpoint's files into the directory from `data` (a blob: its
  * head line, then the files; inline: the files), as the manifest lists
  * them; the epoch, or 0. */
 static int unpack(ck_restore_t *rs, const uint8_t *data, size_t len, char *why, size_t cap) {
     cJSON *man = cJSON_Parse(rs->manifest);
     const cJSON *hd = cJSON_GetObjectItem(man, "head"), *f;
-    int epoch = sl_study_ckpt_epoch(man);
+    int epoch = sl_study_manifest_epoch(man);
     if (hd && (!cJSON_IsNumber(hd) || hd->valuedouble < 0 || hd->valuedouble > (double)len))
         epoch = 0;
     size_t at = epoch && hd ? (size_t)hd->valuedouble : 0;

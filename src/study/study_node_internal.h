@@ -1,5 +1,7 @@
-/* Internals shared by src/study/study_node.c (the loop) and src/study/study_ctl.c
- * (the control commands). */
+/* Internals shared by the study node's files: study_node.c (the loop),
+ * study_ctl.c (the control commands), study_ckpt.c (checkpoints),
+ * study_store.c (its keys in the store) and study_view.c (the live view),
+ * each calling only those after it in this list. */
 #ifndef STARLING_STUDY_NODE_INTERNAL_H
 #define STARLING_STUDY_NODE_INTERNAL_H
 
@@ -8,6 +10,7 @@
 #include "starling/study.h"
 #include "starling/study_node.h"
 #include "starling/swim.h"
+#include "study/study_keys.h"
 #include "study/study_worker.h"
 #include "study/turn.h"
 
@@ -242,7 +245,8 @@ struct sl_study_node {
     sl_turn_out_t turn_out;          /* a turn phase's actions (kept for the array) */
 };
 
-/* Store access (the study's keys are LWW registers). */
+/* Store access (src/study/study_store.c; the study's keys are LWW
+ * registers). */
 sl_err sl_study_node_put_str(sl_study_node_t *sn, const char *key, const char *val, size_t len);
 sl_err sl_study_node_put_now(sl_study_node_t *sn, const char *key, const char *val, size_t len);
 sl_err sl_study_node_get_str(sl_study_node_t *sn, const char *key, const uint8_t **v, size_t *len);
@@ -253,6 +257,17 @@ sl_err sl_study_node_resolve(sl_study_node_t *sn, const char *arg, char id[SL_TR
 /* The cache entry of study `id` (its spec parsed and its live view read
  * on first use), or NULL. */
 cached_t *sl_study_node_cache(sl_study_node_t *sn, const char *id);
+/* The cache entry of the study whose key `k` is, if it is cached (no
+ * read). */
+cached_t *sl_study_node_cached(sl_study_node_t *sn, const sl_study_key_t *k);
+/* Adds a study id to the list (once; past MAX_STUDIES, not at all). */
+void sl_study_ids_add(idlist_t *l, const char *id);
+/* The studies in the store: read once (and after a RESET snapshot), then
+ * kept by the listener from their spec keys. */
+const idlist_t *sl_study_node_studies(sl_study_node_t *sn);
+/* A job's log key: one per (claim epoch, owner), so each has one writer. */
+sl_err sl_study_node_log_key(sl_study_node_t *sn, const char *study, const char *trial,
+                             uint64_t epoch, char key[SL_STUDY_KEY_MAX]);
 /* A study's trials as this replica shows them, states derived (a copy
  * for the control commands). */
 void sl_study_view_fini(view_t *v);
@@ -300,8 +315,9 @@ void sl_study_ckpt_restore(sl_study_node_t *sn, const char *study, const char *t
                            const char *dir, sl_study_ckpt_done_fn done, void *ctx);
 void sl_study_ckpt_fini(sl_study_node_t *sn);
 /* A checkpoint manifest's epoch: a whole number in 1..SL_STUDY_MAX_EPOCHS,
- * or 0 when the manifest (another peer's write) has none such. */
-int sl_study_ckpt_epoch(const cJSON *manifest);
+ * or 0 when the manifest (another peer's write) has none such
+ * (src/study/study_view.c, which reads it for the rows). */
+int sl_study_manifest_epoch(const cJSON *manifest);
 /* A trial's log: every owner's run in claim-epoch order (this peer's
  * running job from its buffer), appended to `out`. */
 sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *trial,

@@ -642,13 +642,6 @@ static sl_err parse_objectives(const cJSON *o, sl_study_spec_t *s, char *why, si
     return SL_OK;
 }
 
-int sl_study_spec_param(const sl_study_spec_t *spec, const char *name) {
-    for (int i = 0; i < spec->param_count; i++)
-        if (strcmp(spec->params[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
 /* Hyperband: configs of bracket b (starting at rung b of the ladder). */
 static uint64_t hb_bracket_size(const sl_study_spec_t *s, int b) {
     int smax = s->rung_count - 1, sb = smax - b;

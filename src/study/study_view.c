@@ -358,7 +358,7 @@ void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, s
     case SL_STUDY_KEY_STOP: r->stop = present; break;
     case SL_STUDY_KEY_CKPT: {
         cJSON *j = present ? cJSON_ParseWithLength(v, val_len) : NULL;
-        r->ck_epoch = sl_study_ckpt_epoch(j);
+        r->ck_epoch = sl_study_manifest_epoch(j);
         cJSON_Delete(j);
         break;
     }
@@ -551,4 +551,35 @@ bool sl_study_live_check(sl_study_node_t *sn, cached_t *c, uint64_t now_ms, char
     sl_study_live_fini(&fresh->live);
     sl_free(fresh);
     return ok;
+}
+
+/* A checkpoint manifest's epoch (the manifests are study_ckpt.c's). */
+int sl_study_manifest_epoch(const cJSON *manifest) {
+    const cJSON *ep = cJSON_GetObjectItem(manifest, "epoch");
+    if (!cJSON_IsNumber(ep) || !(ep->valuedouble >= 1 && ep->valuedouble <= SL_STUDY_MAX_EPOCHS) ||
+        ep->valuedouble != floor(ep->valuedouble))
+        return 0;
+    return (int)ep->valuedouble;
+}
+
+/* ---- what the view asks of the node ---- */
+
+bool sl_study_node_alive(sl_study_node_t *sn, const char *owner) {
+    if (!owner[0])
+        return false;
+    if (!strcmp(owner, sl_node_name(sn->node)))
+        return true;
+    sl_swim_member_t m;
+    sl_bytes_t b = {.ptr = (const uint8_t *)owner, .len = strlen(owner)};
+    if (sl_swim_member_find(sl_node_swim(sn->node), b, &m) != SL_OK)
+        return true; /* not heard of yet (this peer just started): its lease decides */
+    return m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT;
+}
+
+job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial) {
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (sn->jobs[i].study[0] && !strcmp(sn->jobs[i].study, study) &&
+            !strcmp(sn->jobs[i].trial, trial))
+            return &sn->jobs[i];
+    return NULL;
 }
