@@ -1,0 +1,9 @@
+# layers_test: tools/layers over this build's objects of the library: no
+# circle of files and no call or include running back up the subsystem
+# layers of src/ (docs/house.md). Under a second; it needs python3 and nm.
+find_program(SL_PYTHON3 python3)
+if(SL_PYTHON3)
+  add_test(NAME layers_test COMMAND ${SL_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/layers
+           ${PROJECT_BINARY_DIR} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(layers_test PROPERTIES LABELS unit TIMEOUT 60)
+endif()
