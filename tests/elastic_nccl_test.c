@@ -17,6 +17,10 @@
  *     no_lib      a member without libnccl: the ring
  *     kill        rank 1's process dies after step 3: rank 0 leaves with
  *                 the all-reduce's error, at step 3, within seconds
+ *     init_fails  rank 1 cannot make its communicator: the ring, after
+ *                 rank 0 waited out its creation's deadline
+ *     stopped     rank 1 is stopped (SIGSTOP) after step 3: rank 0 leaves
+ *                 with a timeout, at step 3
  *   elastic_nccl_test      the real libnccl on a real GPU: nccl_1 only
  *                          (NCCL refuses two ranks on one device);
  *                          skipped (77) without a GPU or libnccl.
@@ -91,6 +95,9 @@ typedef struct {
     uint64_t leave_at;      /* leave the first world at this step, then enter a second
                                (0: one world) */
     uint64_t die_at;        /* the process ends at this step (0: never) */
+    uint64_t stop_at;       /* it stops itself (SIGSTOP) at this step; the parent kills it */
+    bool fail_init;         /* its communicators fail to be made (the emulation's switch) */
+    uint32_t nccl_timeout_ms; /* NCCL's timeout (0: the ring's, 8 s) */
 } rank_spec_t;
 
 /* What a rank told the parent. */
@@ -115,6 +122,7 @@ typedef struct {
 static int out_fd = -1;        /* the child's end of its pipe */
 static uint64_t child_die_at;  /* the child ends at this step (0: never) */
 static uint64_t child_leave_at; /* it leaves its first world at this step (0: never) */
+static uint64_t child_stop_at;  /* it stops itself (SIGSTOP) at this step (0: never) */
 static bool child_second;      /* it is in its second world */
 
 static double now_s(void) {
@@ -148,6 +156,8 @@ static void on_state(void *ctx, uint64_t step, const float *state, size_t count)
         (unsigned long long)sl_hash64(state, count * sizeof *state, 0));
     if (child_die_at && step == child_die_at)
         _exit(0); /* a member gone: its sockets close */
+    if (child_stop_at && step == child_stop_at)
+        raise(SIGSTOP); /* a member silent: its sockets stay open */
     /* on the trainer's thread, so that every rank leaves at this step */
     if (child_leave_at && step == child_leave_at && !child_second)
         sl_elastic_trainer_leave(t);
@@ -176,8 +186,11 @@ static void enter(sl_elastic_trainer_t *t, const rank_spec_t *rs, uint64_t round
 static void child(const rank_spec_t *rs) {
     if (rs->nccl_lib)
         setenv("STARLING_NCCL_LIB", rs->nccl_lib, 1);
+    if (rs->fail_init)
+        setenv("NCCL_EMU_FAIL_INIT", "1", 1);
     child_die_at = rs->die_at;
     child_leave_at = rs->leave_at;
+    child_stop_at = rs->stop_at;
     int pfd[2];
     if (pipe(pfd) != 0)
         _exit(2);
@@ -188,7 +201,8 @@ static void child(const rank_spec_t *rs) {
     cfg.threads = 1;
     cfg.device = rs->device;
     cfg.wake_fd = pfd[1];
-    cfg.ring_timeout_ms = 8000;
+    cfg.ring_timeout_ms = 8000; /* ranks that start apart on a loaded machine */
+    cfg.nccl_timeout_ms = rs->nccl_timeout_ms;
     cfg.nccl = rs->nccl;
     snprintf(cfg.dir, sizeof cfg.dir, "%s/r%u", dir, rs->rank);
     mkdir(cfg.dir, 0755);
@@ -290,7 +304,17 @@ static void run_ranks(const rank_spec_t *rs, int n, rank_out_t *out) {
         pid[i] = start_rank(&rs[i], &fd[i]);
     double t0 = now_s();
     int open_fds = n;
+    bool stopped[MAXR] = {false};
     while (open_fds > 0 && now_s() - t0 < 120) {
+        for (int i = 0; i < n; i++)
+            if (rs[i].stop_at && out[i].have[rs[i].stop_at])
+                stopped[i] = true; /* it stops itself once it said so */
+        /* a stopped rank keeps its pipe open: done once the others are */
+        int running = 0;
+        for (int i = 0; i < n; i++)
+            running += fd[i] >= 0 && !stopped[i];
+        if (running == 0)
+            break;
         struct pollfd p[MAXR];
         for (int i = 0; i < n; i++)
             p[i] = (struct pollfd){.fd = fd[i], .events = POLLIN};
@@ -322,6 +346,8 @@ static void run_ranks(const rank_spec_t *rs, int n, rank_out_t *out) {
         if (fd[i] >= 0) {
             kill(pid[i], SIGKILL);
             close(fd[i]);
+        } else if (stopped[i]) {
+            kill(pid[i], SIGKILL);
         }
         out[i].exited = waitpid(pid[i], &out[i].status, 0) == pid[i];
     }
@@ -508,6 +534,47 @@ static int probe(char *what, size_t what_len, bool *emu) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static void test_init_fails(void) {
+    int ports[2];
+    take_ports(ports, 2);
+    rank_spec_t rs[2] = {spec(0, 2, ports, "cuda"), spec(1, 2, ports, "cuda")};
+    rs[1].fail_init = true;
+    rs[0].nccl_timeout_ms = rs[1].nccl_timeout_ms = 1500;
+    rank_out_t o[2];
+    run_ranks(rs, 2, o);
+    for (int i = 0; i < 2; i++) {
+        CHECK_MSG(o[i].ring_worlds == 1 && o[i].nccl_worlds == 0,
+                  "rank %d: not the ring; its log:\n%s", i, o[i].logs);
+        check_done(&o[i], i, 0);
+    }
+    check_equal(o, 2, 0, STEPS);
+    CHECK_MSG(strstr(o[1].logs, "no nccl communicator here: ncclCommInitRankConfig: "
+                                "unhandled system error (emulated) (2): creation failed"),
+              "rank 1's log:\n%s", o[1].logs);
+    CHECK_MSG(strstr(o[0].logs, "no nccl communicator here: ncclCommInitRankConfig: not done "
+                                "after 1500 ms"),
+              "rank 0's log:\n%s", o[0].logs);
+}
+
+static void test_stopped(void) {
+    int ports[2];
+    take_ports(ports, 2);
+    rank_spec_t rs[2] = {spec(0, 2, ports, "cuda"), spec(1, 2, ports, "cuda")};
+    rs[1].stop_at = 3;
+    rs[0].nccl_timeout_ms = rs[1].nccl_timeout_ms = 1500;
+    rank_out_t o[2];
+    run_ranks(rs, 2, o);
+    CHECK_MSG(o[0].nccl_worlds == 1, "no world over nccl; the log:\n%s", o[0].logs);
+    CHECK_MSG(o[0].ends == 1 && o[0].end_kind[0] == SL_ETEV_LEFT &&
+                  o[0].end_err[0] == SL_ETIMEDOUT,
+              "rank 0 did not leave on a timeout (%d ends, event %d, err %d): %s", o[0].ends,
+              o[0].end_kind[0], o[0].end_err[0], o[0].end_text[0]);
+    CHECK_MSG(o[0].end_step[0] == 3, "rank 0 left at step %llu",
+              (unsigned long long)o[0].end_step[0]);
+    CHECK_MSG(strstr(o[0].end_text[0], "ncclAllReduce: not done after 1500 ms"), "%s",
+              o[0].end_text[0]);
+}
+
 int main(void) {
     CHECK_OK(sl_init());
     char why[512];
@@ -552,6 +619,8 @@ int main(void) {
         sl_test_run("cpu_member", test_cpu_member);
         sl_test_run("no_lib", test_no_lib);
         sl_test_run("kill", test_kill);
+        sl_test_run("init_fails", test_init_fails);
+        sl_test_run("stopped", test_stopped);
     }
     snprintf(text, sizeof text, "rm -rf '%s'", dir);
     if (system(text) != 0)

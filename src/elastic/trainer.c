@@ -43,7 +43,7 @@
 #define NCCL_MAX_FAILS 3   /* own failures to make a communicator in a row before
                               this trainer stops offering NCCL */
 #define NCCL_TIMEOUT_MS 10000 /* a communicator's creation, and one all-reduce, at most
-                                 (the ring's timeout when set) */
+                                 (cfg.nccl_timeout_ms, else the ring's, when set) */
 
 struct sl_elastic_trainer {
     sl_elastic_trainer_cfg_t cfg; /* a copy (device points into `device`) */
@@ -284,6 +284,8 @@ static sl_err take_state(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
 /* ---- NCCL ---- */
 
 static uint32_t nccl_timeout_ms(const sl_elastic_trainer_t *t) {
+    if (t->cfg.nccl_timeout_ms)
+        return t->cfg.nccl_timeout_ms;
     return t->cfg.ring_timeout_ms ? t->cfg.ring_timeout_ms : NCCL_TIMEOUT_MS;
 }
 

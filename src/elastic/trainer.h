@@ -56,6 +56,8 @@ typedef struct {
     int wake_fd;                            /* a byte is written here for each event (0: none) */
     uint32_t ring_timeout_ms;               /* no progress this long ends a world (0: the link's default) */
     int nccl;                               /* SL_ELASTIC_NCCL_*: when the gradients go over NCCL */
+    uint32_t nccl_timeout_ms;               /* a communicator's creation, and one all-reduce over
+                                               it, at most (0: ring_timeout_ms, or 10 s) */
 } sl_elastic_trainer_cfg_t;
 
 /* When a world's gradient all-reduce goes over NCCL (docs/elastic.md

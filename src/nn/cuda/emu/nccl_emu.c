@@ -16,6 +16,10 @@
  * communicators. A closed connection is ncclRemoteError; ncclCommAbort
  * shuts the sockets down, which ends whatever the thread waits for.
  *
+ * NCCL_EMU_FAIL_INIT=1 makes every communicator's creation in this
+ * process fail (ncclSystemError), as a member whose GPU or network NCCL
+ * cannot use.
+ *
  * What it does not emulate: streams (the work is done when
  * ncclCommGetAsyncError says ncclSuccess, and the stream is then idle),
  * data types other than float32, operations other than sum, and a
@@ -175,6 +179,11 @@ typedef struct {
 } hello_t;
 
 static void do_init(struct ncclComm *c) {
+    const char *fail = getenv("NCCL_EMU_FAIL_INIT");
+    if (fail && *fail == '1') {
+        set_state(c, ncclSystemError, "creation failed (NCCL_EMU_FAIL_INIT)");
+        return;
+    }
     if (c->rank == 0) {
         for (int got = 1; got < c->nranks;) {
             if (wait_fd(c, c->listen_fd, POLLIN) != 0) {
