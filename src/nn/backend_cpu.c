@@ -98,6 +98,7 @@ typedef struct {
     gemm_t part[SL_NN_CPU_MAX_THREADS]; /* an sgemm job's blocks, [i] for thread i */
     float *partial;        /* KSPLIT_MAX_OUT floats per thread: k-split partial products */
     int sparse;            /* SL_NN_CPU_SPARSE: 1 always, -1 never, 0 by the cost model */
+    double dense_rate;     /* OpenBLAS's multiply-adds a ns, by its kernels (the cost model's) */
     void *sparse_scratch;  /* cpu_sparse.c's scratch (grown on demand) */
     size_t sparse_len;     /* its length in bytes */
 } cpu_t;
@@ -236,7 +237,55 @@ static void cpu_close(void **self) {
     *self = NULL;
 }
 
+/* OpenBLAS picks its kernels by the CPU's model number when it loads, and
+ * on a CPU newer than the library (Debian 12's 0.3.21 on a Sapphire
+ * Rapids) it falls back to its Prescott (SSE3) kernels: 16 multiply-adds
+ * a ns on the training engine's shapes, where its Haswell kernels run 38
+ * and its SkylakeX ones 55-75 on the same core (docs/training.md). So,
+ * unless OPENBLAS_CORETYPE is set, it is set here
+ * from the CPU's features before OpenBLAS is first used (it reads the
+ * variable when it loads, src/nn/blas_lazy.c): AVX-512 F, BW, DQ and VL
+ * pick SkylakeX, else AVX2 with FMA Haswell (the kernels OpenBLAS gives
+ * the CPUs of those kinds it knows). Child processes inherit it. setenv
+ * while other threads may read the environment: glibc frees no array of
+ * the environment it did not allocate itself, and this is the engine's
+ * only setenv, made once per process. */
+static void pick_blas_kernels(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (getenv("OPENBLAS_CORETYPE"))
+        return;
+    __builtin_cpu_init();
+    const char *core = NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        core = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        core = "Haswell";
+    if (core)
+        setenv("OPENBLAS_CORETYPE", core, 0);
+#endif
+}
+
+static pthread_once_t blas_kernels_once = PTHREAD_ONCE_INIT;
+
+/* The dense rate of the sparse path's cost model (sl_nn_spgemm_worth) for
+ * the kernels OpenBLAS runs, read from its configuration string: 70
+ * multiply-adds a ns for its AVX-512 kernels, 16 for the SSE ones, 45
+ * (AVX2, the model's fit on Zen 3) otherwise. */
+static double blas_dense_rate(const char *cfg) {
+    static const char *avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *sse[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom"};
+    for (size_t i = 0; cfg && i < sizeof avx512 / sizeof avx512[0]; i++)
+        if (strstr(cfg, avx512[i]))
+            return 70.0;
+    for (size_t i = 0; cfg && i < sizeof sse / sizeof sse[0]; i++)
+        if (strstr(cfg, sse[i]))
+            return 16.0;
+    return 45.0;
+}
+
 static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
+    pthread_once(&blas_kernels_once, pick_blas_kernels);
     cpu_t *c = sl_calloc(1, sizeof *c);
     void *cc = c;
     if (!c)
@@ -257,6 +306,8 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
     c->sparse = sparse && !strcmp(sparse, "always") ? 1 : sparse && !strcmp(sparse, "never") ? -1 : 0;
     if (!sl_nn_spgemm_available())
         c->sparse = -1;
+    const char *blas_cfg = openblas_get_config();
+    c->dense_rate = blas_dense_rate(blas_cfg);
     if (c->threads > 1) {
         c->helpers = sl_calloc((size_t)c->threads - 1, sizeof *c->helpers);
         if (!c->helpers)
@@ -279,9 +330,8 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
         }
     }
     if (desc && desc_len) {
-        const char *cfg = openblas_get_config();
-        snprintf(desc, desc_len, "cpu: %s, %d thread%s", cfg ? cfg : "OpenBLAS", c->threads,
-                 c->threads == 1 ? "" : "s");
+        snprintf(desc, desc_len, "cpu: %s, %d thread%s", blas_cfg ? blas_cfg : "OpenBLAS",
+                 c->threads, c->threads == 1 ? "" : "s");
     }
     *self = c;
     return SL_OK;
@@ -487,7 +537,7 @@ static bool sparse_try(cpu_t *cp, const gemm_t *g) {
         density = db;
     }
     if (cp->sparse == 0 && !sl_nn_spgemm_worth(j.M, j.N, j.K, j.s_trans, j.d_trans, j.o_trans,
-                                                   density))
+                                                   density, cp->dense_rate))
         return false;
     size_t len = sl_nn_spgemm_scratch_len(j.M, j.N, j.K, j.d_trans);
     if (len > cp->sparse_len) {

@@ -133,7 +133,9 @@ static int calls_per_row(int N) {
 
 /* Cost model in nanoseconds, fitted to single-thread timings on the EPYC
  * (Zen 3) the engine is benchmarked on (bench/results/train.md): OpenBLAS
- * runs these shapes at about 45 multiply-adds a nanosecond; the sparse
+ * runs these shapes at about 45 multiply-adds a nanosecond there with its
+ * AVX2 kernels (dense_rate: backend_cpu.c gives 70 for its AVX-512 ones,
+ * with which every product of the MLP is faster dense); the sparse
  * kernel at about 32 per nonzero (with a transposed output 24 formed by
  * k-blocks, 17 in one pass per row), plus
  * about 8 ns a kernel call (one per row, k-block and panel: rows with few
@@ -147,9 +149,9 @@ static int calls_per_row(int N) {
  * zeros in place, faster only beyond 80 %) nor conv1's products
  * (25-long rows or 25 outputs: overhead-bound). */
 bool sl_nn_spgemm_worth(int M, int N, int K, bool s_trans, bool d_trans, bool o_trans,
-                        double density) {
+                        double density, double dense_rate) {
     double macs = (double)M * N * K;
-    double dense = macs / 45.0;
+    double dense = macs / dense_rate;
     bool by_blocks = !o_trans || density * KB >= TRANS_BLOCKED_MIN_NNZ;
     double calls = (double)M * (by_blocks ? blocks_of(K) : 1) * calls_per_row(N);
     double packed = (double)K * panels_of(N) * PANEL;

@@ -37,9 +37,10 @@ size_t sl_nn_spgemm_scratch_len(int M, int N, int K, bool d_trans);
  * estimated from a fixed sample of at most a few thousand elements. */
 double sl_nn_spgemm_density(const float *p, int rows, int cols, int ld);
 /* Whether the sparse product is expected to beat a dense sgemm of the
- * same sizes at this density of S (a cost model measured on Zen 3). */
+ * same sizes at this density of S (a cost model measured on Zen 3), the
+ * dense sgemm running `dense_rate` multiply-adds a ns (its kernels'). */
 bool sl_nn_spgemm_worth(int M, int N, int K, bool s_trans, bool d_trans, bool o_trans,
-                        double density);
+                        double density, double dense_rate);
 
 /* The two phases, each split into `parts` independent parts (run_parts):
  * prepare compresses S's rows and transposes D; compute forms O. Every
