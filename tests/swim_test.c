@@ -669,6 +669,143 @@ static void test_push_pull(void) {
     tnet_fini(&t);
 }
 
+/* Runs `s` to time `until`, handing out what it sends; returns the record
+ * count of the first SYNC it sent (-1: none) and marks the members named
+ * in it in `seen` (by number, "m<i>"); `first_self` is set when the
+ * SYNC's first record is the sender's own. */
+static int next_sync(sl_swim_t *s, int64_t *t, int64_t until, bool *seen, int cap,
+                     bool *first_self) {
+    int got = -1;
+    while (*t < until && got < 0) {
+        int64_t d = sl_swim_next_deadline_ms(s);
+        *t = d > *t ? (d < until ? d : until) : *t + 1;
+        CHECK_OK(sl_swim_tick(s, *t));
+        sl_swim_output_t out;
+        while (sl_swim_next_output(s, &out) == SL_OK) {
+            if (out.msg.type != SL_MSG_SYNC || got >= 0)
+                continue;
+            const sl_sync_t *sy = &out.msg.u.sync;
+            got = (int)sy->member_count;
+            *first_self = got > 0 && bytes_is(sy->members[0].name, "m0");
+            for (size_t i = 0; i < sy->member_count; i++) {
+                char nm[16] = {0};
+                size_t l = sy->members[i].name.len < 15 ? sy->members[i].name.len : 15;
+                memcpy(nm, sy->members[i].name.ptr, l);
+                int k = atoi(nm + 1);
+                if (k >= 0 && k < cap)
+                    seen[k] = true;
+            }
+        }
+    }
+    return got;
+}
+
+/* The answer `s` gives to a SYNC from `from` (one record: its own). */
+static int sync_answer(sl_swim_t *s, int64_t t, const char *from, const char *from_addr,
+                       bool join) {
+    sl_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = SL_MSG_SYNC;
+    msg.from = sl_bytes_str(from);
+    msg.from_addr = sl_bytes_str(from_addr);
+    sl_member_msg_t rec = {0};
+    rec.name = msg.from;
+    rec.addr = msg.from_addr;
+    rec.incarnation = 1;
+    rec.state = SL_STATE_ALIVE;
+    msg.u.sync.join = join;
+    msg.u.sync.members = &rec;
+    msg.u.sync.member_count = 1;
+    CHECK_OK(sl_swim_receive(s, t, &msg));
+    sl_swim_output_t out;
+    int got = -1;
+    while (sl_swim_next_output(s, &out) == SL_OK)
+        if (out.msg.type == SL_MSG_SYNC && out.msg.u.sync.reply && got < 0)
+            got = (int)out.msg.u.sync.member_count;
+    return got;
+}
+
+static void test_push_pull_slice(void) {
+    /* Past 64 members, a periodic push-pull between members carries 64
+     * records: our own, then what changed lately, then the rest in turn,
+     * so the whole table goes out every ceil(199 / 63) = 4 push-pulls; a
+     * join, a stranger's push-pull and a joiner's follow-up get it all */
+    enum { N = 200 };
+    sl_swim_timing_t tm = {0};
+    tm.probe_interval_ms = 3600000; /* no probes: the others are not real */
+    tm.push_pull_interval_ms = 1000; /* 4 s at 200 members (log2 scaling) */
+    sl_swim_t *s = make(0, 1, &tm);
+    char name[16], addr[32];
+    for (int i = 1; i < N; i++) {
+        name_of(i, name, sizeof name);
+        addr_of(i, addr, sizeof addr);
+        sl_member_msg_t r = {0};
+        r.name = sl_bytes_str(name);
+        r.addr = sl_bytes_str(addr);
+        r.incarnation = 1;
+        r.state = SL_STATE_ALIVE;
+        CHECK_OK(sl_swim_add_member(s, 0, &r));
+    }
+    bool seen[N];
+    bool self_first = false;
+    int64_t t = 0;
+    /* the members added at 0 are news for one interval: past it */
+    memset(seen, 0, sizeof seen);
+    while (t < 9000)
+        next_sync(s, &t, 9000, seen, N, &self_first);
+    memset(seen, 0, sizeof seen);
+    for (int k = 0; k < 4; k++) {
+        int n = next_sync(s, &t, t + 10000, seen, N, &self_first);
+        CHECK_INT(n, 64);
+        CHECK(self_first);
+    }
+    int covered = 0;
+    for (int i = 0; i < N; i++)
+        covered += seen[i];
+    CHECK_INT(covered, N);
+    /* a member turned suspect is in the next slice, wherever the turn is:
+     * one just before the last slice's turn began (the table is in the
+     * order added, so the turns run m1, m2, ...; the next one is 63 past
+     * the last) */
+    bool last[N];
+    memset(last, 0, sizeof last);
+    CHECK_INT(next_sync(s, &t, t + 10000, last, N, &self_first), 64);
+    int pick = -1;
+    for (int i = 1; i < N && pick < 0; i++)
+        if (!last[i] && last[i == N - 1 ? 1 : i + 1])
+            pick = i;
+    CHECK(pick > 0);
+    sl_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = SL_MSG_ACK; /* gossip only */
+    msg.from = sl_bytes_str("m2");
+    msg.from_addr = sl_bytes_str("tcp://m2");
+    msg.u.ack.target = msg.from;
+    msg.gossip_count = 1;
+    name_of(pick, name, sizeof name);
+    addr_of(pick, addr, sizeof addr);
+    msg.gossip[0].name = sl_bytes_str(name);
+    msg.gossip[0].addr = sl_bytes_str(addr);
+    msg.gossip[0].incarnation = 1;
+    msg.gossip[0].state = SL_STATE_SUSPECT;
+    msg.gossip[0].from = sl_bytes_str("m2");
+    CHECK_OK(sl_swim_receive(s, t, &msg));
+    CHECK_INT(member(s, pick).state, SL_STATE_SUSPECT);
+    memset(seen, 0, sizeof seen);
+    CHECK_INT(next_sync(s, &t, t + 10000, seen, N, &self_first), 64);
+    CHECK_MSG(pick > 0 && seen[pick], "m%d, suspect, not in the next slice", pick);
+    /* answers: a member's push-pull gets a slice; a joiner and a stranger
+     * the whole table */
+    sl_swim_output_t out;
+    while (sl_swim_next_output(s, &out) == SL_OK) {
+    }
+    CHECK_INT(sync_answer(s, t, "m5", "tcp://m5", false), 64);
+    CHECK_INT(sync_answer(s, t, "m6", "tcp://m6", true), N);
+    CHECK_INT(sync_answer(s, t, "m900", "tcp://m900", false), N + 1);
+    CHECK_OK(sl_swim_check(s));
+    sl_swim_destroy(&s);
+}
+
 static void test_seeds_redialled(void) {
     /* an unreachable seed: re-dialled every join_retry_ms while alone */
     tnet_t t;
@@ -809,6 +946,7 @@ int main(void) {
     sl_test_run("meta", test_meta);
     sl_test_run("retransmit_limit", test_retransmit_limit);
     sl_test_run("push_pull", test_push_pull);
+    sl_test_run("push_pull_slice", test_push_pull_slice);
     sl_test_run("seeds_redialled", test_seeds_redialled);
     sl_test_run("events", test_events);
     sl_test_run("reap", test_reap);

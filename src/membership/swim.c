@@ -872,7 +872,12 @@ static bool sync_asked(sl_swim_t *s, sl_bytes_t addr) {
     return false;
 }
 
-static void send_sync(sl_swim_t *s, sl_istr_t *addr, sl_istr_t *name, bool join, bool reply) {
+/* Queues a SYNC. `slice`: a periodic push-pull between members, which
+ * carries at most SYNC_SLICE records (swim_out.c); else the whole table
+ * (a join, a joiner's follow-up, a seed dial, a SYNC to a dead member,
+ * and the answers to those). */
+static void send_sync(sl_swim_t *s, sl_istr_t *addr, sl_istr_t *name, bool join, bool reply,
+                      bool slice) {
     if (!reply) {
         uint32_t k = s->asked_next++ % SYNC_ASKED_MAX;
         intern_put(s->pool, s->asked[k]);
@@ -883,6 +888,7 @@ static void send_sync(sl_swim_t *s, sl_istr_t *addr, sl_istr_t *name, bool join,
     o.type = SL_MSG_SYNC;
     o.join = join;
     o.reply = reply;
+    o.slice = slice;
     o.to_addr = addr;
     o.to_name = name;
     out_push(s, &o);
@@ -1190,6 +1196,12 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
         if (sy->member_count > SL_SYNC_MAX_MEMBERS || (sy->member_count && !sy->members))
             return SL_EPROTO;
         bool was_alone = s->alive_count <= 1;
+        /* A push-pull from a member we hold up is answered with a slice
+         * of our table; a joiner, a stranger (a seed dial from another
+         * cluster, a partition healing) or one we hold dead gets all of
+         * it. Looked at before its records are applied (they name it). */
+        uint32_t from = find(s, msg->from.ptr, msg->from.len);
+        bool member = from != NONE && from != s->self && is_up(s->members[from].state);
         /* The answer to a SYNC we sent (our push-pull, or any answer while
          * we are alone: a seed may answer from another address than the
          * one we dialled) brings the whole table, up to max_members; any
@@ -1207,6 +1219,7 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
          * probe periods from now catches them, instead of the next one a
          * whole interval (30-60 s) away. */
         if (sy->reply && was_alone && s->alive_count > 1) {
+            s->sync_followup = true;
             s->sync_base_ms = s->now_ms;
             s->sync_frac = (double)s->t.probe_interval_ms * (2.0 + 2.0 * sl_rng_double(&s->rng)) /
                            (double)sync_interval(s);
@@ -1215,7 +1228,7 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
             sl_istr_t *addr = intern_get(s->pool, msg->from_addr.ptr, msg->from_addr.len);
             sl_istr_t *name = intern_get(s->pool, msg->from.ptr, msg->from.len);
             if (addr && name)
-                send_sync(s, addr, name, false, true);
+                send_sync(s, addr, name, false, true, member && !sy->join);
             intern_put(s->pool, addr);
             intern_put(s->pool, name);
         }
@@ -1271,11 +1284,15 @@ static void tick_seeds(sl_swim_t *s) {
             known = j != s->self && s->members[j].addr == sd->addr &&
                     is_up(s->members[j].state);
         if (alone || (!known && s->bug != SL_SWIM_BUG_NO_PUSH_PULL)) {
-            send_sync(s, sd->addr, NULL, alone, false);
+            send_sync(s, sd->addr, NULL, alone, false, false);
             s->stats.seed_dials++;
         }
         sd->next_dial_ms = s->now_ms + (alone ? s->t.join_retry_ms : s->t.seed_redial_ms);
     }
+}
+
+int64_t swim_sync_interval(const sl_swim_t *s) {
+    return sync_interval(s);
 }
 
 static int64_t sync_interval(const sl_swim_t *s) {
@@ -1306,7 +1323,12 @@ static void tick_sync(sl_swim_t *s) {
         i = random_member(s, WANT_UP, NONE);
     if (i == NONE)
         return;
-    send_sync(s, s->members[i].addr, s->members[i].name, false, false);
+    /* A joiner's follow-up is flagged join: it and its answer carry whole
+     * tables (it looks for the members that joined with it). */
+    bool follow = s->sync_followup;
+    s->sync_followup = false;
+    send_sync(s, s->members[i].addr, s->members[i].name, follow, false,
+              !follow && is_up(s->members[i].state));
 }
 
 static void tick_gossip(sl_swim_t *s) {

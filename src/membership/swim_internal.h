@@ -76,6 +76,7 @@ typedef struct {
     uint8_t reply;           /* SYNC: reply flag */
     uint8_t want_nack;       /* PING_REQ: want_nack */
     uint8_t gossip_only;     /* ACK seq 0 carrying gossip: skip if none */
+    uint8_t slice;           /* SYNC: at most SYNC_SLICE records, not the whole table */
     uint32_t seq;            /* PING, PING_REQ, ACK, NACK */
     sl_istr_t *to_addr;      /* destination address (ref) */
     sl_istr_t *to_name;      /* destination name (ref) or NULL */
@@ -130,6 +131,7 @@ typedef struct {
 } seed_t;
 
 #define EVENT_CAP 65536 /* queued events; beyond: oldest dropped */
+#define SYNC_SLICE 64   /* records in a periodic push-pull between members (self included) */
 #define SYNC_ASKED_MAX 8 /* SYNC requests remembered, to know their answers */
 
 struct sl_swim {
@@ -195,6 +197,8 @@ struct sl_swim {
                                  a random phase first, then 1 */
     int64_t next_reap_ms;     /* next reap scan */
     uint32_t sync_counter;    /* push-pulls done (every n-th to the dead) */
+    bool sync_followup;       /* the next push-pull is a joiner's follow-up: whole tables */
+    uint32_t slice_pos;       /* table index where the next SYNC slice's rotation starts */
 
     seed_t *seeds;            /* seed addresses */
     uint32_t seed_count;      /* used */
@@ -225,6 +229,7 @@ void swim_out_release(sl_swim_t *s, out_t *o);
 void swim_ev_release(sl_swim_t *s, event_t *e);
 void swim_drop_scratch(sl_swim_t *s);
 uint32_t swim_retransmit_limit(const sl_swim_t *s);
+int64_t swim_sync_interval(const sl_swim_t *s);
 sl_istr_t *swim_self_name(const sl_swim_t *s);
 const char *swim_state_name(uint8_t s);
 

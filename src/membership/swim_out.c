@@ -20,6 +20,39 @@ static void fill_record(const sl_swim_t *s, const member_t *m, sl_member_msg_t *
         r->from = istr_bytes(s->susps[m->susp - 1].from);
 }
 
+/* Whether a record is news a slice carries first: not ALIVE, or changed
+ * within the last push-pull interval. */
+static bool sync_news(const sl_swim_t *s, const member_t *m, int64_t since_ms) {
+    return m->state != SL_STATE_ALIVE || m->state_change_ms >= since_ms;
+}
+
+/* Fills `r` with a periodic push-pull's slice of the table, at most `cap`
+ * records: our own first, then the news (sync_news) and then the other
+ * records in turn, from where the last slice's turn stopped. A table of
+ * N records so goes out whole every ceil(N / (cap - 1)) push-pulls, and
+ * what changed lately at every one. One pass over the table (once a
+ * push-pull interval, 30 s or more); the message stays at `cap` records
+ * whatever N. Returns the count. */
+static uint32_t sync_slice(sl_swim_t *s, sl_member_msg_t *r, uint32_t cap) {
+    uint32_t n = 0, count = s->member_count;
+    int64_t since = s->now_ms - swim_sync_interval(s);
+    fill_record(s, &s->members[s->self], &r[n++]);
+    uint32_t start = s->slice_pos % count;
+    for (uint32_t j = 0; j < count && n < cap; j++) {
+        uint32_t i = (start + j) % count;
+        if (i != s->self && sync_news(s, &s->members[i], since))
+            fill_record(s, &s->members[i], &r[n++]);
+    }
+    uint32_t j = 0;
+    for (; j < count && n < cap; j++) {
+        uint32_t i = (start + j) % count;
+        if (i != s->self && !sync_news(s, &s->members[i], since))
+            fill_record(s, &s->members[i], &r[n++]);
+    }
+    s->slice_pos = (start + j) % count;
+    return n;
+}
+
 /* Fills msg->gossip: `first` (NONE: none) and then the queue's picks. */
 static void fill_gossip(sl_swim_t *s, sl_msg_t *msg, uint32_t first, uint32_t dest) {
     size_t budget = s->t.gossip_max_bytes;
@@ -98,22 +131,28 @@ sl_err sl_swim_next_output(sl_swim_t *s, sl_swim_output_t *out) {
             fill_gossip(s, msg, NONE, dest);
             break;
         case SL_MSG_SYNC: {
-            if (s->scratch_cap < s->member_count) {
-                sl_member_msg_t *r = sl_realloc(s->scratch, s->member_count * sizeof *r);
+            uint32_t want = o.slice && s->member_count > SYNC_SLICE ? SYNC_SLICE
+                                                                    : s->member_count;
+            if (s->scratch_cap < want) {
+                sl_member_msg_t *r = sl_realloc(s->scratch, want * sizeof *r);
                 if (!r) {
                     swim_out_release(s, &o);
                     s->stats.outputs_dropped++;
                     continue;
                 }
                 s->scratch = r;
-                s->scratch_cap = s->member_count;
+                s->scratch_cap = want;
             }
-            for (uint32_t i = 0; i < s->member_count; i++)
-                fill_record(s, &s->members[i], &s->scratch[i]);
+            uint32_t n = want;
+            if (want < s->member_count)
+                n = sync_slice(s, s->scratch, want);
+            else
+                for (uint32_t i = 0; i < s->member_count; i++)
+                    fill_record(s, &s->members[i], &s->scratch[i]);
             msg->u.sync.join = o.join;
             msg->u.sync.reply = o.reply;
             msg->u.sync.members = s->scratch;
-            msg->u.sync.member_count = s->member_count;
+            msg->u.sync.member_count = n;
             s->stats.syncs_sent++;
             if (s->left)
                 s->last_out_leave = true;
