@@ -12,22 +12,12 @@
 #include "starling/net.h"
 #include "starling/platform.h"
 #include "starling/rng.h"
+#include "store/store_round.h"
 #include "store/store_spread.h"
 
 #define GC_MS 1000u
-#define ACTIVE_ROUNDS 5 /* fast rounds after each change of our state */
-#define MAX_PEERS 1024
 #define LIVE_EVERY_MS 30000u /* update_live with no change seen, in case */
 #define KEYS_PART_LEN (1u << 20)
-
-typedef struct {
-    char addr[SL_STORE_MAX_ADDR + 1]; /* a member's advertised address */
-    uint64_t rid;                     /* the replica id its digests carry (0: none yet) */
-    uint64_t heard_fp;                /* the fingerprint it last told us (0: none) */
-    uint64_t sent_fp;                 /* our fingerprint when we last sent it a DIGEST */
-    bool urgent;                      /* joined or came back: exchange at the next round */
-    uint32_t seen;                    /* update_live's pass that last found it a member */
-} peer_rid_t;
 
 /* A local write appended to the WAL but not synced yet: at the end of
  * the loop's turn one sync covers every staged write, then each is pushed
@@ -44,34 +34,19 @@ struct sl_store_node {
     sl_node_t *node;              /* the daemon's loop (borrowed) */
     sl_store_t *store;            /* the replica */
     sl_disk_t *disk;              /* its WAL and snapshot */
-    sl_rng_t rng;                 /* peer choice */
-    uint32_t sync_ms;             /* round period while the state changes */
-    uint32_t idle_ms;             /* SUMMARY period once it stopped changing */
-    uint32_t refresh_ms;          /* a SUMMARY even to members that agree */
+    sl_rng_t rng;                 /* peer choice for spreading */
+    sl_store_round_t *round;      /* anti-entropy: whom to send what (store_round.h) */
     uint32_t snapshot_records;    /* WAL records between snapshots */
     uint64_t records;             /* WAL records since the last snapshot */
     bool dirty;                   /* records appended, not synced */
-    uint64_t next_sync_ns;        /* next anti-entropy round */
-    uint64_t next_idle_ns;        /* next SUMMARY when idle */
-    uint64_t next_refresh_ns;     /* next SUMMARY to a member that agrees */
-    uint64_t last_fp;             /* our fingerprint at the last round */
-    uint32_t active_rounds;       /* fast rounds left since the state last changed */
     uint64_t next_gc_ns;          /* next garbage collection step */
-    peer_rid_t *peers;            /* address -> replica id and fingerprints */
-    size_t peer_count;            /* entries */
-    uint32_t *peer_index;         /* open addressing by address: 1 + peers index, 0 empty */
-    size_t peer_index_cap;        /* slots, a power of two (0: none yet) */
-    size_t urgent_count;          /* peers with urgent set */
-    bool maybe_fresh;             /* a member may lack our state and not have been sent it */
-    bool maybe_differ;            /* a member's fingerprint may not be ours */
+    uint32_t *seen;               /* by round peer id: update_live's pass that last found it a member */
+    uint32_t seen_cap;            /* entries allocated */
     bool live_dirty;              /* membership or a replica id changed: update_live */
     uint32_t live_pass;           /* update_live's passes */
     uint64_t next_live_ns;        /* update_live at the latest then, changed or not */
     uint64_t *live;               /* the last list given to sl_store_set_live */
     size_t live_count;            /* entries */
-    uint64_t digests_sent;        /* DIGESTs sent by rounds */
-    uint64_t summaries_sent;      /* SUMMARYs sent by rounds */
-    uint64_t rounds_silent;       /* rounds that sent nothing: every member agreed */
     uint64_t pushed;              /* DELTAs of local writes sent (store_spread.h) */
     uint64_t relayed;             /* received DELTAs sent on to other members */
     sl_store_node_change_fn on_change; /* told of every changed key, or NULL */
@@ -496,90 +471,18 @@ sl_store_t *sl_store_node_store(sl_store_node_t *sn) { return sn->store; }
 
 /* ---- messages ---- */
 
-/* The peers by address: a hash index kept on insertion (peers are never
- * removed), so a look-up costs one hash and about one comparison. It was a
- * linear scan, made for every member at every round (every 100 ms) and
- * for every pair of member and peer each second: at 150 members, most of
- * a peer's work at rest (bench/results/scale.md). */
-static size_t peer_slot(const sl_store_node_t *sn, const char *addr, size_t len) {
-    size_t mask = sn->peer_index_cap - 1;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: addresses of members, at most MAX_PEERS */
-    for (size_t k = 0; k < len; k++)
-        h = (h ^ (uint8_t)addr[k]) * 0x100000001b3ull;
-    size_t i = (size_t)sl_mix64(h) & mask;
-    for (;; i = (i + 1) & mask) {
-        uint32_t v = sn->peer_index[i];
-        if (!v)
-            return i;
-        const char *a = sn->peers[v - 1].addr;
-        if (memcmp(a, addr, len) == 0 && a[len] == 0)
-            return i;
-    }
-}
-
-static sl_err peer_index_grow(sl_store_node_t *sn) {
-    size_t cap = sn->peer_index_cap ? sn->peer_index_cap * 2 : 64;
-    uint32_t *idx = sl_calloc(cap, sizeof *idx);
-    if (!idx)
-        return SL_ENOMEM;
-    sl_free(sn->peer_index);
-    sn->peer_index = idx;
-    sn->peer_index_cap = cap;
-    for (size_t k = 0; k < sn->peer_count; k++)
-        idx[peer_slot(sn, sn->peers[k].addr, strlen(sn->peers[k].addr))] = (uint32_t)k + 1;
-    return SL_OK;
-}
-
-static peer_rid_t *peer_find(sl_store_node_t *sn, const char *addr, size_t len, bool create) {
-    if (!len || len > SL_STORE_MAX_ADDR)
-        return NULL;
-    if (sn->peer_index_cap) {
-        uint32_t v = sn->peer_index[peer_slot(sn, addr, len)];
-        if (v)
-            return &sn->peers[v - 1];
-    }
-    if (!create || sn->peer_count >= MAX_PEERS)
-        return NULL;
-    if (2 * (sn->peer_count + 1) > sn->peer_index_cap && peer_index_grow(sn) != SL_OK)
-        return NULL;
-    peer_rid_t *p = sl_realloc(sn->peers, (sn->peer_count + 1) * sizeof *p);
-    if (!p)
-        return NULL;
-    sn->peers = p;
-    p = &sn->peers[sn->peer_count++];
-    memset(p, 0, sizeof *p);
-    memcpy(p->addr, addr, len);
-    sn->peer_index[peer_slot(sn, addr, len)] = (uint32_t)sn->peer_count;
-    sn->live_dirty = true;
-    sn->maybe_fresh = sn->maybe_differ = true;
-    return p;
-}
-
-static void peer_urgent(sl_store_node_t *sn, peer_rid_t *p, bool urgent) {
-    if (p->urgent != urgent)
-        sn->urgent_count += urgent ? 1 : (size_t)-1;
-    p->urgent = urgent;
-}
-
 /* What a DIGEST or SUMMARY tells of its sender: its replica id and its
  * fingerprint. */
 static void learn_peer(sl_store_node_t *sn, const char *addr, uint64_t rid, uint64_t fp) {
-    if (!addr[0] || !rid)
+    uint32_t id;
+    if (!addr[0] || !rid || sl_store_round_peer(sn->round, addr, strlen(addr), true, &id) != SL_OK)
         return;
-    peer_rid_t *p = peer_find(sn, addr, strlen(addr), true);
-    if (!p)
-        return;
-    if (p->rid && p->rid != rid) {
-        sl_store_retire(sn->store, p->rid); /* restarted: its old incarnation is gone for good */
-        p->sent_fp = 0;
-        sn->maybe_fresh = true;
-    }
-    if (p->rid != rid)
+    uint64_t old;
+    sl_store_round_heard(sn->round, id, rid, fp, &old);
+    if (old && old != rid)
+        sl_store_retire(sn->store, old); /* restarted: its old incarnation is gone for good */
+    if (old != rid)
         sn->live_dirty = true;
-    if (p->heard_fp != fp)
-        sn->maybe_fresh = sn->maybe_differ = true;
-    p->rid = rid;
-    p->heard_fp = fp;
 }
 
 /* Test-only partitions: is this message from a blocked peer? DELTAs
@@ -595,8 +498,9 @@ static bool from_blocked(const sl_store_node_t *sn, uint8_t type, const uint8_t 
         a[m.reply_to_len] = 0;
         blocked = is_blocked(sn, a);
     }
-    for (size_t i = 0; !blocked && i < sn->peer_count; i++)
-        blocked = sn->peers[i].rid == m.sender && is_blocked(sn, sn->peers[i].addr);
+    for (uint32_t i = 0; !blocked && i < sl_store_round_peer_count(sn->round); i++)
+        blocked = sl_store_round_peer_rid(sn->round, i) == m.sender &&
+                  is_blocked(sn, sl_store_round_peer_key(sn->round, i));
     sl_store_dmsg_fini(&m);
     return blocked;
 }
@@ -718,20 +622,21 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
  * waiting for the rounds. */
 static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     sl_store_node_t *sn = ctx;
-    (void)node;
     sn->live_dirty = true; /* a member joined, changed state, left or was reaped */
+    const char *self = sl_node_addr(node);
+    if (ev->addr.len == strlen(self) && memcmp(ev->addr.ptr, self, ev->addr.len) == 0)
+        return; /* this peer (a refuted suspicion) */
+    bool up = ev->kind != SL_SWIM_EV_REAP &&
+              (ev->new_state == SL_STATE_ALIVE || ev->new_state == SL_STATE_SUSPECT);
     bool back = ev->new_state == SL_STATE_ALIVE &&
                 (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE ||
                  (ev->kind == SL_SWIM_EV_UPDATE && ev->incarnation != ev->old_incarnation));
-    if (!back)
+    uint32_t id;
+    if (sl_store_round_peer(sn->round, ev->addr.ptr, ev->addr.len, up, &id) != SL_OK)
         return;
-    peer_rid_t *p = peer_find(sn, (const char *)ev->addr.ptr, ev->addr.len, true);
-    if (!p)
-        return;
-    p->heard_fp = p->sent_fp = 0;
-    sn->maybe_fresh = sn->maybe_differ = true;
-    peer_urgent(sn, p, true);
-    sn->next_sync_ns = 0; /* a round at the next turn */
+    sl_store_round_set_up(sn->round, id, up);
+    if (back)
+        sl_store_round_back(sn->round, id); /* a round at the next turn */
 }
 
 /* ---- timers ---- */
@@ -752,21 +657,46 @@ static void update_live(sl_store_node_t *sn) {
         return;
     sn->live_dirty = false;
     uint32_t pass = ++sn->live_pass;
+    /* every alive member a peer of the round (up), the others not: what
+       membership's events said, in case one was dropped from its queue */
     for (size_t i = 0; i < count; i++) {
         sl_swim_member_t m;
         if (sl_swim_member_at(sw, i, &m) != SL_OK || m.state == SL_STATE_LEFT)
             continue;
-        peer_rid_t *p = peer_find(sn, (const char *)m.addr.ptr, m.addr.len, false);
-        if (p)
-            p->seen = pass;
+        bool up = !m.is_self && (m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT);
+        uint32_t id;
+        bool known = sl_store_round_peer(sn->round, m.addr.ptr, m.addr.len, up, &id) == SL_OK;
+        if (known && id >= sn->seen_cap) {
+            uint32_t cap = sn->seen_cap ? sn->seen_cap : 64;
+            while (cap <= id)
+                cap *= 2;
+            uint32_t *seen = sl_realloc(sn->seen, cap * sizeof *seen);
+            if (!seen) {
+                sl_free(live);
+                sn->live_dirty = true;
+                return;
+            }
+            memset(seen + sn->seen_cap, 0, (cap - sn->seen_cap) * sizeof *seen);
+            sn->seen = seen;
+            sn->seen_cap = cap;
+        }
+        if (known) {
+            sn->seen[id] = pass;
+            sl_store_round_set_up(sn->round, id, up);
+        }
         if (m.is_self)
             continue;
-        live[n++] = p && p->rid ? p->rid : sl_hash64(m.addr.ptr, m.addr.len, 77) | (1ull << 63);
+        uint64_t rid = known ? sl_store_round_peer_rid(sn->round, id) : 0;
+        live[n++] = rid ? rid : sl_hash64(m.addr.ptr, m.addr.len, 77) | (1ull << 63);
     }
     /* members that left or were reaped: their replica ids go for good */
-    for (size_t k = 0; k < sn->peer_count; k++)
-        if (sn->peers[k].seen != pass && sn->peers[k].rid)
-            sl_store_retire(sn->store, sn->peers[k].rid);
+    for (uint32_t k = 0; k < sl_store_round_peer_count(sn->round); k++) {
+        if (k < sn->seen_cap && sn->seen[k] == pass)
+            continue;
+        sl_store_round_set_up(sn->round, k, false);
+        if (sl_store_round_peer_rid(sn->round, k))
+            sl_store_retire(sn->store, sl_store_round_peer_rid(sn->round, k));
+    }
     qsort(live, n, sizeof *live, u64_cmp);
     if (n == sn->live_count && (n == 0 || memcmp(live, sn->live, n * sizeof *live) == 0)) {
         sl_free(live);
@@ -781,106 +711,21 @@ static void update_live(sl_store_node_t *sn) {
     }
 }
 
-/* One anti-entropy round. Quiet at rest: a write is pushed right after
- * its WAL sync, and a round only talks to members that may not hold what
- * we hold (the fingerprint they last told us is not ours):
- *   - a member that joined or came back gets our DIGEST at once;
- *   - for a few rounds after our state changed, a DIGEST every sync_ms
- *     to such a member we have not sent this state yet (push-pull: it
- *     pulls what it lacks and we pull what we lack);
- *   - then a SUMMARY (fingerprint, ~40 bytes) every idle_ms to such a
- *     member, answered by its SUMMARY when it agrees (then both know, and
- *     fall silent) or by its DIGEST when not;
- *   - every refresh_ms a SUMMARY to any member, in case a fingerprint we
- *     hold went stale without a membership event.
- * So once every pair agrees, nothing is sent but the refresh. */
+/* One anti-entropy round: the core (store_round.h) says whom to send
+ * our DIGEST or SUMMARY, or nobody (at rest, once every member agrees). */
 static void round_run(sl_store_node_t *sn, uint64_t now_ns) {
-    uint64_t fp = sl_store_fingerprint(sn->store);
-    if (fp != sn->last_fp) {
-        sn->last_fp = fp;
-        sn->active_rounds = ACTIVE_ROUNDS;
-        sn->maybe_fresh = sn->maybe_differ = true;
-    }
-    /* nothing to do before the idle time but for a member that is urgent,
-       or one not sent our state while it changes: no pass over the members
-       then (it made one every round, 10 a second, at rest too) */
-    if (!sn->urgent_count && !(sn->active_rounds && sn->maybe_fresh)) {
-        if (now_ns < sn->next_idle_ns)
-            return;
-        /* idle, every member agreed at the last pass and none told
-           otherwise since, no refresh due: a silent round, no pass */
-        if (!sn->maybe_differ && now_ns < sn->next_refresh_ns) {
-            sn->next_idle_ns = now_ns + (uint64_t)sn->idle_ms * 1000000ull;
-            sn->rounds_silent++;
-            return;
-        }
-    }
-    const sl_swim_t *sw = sl_node_swim(sn->node);
-    size_t count = sl_swim_member_count(sw);
-    size_t n_urgent = 0, n_fresh = 0, n_differ = 0, n_any = 0;
-    /* chosen peers as index + 1 (0: none), not pointers: peer_find may
-       grow sn->peers further on in the pass (a member not met before),
-       which moved the array under the pointers kept (a use after free
-       that 36 joining peers met, issue 14) */
-    size_t urgent = 0, fresh = 0, differ = 0, any = 0;
-    /* one pass, reservoir sampling in each class */
-    for (size_t i = 0; i < count; i++) {
-        sl_swim_member_t m;
-        if (sl_swim_member_at(sw, i, &m) != SL_OK || m.is_self ||
-            (m.state != SL_STATE_ALIVE && m.state != SL_STATE_SUSPECT))
-            continue;
-        peer_rid_t *p = peer_find(sn, (const char *)m.addr.ptr, m.addr.len, true);
-        if (!p)
-            continue;
-        size_t at = (size_t)(p - sn->peers) + 1;
-        if (p->urgent && sl_rng_below(&sn->rng, ++n_urgent) == 0)
-            urgent = at;
-        if (p->heard_fp != fp) {
-            if (p->sent_fp != fp && sl_rng_below(&sn->rng, ++n_fresh) == 0)
-                fresh = at;
-            if (sl_rng_below(&sn->rng, ++n_differ) == 0)
-                differ = at;
-        }
-        if (sl_rng_below(&sn->rng, ++n_any) == 0)
-            any = at;
-    }
-    sn->maybe_fresh = n_fresh > 0; /* (until a peer or our state changes) */
-    sn->maybe_differ = n_differ > 0;
-    size_t pick = 0;
-    bool digest = true;
-    if (urgent) {
-        pick = urgent;
-        peer_urgent(sn, &sn->peers[pick - 1], false);
-    } else if (sn->active_rounds && fresh) {
-        pick = fresh;
-        sn->active_rounds--;
-    } else if (now_ns >= sn->next_idle_ns) {
-        sn->next_idle_ns = now_ns + (uint64_t)sn->idle_ms * 1000000ull;
-        digest = false;
-        pick = differ;
-        if (!pick && now_ns >= sn->next_refresh_ns)
-            pick = any;
-        if (pick == any && any)
-            sn->next_refresh_ns = now_ns + (uint64_t)sn->refresh_ms * 1000000ull;
-        if (!pick)
-            sn->rounds_silent++;
-    }
-    peer_rid_t *to = pick ? &sn->peers[pick - 1] : NULL;
-    if (!to)
+    sl_store_round_pick_t pick;
+    sl_store_round_run(sn->round, now_ns, sl_store_fingerprint(sn->store), &pick);
+    if (pick.kind == SL_STORE_ROUND_QUIET)
         return;
     sl_store_msg_t msg;
-    sl_err err = digest ? sl_store_digest(sn->store, false, &msg)
-                        : sl_store_summary(sn->store, false, &msg);
+    sl_err err = pick.kind == SL_STORE_ROUND_DIGEST ? sl_store_digest(sn->store, false, &msg)
+                                                    : sl_store_summary(sn->store, false, &msg);
     if (err)
         return;
-    if (send_to(sn, to->addr, strlen(to->addr), &msg) == SL_OK) {
-        if (digest) {
-            to->sent_fp = fp;
-            sn->digests_sent++;
-        } else {
-            sn->summaries_sent++;
-        }
-    }
+    const char *to = sl_store_round_peer_key(sn->round, pick.peer);
+    if (send_to(sn, to, strlen(to), &msg) == SL_OK)
+        sl_store_round_sent(sn->round, &pick);
     sl_store_msg_fini(&msg);
 }
 
@@ -889,8 +734,7 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     (void)node;
     flush_staged(sn, true);
     disk_retry(sn, now_ns);
-    if (now_ns >= sn->next_sync_ns) {
-        sn->next_sync_ns = now_ns + (uint64_t)sn->sync_ms * 1000000ull;
+    if (now_ns >= sl_store_round_due_ns(sn->round)) {
         if (!disk_refuses(sn))
             commit(sn); /* a failure puts the disk down, logged once (DISK-DOWN) */
         round_run(sn, now_ns);
@@ -906,7 +750,8 @@ static uint64_t on_tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         }
         sl_store_gc(sn->store);
     }
-    uint64_t next = sn->next_sync_ns < sn->next_gc_ns ? sn->next_sync_ns : sn->next_gc_ns;
+    uint64_t next_sync_ns = sl_store_round_due_ns(sn->round);
+    uint64_t next = next_sync_ns < sn->next_gc_ns ? next_sync_ns : sn->next_gc_ns;
     return disk_refuses(sn) && sn->disk_retry_ns < next ? sn->disk_retry_ns : next;
 }
 
@@ -914,6 +759,8 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
     sl_store_node_t *sn = ctx;
     sl_store_stats_t st;
     sl_store_stats(sn->store, &st);
+    sl_store_round_stats_t rs;
+    sl_store_round_stats(sn->round, &rs);
     sl_disk_stats_t ds;
     sl_disk_stats(sn->disk, &ds);
     sl_node_counter_t c[] = {{"keys", st.keys},
@@ -928,9 +775,9 @@ static size_t store_stats(void *ctx, sl_node_counter_t *out, size_t cap) {
                              {"seq", sl_store_vv_get(sn->store, sl_store_rid(sn->store))},
                              {"deltas_sent", st.deltas_sent},
                              {"snapshots_sent", st.snapshots_sent},
-                             {"digests_sent", sn->digests_sent},
-                             {"summaries_sent", sn->summaries_sent},
-                             {"rounds_silent", sn->rounds_silent},
+                             {"digests_sent", rs.digests_sent},
+                             {"summaries_sent", rs.summaries_sent},
+                             {"rounds_silent", rs.rounds_silent},
                              {"pushed", sn->pushed},
                              {"relayed", sn->relayed},
                              {"fault_dropped", sn->fault_dropped},
@@ -1113,9 +960,7 @@ static sl_err ctl_fault(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
         sl_free(sn->blocked);
         sn->blocked = NULL;
         sn->blocked_count = 0;
-        sn->next_sync_ns = 0;
-        for (size_t i = 0; i < sn->peer_count; i++)
-            peer_urgent(sn, &sn->peers[i], true); /* as membership would after a heal */
+        sl_store_round_heal(sn->round); /* as membership would after a heal */
         return reply_ok(call);
     }
     if (req->arg_count < 2 || req->args[0].len != 5 || memcmp(req->args[0].ptr, "block", 5))
@@ -1148,9 +993,6 @@ sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
     if (!sn)
         return SL_ENOMEM;
     sn->node = node;
-    sn->sync_ms = cfg->sync_ms ? cfg->sync_ms : 100;
-    sn->idle_ms = cfg->idle_ms ? cfg->idle_ms : 1000;
-    sn->refresh_ms = cfg->refresh_ms ? cfg->refresh_ms : 30000;
     sn->snapshot_records = cfg->snapshot_records ? cfg->snapshot_records : 100000;
     sl_err err = sl_disk_open(cfg->dir, &sn->disk);
     if (err)
@@ -1165,6 +1007,10 @@ sl_err sl_store_node_attach(sl_node_t *node, const sl_store_node_config_t *cfg,
                             sl_mix64(sl_disk_incarnation(sn->disk)));
     rid = rid ? rid : 1;
     sl_rng_seed(&sn->rng, rid);
+    sl_store_round_config_t rcfg = {.sync_ms = cfg->sync_ms, .idle_ms = cfg->idle_ms,
+                                    .refresh_ms = cfg->refresh_ms};
+    if ((err = sl_store_round_new(&rcfg, sl_mix64(rid), &sn->round)))
+        goto fail;
     sl_store_config_t scfg = {0};
     if ((err = sl_store_new(rid, &scfg, &sn->store)))
         goto fail;
@@ -1205,8 +1051,8 @@ void sl_store_node_destroy(sl_store_node_t **snp) {
     sl_free(sn->staged);
     sl_store_destroy(&sn->store);
     sl_disk_close(&sn->disk);
-    sl_free(sn->peers);
-    sl_free(sn->peer_index);
+    sl_store_round_destroy(&sn->round);
+    sl_free(sn->seen);
     sl_free(sn->live);
     sl_free(sn->blocked);
     sl_free(sn);
