@@ -3,7 +3,9 @@
  *
  * A peer binds one ROUTER for everything inbound. To send to another peer
  * it uses an outbound DEALER per destination, connected lazily and capped
- * (at most `max_conns` open; the least recently used is closed first).
+ * (at most `max_conns` open; the least recently used is closed first,
+ * never one whose first messages still wait for it to come up; one
+ * unused for 2 minutes is closed).
  * A peer answers a request on the connection it came in on
  * (sl_net_send_back through the ROUTER), so that request and reply share
  * one TCP connection and the TCP acknowledgement of the request rides on
@@ -38,7 +40,7 @@ extern "C" {
 #endif
 
 #define SL_NET_DEFAULT_PORT 7600 /* peers listen here unless told otherwise */
-#define SL_NET_MAX_CONNS 64      /* outbound connections open at once (default cap) */
+#define SL_NET_MAX_CONNS 256     /* outbound connections open at once (default cap) */
 #define SL_NET_ROUTE_MAX 32      /* bytes of a ZeroMQ routing id */
 #define SL_NET_KEY_Z85_LEN 40    /* Z85 text of a 32-byte Curve key */
 
@@ -146,6 +148,9 @@ typedef struct {
     uint64_t sends_refused;    /* outbound connections that took messages, then refused one */
     uint64_t names_refused;    /* of dropped_out: sends to a host name (no DNS on the I/O path) */
     uint64_t inbound_refused;  /* sl_net_note_inbound calls for an address of another host */
+    uint64_t conns_full;       /* of dropped_out: sends refused because every outbound
+                                  connection had messages waiting for it to come up */
+    uint64_t conns_idle_closed; /* outbound connections closed after 2 minutes unused */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
@@ -195,7 +200,11 @@ bool sl_net_host_is_loopback(const char *host, size_t len);
 
 /* Sends header + body to the peer whose ROUTER is at `addr` (any form
  * sl_net_addr_normalize takes). Never blocks: a message that cannot go out
- * is dropped and counted, and SL_EAGAIN says so. */
+ * is dropped and counted, and SL_EAGAIN says so (the destination's queue
+ * is full, or every outbound connection is young with messages waiting
+ * for it: conns_full). SL_OK on a new connection means queued: it goes out
+ * when the connection is up, or is dropped and counted (dropped_out)
+ * after `connect_grace_ms`. */
 sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE_HEADER_LEN],
                    const uint8_t *body, size_t body_len);
 

@@ -26,6 +26,9 @@
 #define SHARED_IDLE_NS 5000000000ull /* an unused duplicate connection is closed after this */
 #define SWEEP_NS 1000000000ull  /* how often duplicates and retired connections are looked for */
 #define RETIRE_NS 1000000000ull /* a retired connection is still read this long */
+#define IDLE_CLOSE_NS 120000000000ull /* an outbound connection unused this long is closed */
+#define CLOSE_LINGER_MS 250     /* what a connection closed in use still had queued goes out
+                                   within this (ZeroMQ writes it after zmq_close) */
 
 /* A message waiting for a fresh outbound connection to come up. */
 typedef struct {
@@ -40,6 +43,7 @@ typedef struct {
     uint64_t last_used;          /* LRU tick of the last send */
     uint64_t opened_ns;          /* when connect was called */
     uint64_t sent_ns;            /* when a message last went out on it */
+    uint64_t recv_ns;            /* when a message last came in on it */
     uint64_t big_ns;             /* when a message too large to share last went out on it */
     uint64_t retired_ns;         /* when sl_net_disconnect retired it; 0 = in use */
     int fd;                      /* its ZMQ_FD (edge-triggered), polled as a plain descriptor */
@@ -280,11 +284,18 @@ static void conn_clear_pending(conn_t *c) {
     c->pending_head = 0;
 }
 
-static void conn_close(sl_net_t *net, conn_t *c) {
+/* Closes an outbound connection. What waits in its pending ring (never
+ * handed to ZeroMQ) is dropped and counted. With `linger_ms` > 0, what
+ * ZeroMQ has taken but not yet written still goes out (in its I/O
+ * thread, for at most that long): a connection closed while in use (the
+ * cap, a duplicate, idle) loses nothing it accepted. With 0 it is thrown
+ * away: for a destination that is gone or was restarted, and at exit. */
+static void conn_close(sl_net_t *net, conn_t *c, int linger_ms) {
     if (!c->sock)
         return;
     net->stats.dropped_out += c->pending_count;
     conn_clear_pending(c);
+    set_int(c->sock, ZMQ_LINGER, linger_ms);
     zmq_close(c->sock);
     c->sock = NULL;
     c->addr[0] = 0;
@@ -395,7 +406,7 @@ void sl_net_destroy(sl_net_t **pnet) {
         return;
     if (net->conns) {
         for (size_t i = 0; i < net->max_conns; i++)
-            conn_close(net, &net->conns[i]);
+            conn_close(net, &net->conns[i], 0);
         sl_free(net->conns);
     }
     sl_free(net->fds);
@@ -571,24 +582,41 @@ static conn_t *conn_find(sl_net_t *net, const char *addr) {
     return NULL;
 }
 
-static conn_t *conn_open(sl_net_t *net, const char *addr) {
+/* A free slot, or the least recently used connection closed to make one.
+ * A connection with messages waiting for it to come up is not taken (they
+ * would be lost after the caller was told they were queued): NULL when
+ * every connection has some, and the caller refuses the send. */
+static conn_t *conn_slot(sl_net_t *net) {
     conn_t *slot = NULL;
-    for (size_t i = 0; i < net->max_conns && !slot; i++)
-        if (!net->conns[i].sock)
-            slot = &net->conns[i];
-    if (!slot) {
-        slot = &net->conns[0];
-        for (size_t i = 1; i < net->max_conns; i++)
-            if (net->conns[i].last_used < slot->last_used)
-                slot = &net->conns[i];
+    for (size_t i = 0; i < net->max_conns; i++) {
+        conn_t *c = &net->conns[i];
+        if (!c->sock)
+            return c;
+        if (c->pending_count == 0 && (!slot || c->last_used < slot->last_used))
+            slot = c;
+    }
+    if (slot) {
         sl_log(SL_LOG_DEBUG, "NET-EVICT", "closing least recently used connection to %s",
                slot->addr);
-        conn_close(net, slot);
+        conn_close(net, slot, CLOSE_LINGER_MS);
         net->stats.conns_evicted++;
+    }
+    return slot;
+}
+
+/* Opens an outbound connection to `addr` in a slot of the table.
+ * SL_EAGAIN when no slot can be freed now (conn_slot), SL_EIO when
+ * ZeroMQ refuses. */
+static sl_err conn_open(sl_net_t *net, const char *addr, conn_t **out) {
+    *out = NULL;
+    conn_t *slot = conn_slot(net);
+    if (!slot) {
+        net->stats.conns_full++;
+        return SL_EAGAIN;
     }
     void *s = zmq_socket(net->ctx, ZMQ_DEALER);
     if (!s)
-        return NULL;
+        return SL_EIO;
     set_int(s, ZMQ_LINGER, 0);
     set_int(s, ZMQ_IMMEDIATE, 1);
     set_int(s, ZMQ_SNDHWM, net->sndhwm);
@@ -615,7 +643,7 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
         snprintf(dial, sizeof dial, "tcp://%s:0;%s", host, addr + 6);
     if ((net->has_key && apply_curve_client(s, &net->key) != SL_OK) || zmq_connect(s, dial) != 0) {
         zmq_close(s);
-        return NULL;
+        return SL_EIO;
     }
     memset(slot, 0, sizeof *slot);
     snprintf(slot->addr, sizeof slot->addr, "%s", addr);
@@ -624,13 +652,15 @@ static conn_t *conn_open(sl_net_t *net, const char *addr) {
     if (zmq_getsockopt(s, ZMQ_FD, &slot->fd, &fd_len) != 0) {
         zmq_close(s);
         slot->sock = NULL;
-        return NULL;
+        slot->addr[0] = 0;
+        return SL_EIO;
     }
     slot->may_read = true;
     slot->opened_ns = sl_plat_now_ns();
     net->stats.conns_opened++;
     net->stats.conns_open++;
-    return slot;
+    *out = slot;
+    return SL_OK;
 }
 
 /* Keeps `addr` for sl_net_next_lost (the oldest goes when full). */
@@ -776,7 +806,7 @@ static void close_idle(sl_net_t *net, uint64_t now) {
     for (size_t i = 0; i < net->max_conns; i++) {
         conn_t *c = &net->conns[i];
         if (c->sock && c->retired_ns && now - c->retired_ns >= RETIRE_NS) {
-            conn_close(net, c);
+            conn_close(net, c, 0);
             continue;
         }
         if (net->self[0] && c->sock && c->pending_count == 0 &&
@@ -784,8 +814,16 @@ static void close_idle(sl_net_t *net, uint64_t now) {
             prefer_theirs(net, c->addr) && shared_find(net, c->addr)) {
             sl_log(SL_LOG_DEBUG, "NET-SHARE", "closing our connection to %s: it sends on its own",
                    c->addr);
-            conn_close(net, c);
+            conn_close(net, c, CLOSE_LINGER_MS);
             net->stats.conns_shared_closed++;
+            continue;
+        }
+        if (c->sock && c->pending_count == 0 && now - c->opened_ns > IDLE_CLOSE_NS &&
+            now - c->sent_ns > IDLE_CLOSE_NS && now - c->recv_ns > IDLE_CLOSE_NS) {
+            sl_log(SL_LOG_DEBUG, "NET-IDLE", "closing our connection to %s: unused for %llu s",
+                   c->addr, (unsigned long long)(IDLE_CLOSE_NS / 1000000000ull));
+            conn_close(net, c, CLOSE_LINGER_MS);
+            net->stats.conns_idle_closed++;
         }
     }
 }
@@ -811,12 +849,15 @@ sl_err sl_net_send(sl_net_t *net, const char *addr, const uint8_t header[SL_WIRE
     if (send_shared(net, ep, c, now, header, body, body_len))
         return SL_OK;
     if (!c) {
-        c = conn_open(net, ep);
+        /* Every slot holds messages waiting for a fresh connection (a
+         * burst to more new destinations than the cap): refused, and the
+         * caller told (SL_EAGAIN), rather than closing one of them. */
+        sl_err err = conn_open(net, ep, &c);
         now = sl_plat_now_ns(); /* not before its opened_ns */
-    }
-    if (!c) {
-        net->stats.dropped_out++;
-        return SL_EIO;
+        if (err != SL_OK) {
+            net->stats.dropped_out++;
+            return err;
+        }
     }
     c->last_used = ++net->tick;
     if (body_len > SHARED_MSG_MAX)
@@ -922,7 +963,7 @@ static void forget_member(sl_net_t *net, const char *addr, bool close_now) {
         return;
     conn_t *c = conn_find(net, ep);
     if (c && close_now) {
-        conn_close(net, c);
+        conn_close(net, c, 0);
         net->stats.conns_redialled++;
     } else if (c && !c->retired_ns) {
         net->stats.dropped_out += c->pending_count;
@@ -1187,6 +1228,7 @@ static sl_err read_one(sl_net_t *net, void *router, conn_t *c, sl_net_in_t *in) 
     in->on_outbound = c != NULL;
     if (c) {
         net->stats.received_back++;
+        c->recv_ns = sl_plat_now_ns();
         in->route.len = 0;
         in->route.fd = -1;
     } else {

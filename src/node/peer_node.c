@@ -391,6 +391,8 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(net, "sends_refused", ns.sends_refused);
     add_u64(net, "names_refused", ns.names_refused);
     add_u64(net, "inbound_refused", ns.inbound_refused);
+    add_u64(net, "conns_full", ns.conns_full);
+    add_u64(net, "conns_idle_closed", ns.conns_idle_closed);
 
     cJSON *dec = cJSON_AddObjectToObject(root, "decode");
     add_u64(dec, "ok", node->decode_ok);
