@@ -1,6 +1,8 @@
-/* Internals shared by src/blob/blob_node.c (the loop: transfers, placement,
- * puts, messages), src/blob/blob_cache.c (the cache of copies fetched for
- * readers) and src/blob/blob_ctl.c (the control commands). */
+/* Internals shared by the blob node's files, which call only downwards in
+ * this order: src/blob/blob_node.c (messages, tick, lifecycle), blob_ctl.c
+ * (the control commands), blob_jobs.c (transfers, copies out, placement,
+ * puts), blob_cache.c (the cache of copies fetched for readers) and
+ * blob_state.c (what the node knows and looks up). */
 #ifndef STARLING_BLOB_NODE_INTERNAL_H
 #define STARLING_BLOB_NODE_INTERNAL_H
 
@@ -139,34 +141,62 @@ typedef struct {
 
 static inline uint64_t now_ms(void) { return sl_plat_now_ns() / 1000000ull; }
 
-/* ---- blob_node.c ---- */
+/* ---- blob_state.c: what the node knows and looks up ---- */
 
 /* 64 lower-case hex digits to a hash. */
 bool sl_blob_node_unhex(const uint8_t *s, size_t len, uint8_t out[SL_BLAKE2B_LEN]);
+/* The store keys: blob/HEX (the manifest; `out` holds PREFIX_LEN + HEX_LEN
+ * + 1), blob/HEX/h/NAME (a holder; 0 when it does not fit `cap`) and
+ * blob/HEX/dead (deleted; returns its length). */
+void sl_blob_manifest_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out);
+size_t sl_blob_holder_key(const uint8_t hash[SL_BLAKE2B_LEN], const char *name, char *out,
+                          size_t cap);
+size_t sl_blob_dead_key(const uint8_t hash[SL_BLAKE2B_LEN], char *out);
 /* Does the store record member `name` as holder of the blob? */
 bool sl_blob_node_holds(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                         const char *name);
+/* Does any member, alive or not, still record a copy? */
+bool sl_blob_node_has_holders(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
 /* Is the blob marked deleted (blob/HASH/dead)? */
 bool sl_blob_node_is_dead(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
 /* The manifest of a blob the store knows (sl_blob_manifest_fini it). */
 sl_err sl_blob_node_lookup(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN],
                            sl_blob_manifest_t *m);
+/* The length of chunk `i` of `m`. */
+size_t sl_blob_chunk_size(const sl_blob_manifest_t *m, uint32_t i);
+/* Logs BLOB-CORRUPT: `what` `index` of blob `hash` `where`. */
+void sl_blob_log_corrupt(const char *what, const uint8_t hash[SL_BLAKE2B_LEN], uint32_t index,
+                         const char *where);
+/* Chunk `i` of `m` from disk, its size checked and, with `check_hash`,
+ * its bytes: SL_ENOTFOUND, SL_ECORRUPT. */
+sl_err sl_blob_node_load_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
+                               bool check_hash, uint8_t **data, size_t *len);
 /* Chunk `i` of `m` from disk, checked against its hash: SL_ENOTFOUND, SL_ECORRUPT. */
 sl_err sl_blob_node_read_chunk(sl_blob_node_t *bn, const sl_blob_manifest_t *m, uint32_t i,
                                uint8_t **data, size_t *len);
-/* A local chunk was found bad (removed) or missing: stop claiming the blob. */
-void sl_blob_node_lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
-                             const uint8_t chunk[SL_BLAKE2B_LEN], uint32_t index, sl_err why);
 /* The alive (and suspect) members, names and addresses (sl_free *out). */
 size_t sl_blob_node_alive(const sl_blob_node_t *bn, member_t **out);
 /* The transfer running for a blob, or NULL. */
 job_t *sl_blob_node_find_job(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
-/* How the last fetch of a blob ended, or NULL. */
+/* The copy out running for a blob, or NULL. */
+writer_t *sl_blob_node_find_writer(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+/* How the last fetch of a blob ended, or NULL; remember records it. */
 recent_t *sl_blob_node_recent(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+void sl_blob_node_remember(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN], sl_err err);
 /* The blob is no longer known to be whole here. */
 void sl_blob_node_forget(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
 /* A transfer or a copy-out is using the blob's chunks. */
 bool sl_blob_node_busy(const sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_LEN]);
+/* Every blob the store has a manifest for (sl_free l->hashes). */
+void sl_blob_node_list(const sl_blob_node_t *bn, hash_list_t *l);
+/* memcmp of two hashes, for qsort and bsearch. */
+int sl_blob_node_cmp_hash(const void *a, const void *b);
+
+/* ---- blob_jobs.c: transfers, copies out, placement, puts ---- */
+
+/* A local chunk was found bad (removed) or missing: stop claiming the blob. */
+void sl_blob_node_lost_chunk(sl_blob_node_t *bn, const uint8_t blob[SL_BLAKE2B_LEN],
+                             const uint8_t chunk[SL_BLAKE2B_LEN], uint32_t index, sl_err why);
 /* Starts (or joins) a transfer: check what is here, fetch the rest from
  * `extra_source` and the alive holders, verify the whole, then record
  * this peer as holder (`record`) or commit (`commit_after`: verify only);
@@ -175,10 +205,15 @@ sl_err sl_blob_node_start_job(sl_blob_node_t *bn, const uint8_t hash[SL_BLAKE2B_
                               const sl_blob_manifest_t *given, const char *extra_source,
                               bool record, bool commit_after, sl_blob_done_fn done, void *ctx,
                               const char *path);
-/* Every blob the store has a manifest for (sl_free l->hashes). */
-void sl_blob_node_list(const sl_blob_node_t *bn, hash_list_t *l);
-/* memcmp of two hashes, for qsort and bsearch. */
-int sl_blob_node_cmp_hash(const void *a, const void *b);
+/* Moves a transfer on (a slice of checks, the GETs due); ends it when over. */
+void sl_blob_node_pump(sl_blob_node_t *bn, job_t *job, uint64_t now);
+/* The node's tick (registered by blob_node.c): placement checks, slices
+ * of every transfer and copy out; returns the next deadline. */
+uint64_t sl_blob_node_on_tick(void *ctx, sl_node_t *node, uint64_t now_ns);
+/* Work was started between two ticks: a tick at the end of this turn. */
+void sl_blob_node_tick_soon(sl_blob_node_t *bn);
+/* Ends every transfer and copy out without a word (the node is going). */
+void sl_blob_node_free_work(sl_blob_node_t *bn);
 
 /* ---- blob_cache.c ---- */
 
