@@ -15,6 +15,7 @@
  *                 communicator) goes on from rank 0's state to the end
  *     cpu_member  a member on the cpu backend: the world uses the ring
  *     no_lib      a member without libnccl: the ring
+ *     off         a member whose trainer has NCCL off: the ring
  *     kill        rank 1's process dies after step 3: rank 0 leaves with
  *                 the all-reduce's error, at step 3, within seconds
  *     init_fails  rank 1 cannot make its communicator: the ring, after
@@ -475,6 +476,23 @@ static void test_no_lib(void) {
               "rank 1's log:\n%s", o[1].logs);
 }
 
+static void test_off(void) {
+    int ports[2];
+    take_ports(ports, 2);
+    rank_spec_t rs[2] = {spec(0, 2, ports, "cuda"), spec(1, 2, ports, "cuda")};
+    rs[0].nccl = SL_ELASTIC_NCCL_OFF;
+    rank_out_t o[2];
+    run_ranks(rs, 2, o);
+    for (int i = 0; i < 2; i++) {
+        CHECK_MSG(o[i].ring_worlds == 1 && o[i].nccl_worlds == 0,
+                  "rank %d: not the ring; its log:\n%s", i, o[i].logs);
+        check_done(&o[i], i, 0);
+    }
+    check_equal(o, 2, 0, STEPS);
+    CHECK_MSG(strstr(o[0].logs, "1 of 2 members can use nccl; not this one: nccl is off here"),
+              "rank 0's log:\n%s", o[0].logs);
+}
+
 static void test_kill(void) {
     int ports[2];
     take_ports(ports, 2);
@@ -618,6 +636,7 @@ int main(void) {
         sl_test_run("change", test_change);
         sl_test_run("cpu_member", test_cpu_member);
         sl_test_run("no_lib", test_no_lib);
+        sl_test_run("off", test_off);
         sl_test_run("kill", test_kill);
         sl_test_run("init_fails", test_init_fails);
         sl_test_run("stopped", test_stopped);

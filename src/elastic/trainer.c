@@ -343,11 +343,15 @@ static sl_err nccl_reduce(void *arg, float *dev, size_t count, void *stream) {
  * failure of the ring itself is an error (the world is broken). */
 static sl_err nccl_setup(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
                          sl_ring_link_t *link, char *why, size_t why_len) {
-    if (t->cfg.nccl == SL_ELASTIC_NCCL_OFF || (w->size < 2 && t->cfg.nccl != SL_ELASTIC_NCCL_ALWAYS))
+    /* a world of one has nothing to sum; every member of a bigger one
+       votes, whatever its own setting, so that the calls stay in step */
+    if (w->size < 2 && t->cfg.nccl != SL_ELASTIC_NCCL_ALWAYS)
         return SL_OK;
     char mine[300] = "";
     bool can = false;
-    if (!sl_nn_dp_device_collectives(t->nn))
+    if (t->cfg.nccl == SL_ELASTIC_NCCL_OFF)
+        snprintf(mine, sizeof mine, "nccl is off here");
+    else if (!sl_nn_dp_device_collectives(t->nn))
         snprintf(mine, sizeof mine, "the %s backend has no device collectives",
                  sl_nn_backend_name(t->be));
     else if (t->nccl_fails >= NCCL_MAX_FAILS)
