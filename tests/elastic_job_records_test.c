@@ -109,6 +109,22 @@ static void test_vectors(void) {
     CHECK_OK(sl_elastic_world_encode(&w, 4, buf, sizeof buf, &n));
     wn = unhex("830002" "01a161" "0292a161a162", want);
     CHECK_MSG(n == wn && memcmp(buf, want, n) == 0, "world: %zu bytes", n);
+    /* a graft: a root naming the world it grafts onto (fields 3, 4) */
+    sl_elastic_world_t g = {.id = {5, "c"}, .graft = {3, "a"}, .count = 2, .members = {"b", "c"}};
+    CHECK_OK(sl_elastic_world_encode(&g, 4, buf, sizeof buf, &n));
+    wn = unhex("850000" "01a0" "0292a162a163" "0303" "04a161", want);
+    CHECK_MSG(n == wn && memcmp(buf, want, n) == 0, "graft: %zu bytes", n);
+    sl_elastic_key_t gk = {.kind = SL_ELASTIC_KEY_WORLD, .job = "0123456789abcdef", .round = 5,
+                           .peer = "c"};
+    sl_elastic_world_t back;
+    char why[200] = "";
+    CHECK_OK(sl_elastic_world_decode(&gk, 4, buf, n, &back, why, sizeof why));
+    CHECK(sl_elastic_ref_eq(&back.graft, &g.graft) && back.parent.round == 0);
+    g.parent = (sl_elastic_ref_t){2, "a"}; /* a graft has no parent */
+    CHECK_ERR(sl_elastic_world_encode(&g, 4, buf, sizeof buf, &n), SL_EINVAL);
+    g.parent = (sl_elastic_ref_t){0, ""};
+    g.graft.round = 5; /* not below its own round */
+    CHECK_ERR(sl_elastic_world_encode(&g, 4, buf, sizeof buf, &n), SL_EINVAL);
 
     sl_elastic_ack_t a = {.peer = "c", .world = {3, "b"}, .tip = {0, ""}, .step = 300,
                           .has_state = true, .state_world = {2, "a"}};

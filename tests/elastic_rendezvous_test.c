@@ -4,8 +4,10 @@
  * brain would write them (a minority never seals, two children of one
  * world are never both established, split votes and worlds that never
  * start do not block the lineage, the newest lineage survives, the source
- * is the newest state). The simulation test (sim_elastic_test) runs the
- * same core under random faults. */
+ * is the newest state); grafts: rank 0 of a world of two, or 2 of 3, dying
+ * for good, a graft dropped when the quorum side went on, and the state a
+ * graft starts from. The simulation test (sim_elastic_test) runs the same
+ * core under random faults. */
 #include <stdlib.h>
 
 #include "starling/elastic.h"
@@ -199,6 +201,74 @@ static void test_full_restart_resumes_from_checkpoint(void) {
 
 /* The leader of the next round dies after sealing, before its world
  * starts: the others give up on it and another leader seals. */
+/* Rank 0 of a world of two dies for good (issue 13: "kill of any single
+ * peer, the round leader included: the job always continues"): bob alone
+ * is half of the world without its rank 0, so no child of it can be
+ * established; once a fresh peer is there (min 2), bob grafts a new root
+ * onto the world and carries its state on, without a step lost. When ann
+ * returns, it joins the graft's lineage. */
+static void test_rank_0_of_two_dies_graft(void) {
+    reset();
+    boot(&C, 0, 2, 3);
+    boot(&C, 1, 2, 3);
+    run_for(&C, 1500);
+    CHECK_INT(training(&C), 2);
+    CHECK_INT(C.rank[0], 0); /* ann */
+    sl_elastic_ref_t h = C.world_of[1];
+    crash(&C, 0);
+    run_for(&C, 1000);
+    CHECK_INT(training(&C), 0); /* bob alone: below min */
+    uint64_t step = C.local[1].step;
+    size_t nw = C.nw;
+    boot(&C, 2, 2, 3); /* cat, fresh */
+    run_for(&C, 1500);
+    CHECK_INT(training(&C), 2);
+    CHECK(C.nw > nw);
+    const sl_elastic_world_t *g = &C.worlds[nw];
+    CHECK_INT(g->parent.round, 0);             /* a root */
+    CHECK(sl_elastic_ref_eq(&g->graft, &h));   /* grafted onto bob's last world */
+    CHECK_STR(g->members[0], "bob");           /* the continuer keeps its rank order */
+    CHECK_INT(C.start_step[1], step);          /* bob's state, no step lost */
+    CHECK_INT(C.start_step[2], step);          /* cat takes it from bob */
+    CHECK(sl_elastic_ref_eq(&C.world_of[2], &g->id));
+    /* ann returns (its tip is the world it was rank 0 of): it joins the
+     * graft's lineage, and the state goes on from bob's */
+    uint64_t before = C.local[1].step;
+    boot(&C, 0, 2, 3);
+    run_for(&C, 2000);
+    CHECK_INT(training(&C), 3);
+    CHECK(C.start_step[0] >= before);
+    sl_elastic_view_t v;
+    sl_round_member_t m[NP];
+    view_of(&C, 0, &v, m);
+    sl_elastic_status_t st;
+    CHECK_OK(sl_elastic_status(&v, &C.world_of[0], &st));
+    CHECK(st.trainable && !st.dropped);
+    CHECK(sl_elastic_ref_eq(&st.root, &g->id));
+    for (size_t i = nw; i < C.nw; i++)
+        CHECK(C.worlds[i].parent.round == 0 || !sl_elastic_ref_eq(&C.worlds[i].parent, &h));
+}
+
+/* 2 of 3 die together: the survivor waits while they may return, and
+ * grafts once `min` volunteers are there. */
+static void test_two_of_three_die_graft(void) {
+    reset();
+    for (int p = 0; p < 3; p++)
+        boot(&C, p, 2, 3);
+    run_for(&C, 1500);
+    CHECK_INT(training(&C), 3);
+    int survivor = C.rank[0] == 2 ? 0 : C.rank[1] == 2 ? 1 : 2;
+    for (int p = 0; p < 3; p++)
+        if (p != survivor)
+            crash(&C, p);
+    uint64_t step = C.local[survivor].step;
+    boot(&C, 3, 2, 3);
+    run_for(&C, 1500);
+    CHECK_INT(training(&C), 2);
+    CHECK(C.worlds[C.nw - 1].graft.round > 0);
+    CHECK_INT(C.start_step[3], step);
+}
+
 static void test_leader_dies_before_start(void) {
     reset();
     for (int p = 0; p < 3; p++)
@@ -236,8 +306,8 @@ static void test_cancel(void) {
 
 /* ---- the partition rule on hand-written records ---- */
 
-static sl_elastic_world_t WS[8];
-static const sl_elastic_world_t *WP[8];
+static sl_elastic_world_t WS[12];
+static const sl_elastic_world_t *WP[12];
 static sl_elastic_ack_t AS[32];
 static const sl_elastic_ack_t *AP[32];
 static size_t nws, nas;
@@ -499,6 +569,110 @@ static void test_source_is_the_newest_state(void) {
     sl_elastic_destroy(&e);
 }
 
+/* A graft onto 1/ann (ann, rank 0 of two, gone in bob's view) is the
+ * lineage while 1/ann has no other continuation; it is dropped once a
+ * child of 1/ann is established (ann was only cut off, and went on with
+ * dan: the quorum side is preferred), and a second graft onto the same
+ * world is dropped beside the first. */
+static void test_graft_dropped_when_the_quorum_side_went_on(void) {
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    world(2, "bob", 0, NULL, "bob cat");
+    WS[nws - 1].graft = ref(1, "ann");
+    ack("bob", 2, "bob", 1, "ann");
+    CHECK(!status(2, "bob").established); /* 1 of 2 */
+    ack("cat", 2, "bob", 0, NULL);
+    CHECK(status(2, "bob").established);
+    CHECK(status(2, "bob").trainable);
+    CHECK(!status(2, "bob").dropped);
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas};
+    sl_elastic_ref_t head;
+    CHECK_OK(sl_elastic_head(&v, &head));
+    CHECK_STR(head.leader, "bob");
+    /* a second graft onto 1/ann, by eve and fay (a third side): dropped
+     * beside the first, even once established */
+    world(3, "eve", 0, NULL, "eve fay");
+    WS[nws - 1].graft = ref(1, "ann");
+    ack("eve", 3, "eve", 0, NULL);
+    ack("fay", 3, "eve", 0, NULL);
+    CHECK(status(3, "eve").established);
+    CHECK(status(3, "eve").dropped);
+    /* ann, cut off, went on with dan: 3/ann continues 1/ann (half with
+     * rank 0), and the graft's lineage is dropped, its child too */
+    world(3, "bob", 2, "bob", "bob cat");
+    ack("bob", 3, "bob", 2, "bob");
+    ack("cat", 3, "bob", 2, "bob");
+    CHECK(status(3, "bob").trainable);
+    world(4, "ann", 1, "ann", "ann dan");
+    ack("ann", 4, "ann", 1, "ann");
+    CHECK(status(4, "ann").established);
+    CHECK(status(2, "bob").dropped);
+    CHECK(status(3, "bob").dropped);
+    CHECK(!status(3, "bob").trainable);
+    v.world_count = nws;
+    v.ack_count = nas;
+    CHECK_OK(sl_elastic_head(&v, &head));
+    CHECK_INT(head.round, 4);
+    CHECK_STR(head.leader, "ann");
+    /* a graft member that committed to an established world since 1/ann
+     * does not count for a graft onto it */
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    world(2, "ann", 1, "ann", "ann");
+    ack("ann", 2, "ann", 1, "ann");
+    world(3, "bob", 0, NULL, "bob ann");
+    WS[nws - 1].graft = ref(1, "ann");
+    ack("bob", 3, "bob", 1, "ann");
+    ack("ann", 3, "bob", 2, "ann");
+    CHECK(!status(3, "bob").established); /* ann counts for 2/ann, not here */
+    CHECK(status(3, "bob").dead);
+}
+
+/* A graft's source is the member holding the state the grafted-on world
+ * stepped last (its lineage's newest), not a restart from a checkpoint. */
+static void test_graft_takes_the_state(void) {
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    world(2, "ann", 1, "ann", "ann bob");
+    ack("ann", 2, "ann", 1, "ann");
+    ack("bob", 2, "ann", 1, "ann");
+    world(3, "cat", 0, NULL, "bob cat");
+    WS[nws - 1].graft = ref(2, "ann");
+    ack("bob", 3, "cat", 2, "ann");
+    AS[nas - 1].has_state = true;
+    AS[nas - 1].step = 40;
+    AS[nas - 1].state_world = ref(2, "ann");
+    sl_elastic_config_t cfg = {.job_id = "job-t", .min_nodes = 2, .max_nodes = 2,
+                               .settle_ms = 200, .ack_timeout_ms = 2000};
+    sl_elastic_t *e = NULL;
+    CHECK_OK(sl_elastic_new(&cfg, "cat", &e));
+    sl_round_member_t m[3] = {{"ann", false, 0}, {"bob", true, 0}, {"cat", true, 0}};
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas,
+                           .members = m, .member_count = 3, .synced = true};
+    sl_elastic_local_t local = {.step = 0};
+    sl_elastic_out_t out;
+    CHECK_OK(sl_elastic_step(e, &v, &local, 0, &out));
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.actions[0].kind, SL_ELASTIC_WRITE_ACK);
+    AS[nas] = out.actions[0].ack;
+    AP[nas] = &AS[nas];
+    nas++;
+    v.ack_count = nas;
+    CHECK_OK(sl_elastic_step(e, &v, &local, 50, &out));
+    CHECK_INT(out.count, 1);
+    CHECK_INT(out.actions[0].kind, SL_ELASTIC_START);
+    CHECK_INT(out.actions[0].rank, 1);
+    CHECK_INT(out.actions[0].source, 0); /* bob */
+    CHECK_INT(out.actions[0].start_step, 40);
+    sl_elastic_destroy(&e);
+}
+
 static void test_bad_views(void) {
     root3();
     ack("ann", 1, "ann", 0, NULL); /* a second ack of one round by one peer */
@@ -521,6 +695,8 @@ int main(void) {
     sl_test_run("first_world_and_changes", test_first_world_and_changes);
     sl_test_run("full_restart_resumes_from_checkpoint",
                 test_full_restart_resumes_from_checkpoint);
+    sl_test_run("rank_0_of_two_dies_graft", test_rank_0_of_two_dies_graft);
+    sl_test_run("two_of_three_die_graft", test_two_of_three_die_graft);
     sl_test_run("leader_dies_before_start", test_leader_dies_before_start);
     sl_test_run("cancel", test_cancel);
     sl_test_run("partition_minority_never_continues", test_partition_minority_never_continues);
@@ -532,6 +708,9 @@ int main(void) {
                 test_world_that_never_starts_does_not_block);
     sl_test_run("newest_lineage_survives", test_newest_lineage_survives);
     sl_test_run("source_is_the_newest_state", test_source_is_the_newest_state);
+    sl_test_run("graft_dropped_when_the_quorum_side_went_on",
+                test_graft_dropped_when_the_quorum_side_went_on);
+    sl_test_run("graft_takes_the_state", test_graft_takes_the_state);
     sl_test_run("bad_views", test_bad_views);
     reset();
     return sl_test_finish();

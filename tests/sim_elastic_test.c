@@ -1,7 +1,9 @@
 /* An elastic job on a simulated fleet: N peers each run the real
  * rendezvous core (src/elastic/rendezvous.c) on a virtual clock, under
- * random kills (the round leader among them), late joins, pauses
- * (SIGSTOP), restarts and partitions, over many seeds.
+ * random kills (the round leader among them, and rank 0 of a world for
+ * good), late joins, pauses (SIGSTOP), restarts and partitions, over many
+ * seeds; one seed in three has worlds of two at most, where rank 0's loss
+ * leaves no quorum (the grafts).
  *
  * The store is modelled in the test as the job's records are: every
  * world and ack record is written once under its own key, so a replica is
@@ -23,11 +25,14 @@
  * src/elastic/schedule.c, cut by the world's size) are new to the state's
  * epoch, and each epoch ends with every sample seen once whatever the
  * world sizes were (a joiner gets what its source has seen); E5 no two
- * established worlds continue one world (in the union of every replica),
- * and a world steps only while it is the head in every member's replica
- * (a member that has seen a newer world has stopped); progress: once
- * quiet, the job trains with min(max, N) members. Each checker has a
- * planted bug (src/elastic/elastic_internal.h) and a test that shows it
+ * established worlds continue one world, and of the established worlds
+ * that carry one on (children and grafts) at most one is in a lineage not
+ * dropped (in the union of every replica), and a world steps only while
+ * it is the head in every member's replica (a member that has seen a
+ * newer world has stopped); progress: once quiet, the job trains with
+ * min(max, N) members, N the peers not killed for good. A graft's lineage
+ * goes on from the state of the world it grafts onto (E3). Each checker
+ * has a planted bug (src/elastic/elastic_internal.h) and a test that shows it
  * firing.
  *
  * A failing seed is printed; SL_SEEDS=N runs N seeds; SL_SEED=S one,
@@ -99,10 +104,14 @@ typedef struct {
     int nw;
     sl_elastic_ack_t *acks;
     int na;
+    bool pair;                /* worlds of two at most (rank 0's death leaves no quorum) */
     sl_elastic_sched_t sched; /* E4: the job's step schedule (at most 62 samples) */
     uint64_t lineage_step[MAX_W]; /* by root index: the lineage's last applied step */
     int lineage_world[MAX_W];     /* by root index: the world that applied it (-1: none) */
     int64_t lineage_stepped[MAX_W]; /* by root index: when it last applied one */
+    bool lineage_set[MAX_W];      /* by root index: a graft's lineage took its state */
+    int gone;                     /* peers killed for good */
+    int grafts;                   /* graft worlds started */
     char violation[320];
     /* figures */
     int kills, leader_kills, pauses, partitions, starts, redone;
@@ -144,6 +153,24 @@ static int find_wrec(const world_t *w, const sl_elastic_ref_t *ref) {
         if (sl_elastic_ref_eq(&w->worlds[i].w.id, ref))
             return i;
     return -1;
+}
+
+/* The world the records say x carries on: its parent, or the world a
+ * graft grafts onto (-1: a root, or not written). */
+static int carried(const world_t *w, int x) {
+    const sl_elastic_world_t *wd = &w->worlds[x].w;
+    if (wd->parent.round)
+        return find_wrec(w, &wd->parent);
+    return wd->graft.round ? find_wrec(w, &wd->graft) : -1;
+}
+
+/* Whether world sx is x or one of the worlds x carries on, back to its
+ * first root through every graft. */
+static bool carries(const world_t *w, int x, int sx) {
+    for (int n = 0; x >= 0 && n < MAX_W; n++, x = carried(w, x))
+        if (x == sx)
+            return true;
+    return false;
 }
 
 /* ---- views ---- */
@@ -332,6 +359,19 @@ static void start(world_t *w, int p, const sl_elastic_view_t *v, const sl_elasti
          * last world that applied a step, at its last step) the world
          * starts from it: survivors keep their state, and at most the
          * interrupted step is redone (here steps are whole, so none) */
+        /* a graft's lineage goes on from the newest state of the world it
+         * grafts onto: the last world of its chain that stepped */
+        if (root >= 0 && !w->lineage_set[root]) {
+            w->lineage_set[root] = true;
+            if (w->worlds[root].w.graft.round)
+                w->grafts++;
+            for (int y = carried(w, root), n = 0; y >= 0 && n < MAX_W; y = carried(w, y), n++)
+                if (w->worlds[y].steps) {
+                    w->lineage_step[root] = w->worlds[y].start_step + w->worlds[y].steps;
+                    w->lineage_world[root] = y;
+                    break;
+                }
+        }
         uint64_t truth = root >= 0 ? w->lineage_step[root] : 0;
         int newest = root >= 0 ? w->lineage_world[root] : -1;
         bool held = false;
@@ -343,7 +383,8 @@ static void start(world_t *w, int p, const sl_elastic_view_t *v, const sl_elasti
         const sl_elastic_ack_t *sa = a->source >= 0 ? source_ack(w, wd, a->source) : NULL;
         int sx = sa ? find_wrec(w, &sa->state_world) : -1;
         if (a->source >= 0 &&
-            (!sa || !sa->has_state || sx < 0 || w->worlds[sx].root != root ||
+            (!sa || !sa->has_state || sx < 0 ||
+             (w->worlds[sx].root != root && (root < 0 || !carries(w, carried(w, root), sx))) ||
              sa->step != a->start_step || sa->step > w->worlds[sx].start_step + w->worlds[sx].steps))
             violate(w, "E3: round %llu starts at step %llu from rank %d, which held no such "
                        "state of the lineage", (unsigned long long)wd->id.round,
@@ -385,8 +426,12 @@ static void print_action(const world_t *w, int p, const sl_elastic_action_t *a) 
     switch (a->kind) {
     case SL_ELASTIC_WRITE_VOL: printf("volunteers for %llu\n", (unsigned long long)a->vol.round); break;
     case SL_ELASTIC_WRITE_WORLD:
-        printf("seals %llu (parent %llu/%s):", (unsigned long long)a->world.id.round,
+        printf("seals %llu (parent %llu/%s", (unsigned long long)a->world.id.round,
                (unsigned long long)a->world.parent.round, a->world.parent.leader);
+        if (a->world.graft.round)
+            printf(", graft onto %llu/%s", (unsigned long long)a->world.graft.round,
+                   a->world.graft.leader);
+        printf("):");
         for (uint32_t i = 0; i < a->world.count; i++)
             printf(" %s", a->world.members[i]);
         printf("\n");
@@ -538,7 +583,9 @@ static void train(world_t *w) {
 }
 
 /* E5 in the union of every replica: no two established worlds continue
- * the same world. */
+ * the same world, and of the established worlds that carry one on (its
+ * children and the grafts onto it) at most one has a lineage that is not
+ * dropped. */
 static sl_elastic_status_t union_status[MAX_W];
 
 static void check_union(world_t *w) {
@@ -549,11 +596,25 @@ static void check_union(world_t *w) {
         return;
     }
     for (size_t i = 0; i < v.world_count; i++) {
-        if (!union_status[i].established || !v.worlds[i]->parent.round)
+        const sl_elastic_world_t *a = v.worlds[i];
+        const sl_elastic_ref_t *base = a->parent.round ? &a->parent : &a->graft;
+        if (!union_status[i].established)
             continue;
         if (union_status[i].dead)
-            violate(w, "E5: world %llu/%s is established and dead",
-                    (unsigned long long)v.worlds[i]->id.round, v.worlds[i]->id.leader);
+            violate(w, "E5: world %llu/%s is established and dead", (unsigned long long)a->id.round,
+                    a->id.leader);
+        for (size_t j = i + 1; j < v.world_count && base->round; j++) {
+            const sl_elastic_world_t *b = v.worlds[j];
+            if (union_status[j].established && !union_status[i].dropped &&
+                !union_status[j].dropped &&
+                sl_elastic_ref_eq(base, b->parent.round ? &b->parent : &b->graft))
+                violate(w, "E5: established worlds %llu/%s and %llu/%s both carry on %llu/%s, "
+                           "neither dropped", (unsigned long long)a->id.round, a->id.leader,
+                        (unsigned long long)b->id.round, b->id.leader,
+                        (unsigned long long)base->round, base->leader);
+        }
+        if (!a->parent.round)
+            continue;
         for (size_t j = i + 1; j < v.world_count; j++)
             if (union_status[j].established &&
                 sl_elastic_ref_eq(&v.worlds[i]->parent, &v.worlds[j]->parent))
@@ -618,7 +679,7 @@ static void inject_faults(world_t *w) {
     if (w->now >= w->faults_until)
         return;
     uint64_t dice = sl_rng_below(rng, 1000);
-    if (dice < 12) {
+    if (dice < 11) {
         int victim = (int)sl_rng_below(rng, (uint64_t)w->n);
         if (sl_rng_below(rng, 2)) { /* the leader of a world that trains */
             int p = (int)sl_rng_below(rng, (uint64_t)w->n);
@@ -632,14 +693,43 @@ static void inject_faults(world_t *w) {
         }
         if (w->peers[victim].up)
             crash(w, victim, 300 + (int64_t)sl_rng_below(rng, 4000));
-    } else if (dice < 17) {
+    } else if (dice < 15) {
         int victim = (int)sl_rng_below(rng, (uint64_t)w->n);
         if (running(w, victim)) {
             w->peers[victim].paused_until = w->now + 300 + (int64_t)sl_rng_below(rng, 3000);
             w->last_fault = w->peers[victim].paused_until;
             w->pauses++;
         }
-    } else if (dice < 22 && !w->heal_at) {
+    } else if (dice < 19 && w->gone < w->n - w->min - (w->pair ? 0 : 1)) {
+        /* rank 0 of a world of two or more that trains dies for good: the
+         * others go on with a fresh or returning peer (a graft where its
+         * world's quorum is gone with it). What it wrote reached the peers
+         * that are up (the store sends each write to every up replica): a
+         * record that only a peer dead for good holds is lost, and no
+         * reader could decide what it decides */
+        int p = (int)sl_rng_below(rng, (uint64_t)w->n);
+        const sl_elastic_world_t *wd =
+            w->peers[p].up && w->peers[p].training >= 0 ? &w->worlds[w->peers[p].training].w : NULL;
+        int victim = wd && wd->count >= 2 ? peer_index(w, wd->members[0]) : -1;
+        if (victim >= 0 && w->peers[victim].up) {
+            peer_t *v = &w->peers[victim];
+            for (int q = 0; q < w->n; q++) {
+                peer_t *o = &w->peers[q];
+                if (q == victim || !o->up)
+                    continue;
+                for (int i = 0; i < MAX_W / 64; i++)
+                    o->wbits[i] |= v->wbits[i];
+                for (int i = 0; i < MAX_A / 64; i++)
+                    o->abits[i] |= v->abits[i];
+                for (int i = 0; i < w->n; i++)
+                    if (v->vol[i] > o->vol[i])
+                        o->vol[i] = v->vol[i];
+            }
+            crash(w, victim, 0);
+            v->down_until = INT64_MAX;
+            w->gone++;
+        }
+    } else if (dice < 24 && !w->heal_at) {
         for (int p = 0; p < w->n; p++)
             w->group[p] = (int)sl_rng_below(rng, 2);
         if (trace) {
@@ -671,6 +761,11 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
     w->n = 3 + (int)sl_rng_below(&w->rng, MAXP - 2);      /* 3..7 peers */
     w->min = 1 + (int)sl_rng_below(&w->rng, 3);            /* 1..3 */
     w->max = w->min + (int)sl_rng_below(&w->rng, (uint64_t)(w->n - w->min + 2)); /* min..n+1 */
+    w->pair = sl_rng_below(&w->rng, 3) == 0;
+    if (w->pair) { /* worlds of two: rank 0's death leaves half without it */
+        w->min = 1 + (int)sl_rng_below(&w->rng, 2);
+        w->max = 2;
+    }
     if (w->max > SL_ELASTIC_MAX_NODES)
         w->max = SL_ELASTIC_MAX_NODES;
     w->faults_until = faults ? 8000 + (int64_t)sl_rng_below(&w->rng, 17000) : 0;
@@ -722,14 +817,18 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
                        v.worlds[i]->parent.leader);
                 for (uint32_t j = 0; j < v.worlds[i]->count; j++)
                     printf(" %s", v.worlds[i]->members[j]);
-                printf("%s%s%s\n", union_status[i].established ? " established" : "",
+                if (v.worlds[i]->graft.round)
+                    printf(" (graft onto %llu/%s)", (unsigned long long)v.worlds[i]->graft.round,
+                           v.worlds[i]->graft.leader);
+                printf("%s%s%s%s\n", union_status[i].established ? " established" : "",
                        union_status[i].dead ? " dead" : "",
+                       union_status[i].dropped ? " dropped" : "",
                        union_status[i].all_acked ? " all-acked" : "");
             }
     }
     /* progress: quiet, the job trains with min(max, n) members */
     if (!w->violation[0]) {
-        int want = w->max < w->n ? w->max : w->n;
+        int left = w->n - w->gone, want = w->max < left ? w->max : left;
         int x = -1;
         for (int p = 0; p < w->n; p++)
             if (w->peers[p].training >= 0)
@@ -769,7 +868,7 @@ static uint64_t first_seed(void) {
 static void test_faults(void) {
     setup();
     int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150);
-    int kills = 0, leader_kills = 0, pauses = 0, partitions = 0, starts = 0;
+    int kills = 0, leader_kills = 0, pauses = 0, partitions = 0, starts = 0, gone = 0, grafts = 0;
     uint64_t steps = 0;
     int ran = 0;
     for (int i = 0; i < seeds; i++, ran++) {
@@ -781,16 +880,19 @@ static void test_faults(void) {
             break;
         if (getenv("SL_VERBOSE"))
             printf("  seed %llu: %d peers, min %d, max %d: %d worlds started, %llu steps, "
-                   "%d kills (%d leaders), %d pauses, %d partitions, %d steps redone\n",
+                   "%d kills (%d leaders, %d for good), %d pauses, %d partitions, %d grafts, "
+                   "%d steps redone\n",
                    (unsigned long long)seed, W.n, W.min, W.max, W.starts,
-                   (unsigned long long)W.total_steps, W.kills, W.leader_kills, W.pauses,
-                   W.partitions, W.redone);
+                   (unsigned long long)W.total_steps, W.kills, W.leader_kills, W.gone, W.pauses,
+                   W.partitions, W.grafts, W.redone);
         kills += W.kills;
         leader_kills += W.leader_kills;
         pauses += W.pauses;
         partitions += W.partitions;
         starts += W.starts;
         steps += W.total_steps;
+        gone += W.gone;
+        grafts += W.grafts;
     }
     /* the faults did happen (over the seeds that passed) */
     if (ran < 20)
@@ -800,9 +902,11 @@ static void test_faults(void) {
     CHECK_MSG(pauses > ran / 2, "only %d pauses", pauses);
     CHECK_MSG(partitions > ran / 2, "only %d partitions", partitions);
     CHECK_MSG(starts > 3 * ran, "only %d worlds started", starts);
-    printf("  %d seeds: %d worlds started, %llu steps, %d kills (%d of a leader), %d pauses, "
-           "%d partitions\n", seeds, starts, (unsigned long long)steps, kills, leader_kills,
-           pauses, partitions);
+    CHECK_MSG(gone > ran / 4, "only %d peers killed for good", gone);
+    CHECK_MSG(grafts > ran / 4, "only %d grafts started", grafts);
+    printf("  %d seeds: %d worlds started, %llu steps, %d kills (%d of a leader, %d for good), "
+           "%d pauses, %d partitions, %d grafts\n", seeds, starts, (unsigned long long)steps,
+           kills, leader_kills, gone, pauses, partitions, grafts);
 }
 
 /* No faults: one world of min(max, n) from the start of the last joiner on. */
@@ -855,6 +959,11 @@ static void test_planted_e2(void) { planted(SL_ELASTIC_BUG_MIN_MINUS_1, "E2"); }
 static void test_planted_e3(void) { planted(SL_ELASTIC_BUG_LOWEST_STEP, "E3"); }
 static void test_planted_progress(void) { planted(SL_ELASTIC_BUG_NEVER_GIVE_UP, "progress"); }
 static void test_planted_e4(void) { planted(SL_ELASTIC_BUG_EVEN_SLICES, "E4"); }
+/* a graft is kept when the world it grafts onto went on on the other side
+ * of a partition: two lineages carry that world on */
+static void test_planted_graft_kept(void) { planted(SL_ELASTIC_BUG_GRAFT_KEPT, "E5"); }
+/* a graft starts without the state of the world it grafts onto */
+static void test_planted_graft_no_state(void) { planted(SL_ELASTIC_BUG_GRAFT_NO_STATE, "E3"); }
 
 int main(void) {
     sl_log_set_level(SL_LOG_WARNING);
@@ -868,6 +977,8 @@ int main(void) {
     sl_test_run("planted_e4", test_planted_e4);
     sl_test_run("planted_e5", test_planted_e5);
     sl_test_run("planted_progress", test_planted_progress);
+    sl_test_run("planted_graft_kept", test_planted_graft_kept);
+    sl_test_run("planted_graft_no_state", test_planted_graft_no_state);
     int rc = sl_test_finish();
     free(W.worlds);
     free(W.acks);

@@ -18,8 +18,8 @@
  *
  *   job/J/vol/P      peer P volunteers for round R or later
  *   job/J/w/R/L      the world of round R sealed by leader L: its parent
- *                    world (the one it continues) and its members in rank
- *                    order
+ *                    world (the one it continues), its members in rank
+ *                    order and, for a graft, the world it grafts onto
  *   job/J/ack/R/P    peer P joins the world (R, L), naming the world it
  *                    acked before (its tip), its step, whether it holds
  *                    that state in memory and the world that last stepped it
@@ -31,7 +31,10 @@
  * parent's round through worlds that can never be established). A peer acks at
  * most once per round and in rising rounds, so two children of one world
  * can never both be established: a lineage never forks, and only the side
- * of a partition holding a quorum of the last world continues it. */
+ * of a partition holding a quorum of the last world continues it. When no
+ * quorum is possible any more (rank 0 of a world of two died), a graft (a
+ * root naming that world) carries its state on; a graft is dropped if the
+ * world's own lineage went on after all. */
 #ifndef STARLING_ELASTIC_H
 #define STARLING_ELASTIC_H
 
@@ -60,6 +63,10 @@ typedef struct {
 typedef struct {
     sl_elastic_ref_t id;     /* (round, leader) */
     sl_elastic_ref_t parent; /* the world it continues (round 0: a root) */
+    sl_elastic_ref_t graft;  /* a root only: the world whose state it carries on
+                                when that world's quorum is gone (a graft,
+                                docs/elastic.md "Partitions: the rule");
+                                round 0: none */
     uint32_t count;          /* members */
     char members[SL_ELASTIC_MAX_NODES][SL_ELASTIC_ID_MAX + 1]; /* in rank order */
 } sl_elastic_world_t;
@@ -191,6 +198,9 @@ typedef struct {
                          parent's members acked it as continuers (a root:
                          a majority of its own members); final once true */
     bool dead;        /* it can never be established; final once true */
+    bool dropped;     /* its lineage grafted onto a world whose own lineage
+                         went on (or an earlier graft did): it never trains
+                         again; final once true */
     bool all_acked;   /* every member acked it */
     bool trainable;   /* established, all acked, the newest established world
                          of the surviving lineage */
@@ -205,7 +215,8 @@ sl_err sl_elastic_status(const sl_elastic_view_t *view, const sl_elastic_ref_t *
 sl_err sl_elastic_status_all(const sl_elastic_view_t *view, sl_elastic_status_t *out);
 
 /* The head: the newest established world (highest round, then leader id;
- * round 0: none). Its lineage is the one that survives. */
+ * round 0: none) of a lineage not dropped. Its lineage is the one that
+ * survives. */
 sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out);
 
 /* The invariant checker the simulator and debug builds call: SL_OK or

@@ -16,8 +16,12 @@ typedef enum {
                                         the newest (E3 must fire) */
     SL_ELASTIC_BUG_NEVER_GIVE_UP = 5, /* a waiting peer waits for its world for ever
                                          (progress must fire) */
-    SL_ELASTIC_BUG_EVEN_SLICES = 6    /* the schedule gives every rank global/world
+    SL_ELASTIC_BUG_EVEN_SLICES = 6,   /* the schedule gives every rank global/world
                                          samples and drops the rest (E4 must fire) */
+    SL_ELASTIC_BUG_GRAFT_KEPT = 7,    /* a graft is never dropped, when the world it
+                                         grafts onto went on too (E5 must fire) */
+    SL_ELASTIC_BUG_GRAFT_NO_STATE = 8 /* a graft does not take the state of the world
+                                         it grafts onto (E3 must fire) */
 } sl_elastic_bug;
 
 /* Plants a bug in every rendezvous core and schedule of this process

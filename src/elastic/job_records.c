@@ -253,8 +253,9 @@ sl_err sl_elastic_vol_encode(const sl_elastic_vol_t *v, uint8_t *out, size_t cap
 sl_err sl_elastic_world_encode(const sl_elastic_world_t *wd, uint32_t max_nodes, uint8_t *out,
                                size_t cap, size_t *len) {
     if (!wd || wd->id.round == 0 || !ref_ok(&wd->id) || !ref_ok(&wd->parent) ||
-        wd->parent.round >= wd->id.round || wd->count == 0 || wd->count > max_nodes ||
-        wd->count > SL_ELASTIC_MAX_NODES)
+        wd->parent.round >= wd->id.round || !ref_ok(&wd->graft) ||
+        wd->graft.round >= wd->id.round || (wd->graft.round && wd->parent.round) ||
+        wd->count == 0 || wd->count > max_nodes || wd->count > SL_ELASTIC_MAX_NODES)
         return SL_EINVAL;
     for (uint32_t i = 0; i < wd->count; i++) {
         if (!peer_ok(wd->members[i], strnlen(wd->members[i], sizeof wd->members[i])))
@@ -265,12 +266,14 @@ sl_err sl_elastic_world_encode(const sl_elastic_world_t *wd, uint32_t max_nodes,
     }
     sl_mpack_writer_t w;
     sl_mpack_writer_init(&w, SL_ELASTIC_VALUE_MAX);
-    sl_mpack_write_map(&w, 3);
+    sl_mpack_write_map(&w, wd->graft.round ? 5 : 3);
     put_ref(&w, 0, &wd->parent);
     sl_mpack_write_uint(&w, 2);
     sl_mpack_write_array(&w, wd->count);
     for (uint32_t i = 0; i < wd->count; i++)
         sl_mpack_write_str(&w, wd->members[i], strlen(wd->members[i]));
+    if (wd->graft.round) /* only a graft has them */
+        put_ref(&w, 3, &wd->graft);
     return finish(&w, out, cap, len);
 }
 
@@ -415,6 +418,12 @@ sl_err sl_elastic_world_decode(const sl_elastic_key_t *key, uint32_t max_nodes,
             out->count = n;
             break;
         }
+        case 3:
+            if (sl_mpack_read_uint(&x.r, SL_ELASTIC_ROUND_MAX, &out->graft.round) == SL_OK &&
+                out->graft.round == 0)
+                sl_mpack_reader_fail(&x.r, SL_EPROTO); /* no graft: the fields are absent */
+            break;
+        case 4: read_peer(&x.r, false, out->graft.leader); break;
         default: skip_unknown(&x); continue;
         }
         x.seen |= 1u << k;
@@ -426,6 +435,13 @@ sl_err sl_elastic_world_decode(const sl_elastic_key_t *key, uint32_t max_nodes,
                    (unsigned long long)out->parent.round, (unsigned long long)key->round);
     if ((out->parent.round == 0) != (out->parent.leader[0] == '\0'))
         return bad(why, why_len, "world: a parent leader goes with a parent round, and only then");
+    if (!(x.seen >> 3 & 1) != !(x.seen >> 4 & 1))
+        return bad(why, why_len, "world: a graft round goes with a graft leader, and only then");
+    if (out->graft.round >= key->round)
+        return bad(why, why_len, "world: graft round %llu is not below the world's (%llu)",
+                   (unsigned long long)out->graft.round, (unsigned long long)key->round);
+    if (out->graft.round && out->parent.round)
+        return bad(why, why_len, "world: a graft is a root (it has no parent)");
     for (uint32_t i = 0; i < out->count; i++)
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(out->members[i], out->members[j]) == 0)

@@ -5,9 +5,10 @@
  *              world it knows of
  *   seal       the leader of the next round (rendezvous hashing over the
  *              alive volunteers, as studies choose theirs) writes the world
- *              job/J/w/R/L once `min` volunteers are there, a majority of
- *              the last world's members among them, and the settle window
- *              has passed (at once when the whole last world is back);
+ *              job/J/w/R/L once `min` volunteers are there, a quorum of
+ *              the last world's members among them (or a graft, when no
+ *              quorum is possible any more), and the settle window has
+ *              passed (at once when the whole last world is back);
  *              any volunteer takes over a dead leader's round, since the
  *              leader is computed from each peer's own view
  *   ack        a peer acks at most one world per round, in rising rounds,
@@ -37,12 +38,23 @@
  * A member that acked a sibling of P, or never acked P, still continues P
  * if that sibling died: a world whose members split between two records
  * of one round does not block the lineage.
- * Two lineages (two roots) exist only when a job's first world was sealed
- * twice, on both sides of a partition or by peers whose volunteer records
- * had not met. The lineage of the newest established world (highest round,
- * then leader id) survives: its head's ackers have acked nothing
- * established since, so it can always go on, where an older root some of
- * whose members moved on might never gather a majority again.
+ * Grafts. When the head H can no longer gather a quorum (its members
+ * alive in the leader's view and not committed since are too few: rank 0
+ * of a world of two died, or 2 of 3), the leader seals a root that names
+ * H as the world it grafts onto and carries H's state on (a continuer is
+ * its source). It is established when H is and a majority of its own
+ * members continue H into it. A lineage whose root grafts onto G is
+ * dropped when G has an established child (the quorum side went on), when
+ * an established graft onto G of a lower (round, leader) exists, or when
+ * G's lineage is dropped: of the worlds that carry G on, at most one
+ * lineage is kept, and dropped, as established, only becomes true.
+ * Two lineages exist when a job's first world was sealed twice, on both
+ * sides of a partition or by peers whose volunteer records had not met,
+ * or by a graft. Of those not dropped, the lineage of the newest
+ * established world (highest round, then leader id) survives: its head's
+ * ackers have acked nothing established since, so it can always go on,
+ * where an older root some of whose members moved on might never gather
+ * a majority again.
  *
  * Cost: each call sorts the job's records (O(n log n)) and memoises each
  * world's status: 4 us a turn with 3 worlds of 8 members, 115 us with 30,
@@ -103,6 +115,7 @@ typedef struct {
     const sl_elastic_world_t *w; /* the record */
     int8_t est;                  /* established: -1 not computed */
     int8_t dead;                 /* dead: -1 not computed */
+    int8_t dropped;              /* its lineage was dropped (a root's): -1 not computed */
     int root;                    /* index of its root, -1 unknown, -2 not computed */
 } wnode_t;
 
@@ -278,17 +291,30 @@ static bool quorum(uint32_t count, bool first, uint32_t of) {
     return 2 * count > of || (2 * count == of && first);
 }
 
+/* The world a root's members count from: none, or for a graft the world
+ * it grafts onto (they continue that world's state, having committed to
+ * nothing established since). */
+static const sl_elastic_ref_t *base_of(const sl_elastic_world_t *w) {
+    return w->parent.round ? &w->parent : &w->graft;
+}
+
 static bool established(an_t *an, int x) {
     wnode_t *n = &an->worlds[x];
     if (n->est >= 0)
         return n->est;
     const sl_elastic_world_t *w = n->w;
     bool r;
-    if (w->parent.round == 0) { /* a root: a majority of its own members */
+    if (w->parent.round == 0) {
+        /* a root: a majority of its own members, from no world or (a
+         * graft) from the world it grafts onto, which must be established
+         * as a child's parent must */
+        int gx = w->graft.round ? find_world(an, &w->graft) : -1;
         uint32_t yes = 0;
         for (uint32_t i = 0; i < w->count; i++)
-            yes += continues(an, w->members[i], w, &w->parent) == YES;
+            yes += continues(an, w->members[i], w, base_of(w)) == YES;
         r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? yes >= 1 : 2 * yes > w->count;
+        if (w->graft.round && (gx < 0 || !established(an, gx)))
+            r = false;
     } else {
         int px = find_world(an, &w->parent);
         if (px < 0 || !established(an, px)) {
@@ -316,10 +342,12 @@ static bool dead(an_t *an, int x) {
     const sl_elastic_world_t *w = n->w;
     bool r = false;
     if (w->parent.round == 0) {
+        int gx = w->graft.round ? find_world(an, &w->graft) : -1;
         uint32_t possible = 0;
         for (uint32_t i = 0; i < w->count; i++)
-            possible += continues(an, w->members[i], w, &w->parent) != NO;
+            possible += continues(an, w->members[i], w, base_of(w)) != NO;
         r = g_bug == SL_ELASTIC_BUG_NO_MAJORITY ? possible == 0 : 2 * possible <= w->count;
+        r |= gx >= 0 && dead(an, gx);
     } else {
         int px = find_world(an, &w->parent);
         if (px >= 0 && dead(an, px)) {
@@ -355,6 +383,55 @@ static int root_of(an_t *an, int x) {
     return r;
 }
 
+/* Whether world x's lineage was dropped: its root grafts onto a world g
+ * that has an established child (g's own lineage went on: the quorum
+ * side is preferred), or onto which an established graft of a lower
+ * (round, leader) exists (the first graft is kept), or whose own lineage
+ * was dropped. Computed from the records alone, final once true. */
+static bool dropped(an_t *an, int x) {
+    int rx = root_of(an, x);
+    if (rx < 0)
+        return false;
+    wnode_t *n = &an->worlds[rx];
+    if (n->dropped >= 0)
+        return n->dropped;
+    const sl_elastic_world_t *w = n->w;
+    int gx = w->graft.round ? find_world(an, &w->graft) : -1;
+    bool r = false;
+    if (gx >= 0 && g_bug != SL_ELASTIC_BUG_GRAFT_KEPT) {
+        r = dropped(an, gx);
+        for (size_t i = (size_t)gx + 1; i < an->nw && !r; i++) {
+            const sl_elastic_world_t *o = an->worlds[i].w;
+            if ((sl_elastic_ref_eq(&o->parent, &w->graft) ||
+                 (o->parent.round == 0 && sl_elastic_ref_eq(&o->graft, &w->graft) &&
+                  ref_cmp(&o->id, &w->id) < 0)) &&
+                established(an, (int)i))
+                r = true;
+        }
+    }
+    n->dropped = r;
+    return r;
+}
+
+/* Whether the state that world sx stepped belongs to the lineage of world
+ * x: sx is of x's tree, or of the tree x's root grafts onto at or before
+ * the graft's world, and so on. */
+static bool in_lineage(an_t *an, int x, int sx) {
+    int r = root_of(an, x), sr = root_of(an, sx);
+    uint64_t limit = UINT64_MAX;
+    while (r >= 0 && sr >= 0) {
+        if (r == sr && an->worlds[sx].w->id.round <= limit)
+            return true;
+        const sl_elastic_ref_t *g = &an->worlds[r].w->graft;
+        int gx = g->round ? find_world(an, g) : -1;
+        if (gx < 0)
+            return false;
+        limit = g->round; /* rounds fall along the way: it ends */
+        r = root_of(an, gx);
+    }
+    return false;
+}
+
 static bool all_acked(an_t *an, const sl_elastic_world_t *w) {
     for (uint32_t i = 0; i < w->count; i++) {
         const sl_elastic_ack_t *a = find_ack(an, w->members[i], w->id.round);
@@ -388,11 +465,12 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     }
     for (size_t i = 0; i < v->world_count; i++) {
         const sl_elastic_world_t *w = v->worlds[i];
-        if (!bounds_ok(w) || w->id.round == 0 || w->parent.round >= w->id.round)
+        if (!bounds_ok(w) || w->id.round == 0 || w->parent.round >= w->id.round ||
+            w->graft.round >= w->id.round || (w->graft.round && w->parent.round))
             continue; /* not a world any peer would write */
         wnode_t *n = &an->worlds[an->nw++];
         n->w = w;
-        n->est = n->dead = -1;
+        n->est = n->dead = n->dropped = -1;
         n->root = -2;
     }
     for (size_t i = 0; i < v->ack_count; i++)
@@ -409,11 +487,11 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     for (size_t i = 1; i < an->na; i++)
         if (ack_cmp(&an->acks[i - 1], &an->acks[i]) == 0)
             goto bad;
-    /* sorted: the last established world is the newest; its lineage
-     * survives (an established world's parents are established, so its
-     * root is known) */
+    /* sorted: the last established world of a lineage not dropped is the
+     * newest; its lineage survives (an established world's parents are
+     * established, so its root is known) */
     for (size_t i = an->nw; i-- > 0;)
-        if (established(an, (int)i)) {
+        if (established(an, (int)i) && !dropped(an, (int)i)) {
             an->head = (int)i;
             an->win_root = root_of(an, (int)i);
             break;
@@ -435,6 +513,7 @@ static void status_of(an_t *an, int x, sl_elastic_status_t *out) {
     out->found = true;
     out->established = established(an, x);
     out->dead = dead(an, x);
+    out->dropped = dropped(an, x);
     out->all_acked = all_acked(an, an->worlds[x].w);
     out->trainable = trainable(an, x);
     int r = root_of(an, x);
@@ -564,7 +643,8 @@ static const char *ends(const sl_elastic_t *e, an_t *an, int x) {
 static bool gives_up(const sl_elastic_t *e, an_t *an, int x, int64_t now_ms) {
     if (g_bug == SL_ELASTIC_BUG_NEVER_GIVE_UP)
         return false;
-    if (x < 0 || dead(an, x) || now_ms - e->since_ms > (int64_t)e->cfg.ack_timeout_ms)
+    if (x < 0 || dead(an, x) || dropped(an, x) ||
+        now_ms - e->since_ms > (int64_t)e->cfg.ack_timeout_ms)
         return true;
     const sl_elastic_world_t *w = an->worlds[x].w;
     for (uint32_t i = 0; i < w->count; i++) {
@@ -592,7 +672,7 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
     sl_elastic_action_t *a = emit(out, SL_ELASTIC_START);
     a->world = *w;
     uint64_t src_round = 0, src_step = 0, ckpt = 0;
-    int src = -1, root = root_of(an, x);
+    int src = -1;
     for (uint32_t i = 0; i < w->count; i++) {
         if (strcmp(w->members[i], e->self) == 0)
             a->rank = i;
@@ -601,7 +681,8 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
         if (!k)
             continue;
         int sx = k->has_state ? find_world(an, &k->state_world) : -1;
-        if (sx >= 0 && root_of(an, sx) == root) {
+        if (sx >= 0 && (g_bug == SL_ELASTIC_BUG_GRAFT_NO_STATE ? root_of(an, sx) == root_of(an, x)
+                                                                 : in_lineage(an, x, sx))) {
             bool newer = src < 0 || k->state_world.round > src_round ||
                          (k->state_world.round == src_round && k->step > src_step);
             if (g_bug == SL_ELASTIC_BUG_LOWEST_STEP)
@@ -612,7 +693,7 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
                 src_step = k->step;
             }
         } else if (!k->has_state && k->step > ckpt &&
-                   continues(an, w->members[i], w, &w->parent) == YES) {
+                   continues(an, w->members[i], w, base_of(w)) == YES) {
             ckpt = k->step; /* the checkpoint it can restore */
         }
     }
@@ -644,11 +725,13 @@ static int pick(const sl_elastic_t *e, an_t *an, const sl_elastic_ref_t *tip) {
     for (size_t i = 0; i < an->nw; i++) {
         const sl_elastic_world_t *w = an->worlds[i].w;
         if (w->id.round <= tip->round || !is_member(w, e->self) || dead(an, (int)i) ||
-            w->count < min_nodes(e) || w->count > e->cfg.max_nodes)
+            dropped(an, (int)i) || w->count < min_nodes(e) || w->count > e->cfg.max_nodes)
             continue;
-        /* the head itself (established, not all acked yet) or a child of it */
+        /* the head itself (established, not all acked yet), a child of it
+         * or a graft onto it */
         bool fits = w->parent.round == 0
-                        ? an->win_root < 0 || an->win_root == (int)i
+                        ? an->win_root < 0 || an->win_root == (int)i ||
+                              (h && sl_elastic_ref_eq(&w->graft, &h->id))
                         : (int)i == an->head ||
                               (an->head >= 0 &&
                                sl_elastic_ref_eq(&w->parent, &an->worlds[an->head].w->id));
@@ -669,7 +752,28 @@ static int id_cmp(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* As the round's leader: seals the next world when it may. */
+/* Whether head h can still gather a quorum of its members in this peer's
+ * view: those alive whose chain of acks may still continue h (not
+ * committed to an established world since). When it cannot, its lineage
+ * would wait for a member to return; a graft carries its state on. */
+static bool head_possible(const sl_elastic_t *e, an_t *an, const sl_elastic_world_t *h) {
+    uint32_t possible = 0;
+    bool first = false;
+    for (uint32_t i = 0; i < h->count; i++) {
+        const char *m = h->members[i];
+        bool c = (strcmp(m, e->self) == 0 || alive(an, m)) &&
+                 chain(an, m, tip_of(an, m), &h->id) != NO;
+        possible += c;
+        first |= c && i == 0;
+    }
+    return quorum(possible, first, h->count);
+}
+
+/* As the round's leader: seals the next world when it may: a child of
+ * the head when a quorum of its members continue it, or a graft onto it
+ * when none can any more (its dead members leave no quorum possible). A
+ * continuer brings the head's state to the graft; with none left, it
+ * restores the newest checkpoint (a full restart's rule). */
 static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round, int64_t now_ms,
                  sl_elastic_out_t *out) {
     const sl_elastic_view_t *v = an->v;
@@ -716,7 +820,8 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
         ncont += cont[i];
         first |= cont[i] && h && strcmp(cand[i].id, h->members[0]) == 0;
     }
-    bool may = n >= min_nodes(e) && (!h || quorum(ncont, first, h->count));
+    bool graft = h && !quorum(ncont, first, h->count) && !head_possible(e, an, h);
+    bool may = n >= min_nodes(e) && (!h || quorum(ncont, first, h->count) || graft);
     if (!may) {
         e->settle_round = 0;
         goto done;
@@ -741,7 +846,9 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
     sl_elastic_world_t *w = &a->world;
     w->id.round = round;
     set_id(w->id.leader, e->self);
-    if (h)
+    if (graft)
+        w->graft = h->id;
+    else if (h)
         w->parent = h->id;
     for (uint32_t i = 0; h && i < h->count && w->count < e->cfg.max_nodes; i++)
         for (size_t j = 0; j < n; j++)
@@ -755,9 +862,16 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
     for (size_t j = 0; j < nj && w->count < e->cfg.max_nodes; j++)
         set_id(w->members[w->count++], joiners[j]);
     e->sealed_round = round;
-    sl_log(SL_LOG_INFO, "ELASTIC-SEAL", "%s seals round %llu of %s: %u members, parent round %llu",
-           e->self, (unsigned long long)round, e->cfg.job_id, w->count,
-           (unsigned long long)w->parent.round);
+    if (graft)
+        sl_log(SL_LOG_INFO, "ELASTIC-GRAFT",
+               "%s seals round %llu of %s: %u members, grafted onto round %llu/%s (its quorum "
+               "is gone)", e->self, (unsigned long long)round, e->cfg.job_id, w->count,
+               (unsigned long long)w->graft.round, w->graft.leader);
+    else
+        sl_log(SL_LOG_INFO, "ELASTIC-SEAL",
+               "%s seals round %llu of %s: %u members, parent round %llu", e->self,
+               (unsigned long long)round, e->cfg.job_id, w->count,
+               (unsigned long long)w->parent.round);
 done:
     sl_free(cand);
     sl_free(joiners);

@@ -39,6 +39,9 @@ T, F, F64 = b'\xc3', b'\xc2', b'\xcb' + struct.pack('>d', 1.5)
 
 def vol(r): return mp([(0, uint(r))])
 def world(pr, pl, members): return mp([(0, uint(pr)), (1, s(pl)), (2, arr([s(m) for m in members]))])
+def graft(members, gr, gl, pr=0, pl=''):
+    return mp([(0, uint(pr)), (1, s(pl)), (2, arr([s(m) for m in members])), (3, uint(gr)),
+               (4, s(gl))])
 def ack(wl, tr, tl, step, has, sr, sl):
     return mp([(0, s(wl)), (1, uint(tr)), (2, s(tl)), (3, uint(step)), (4, T if has else F),
                (5, uint(sr)), (6, s(sl))])
@@ -79,6 +82,13 @@ invalid('world-duplicate-member', 'SL_EPROTO', K + 'w/3/b', world(2, 'a', ['a', 
 invalid('world-parent-not-below', 'SL_EPROTO', K + 'w/3/b', world(3, 'a', ['a']))
 invalid('world-root-with-leader', 'SL_EPROTO', K + 'w/3/b', world(0, 'a', ['a']))
 invalid('world-member-control-char', 'SL_EPROTO', K + 'w/3/b', world(2, 'a', ['a\tb']))
+valid('world-graft', K + 'w/5/c', graft(['b', 'c'], 3, 'a'))
+invalid('world-graft-with-parent', 'SL_EPROTO', K + 'w/5/c', graft(['b', 'c'], 3, 'a', 4, 'b'))
+invalid('world-graft-not-below', 'SL_EPROTO', K + 'w/5/c', graft(['b', 'c'], 5, 'a'))
+invalid('world-graft-round-zero', 'SL_EPROTO', K + 'w/5/c', graft(['b', 'c'], 0, ''))
+invalid('world-graft-no-leader', 'SL_EPROTO', K + 'w/5/c',
+        mp([(0, uint(0)), (1, s('')), (2, arr([s('b')])), (3, uint(3))]))
+invalid('world-graft-empty-leader', 'SL_EPROTO', K + 'w/5/c', graft(['b'], 3, ''))
 invalid('world-keys-out-of-order', 'SL_ENONCANON', K + 'w/3/b',
         b'\x83' + uint(1) + s('a') + uint(0) + uint(2) + uint(2) + arr([s('a')]))
 invalid('ack-tip-not-below', 'SL_EPROTO', K + 'ack/3/c', ack('b', 3, 'b', 0, False, 0, ''))
