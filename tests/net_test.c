@@ -727,10 +727,12 @@ static void test_lru_cap_burst(void) {
         else
             refused++;
     }
-    CHECK_INT(ok, CAP);
+    /* (more than CAP only when a connection came up, and took its message,
+     * between two sends: on a loaded machine) */
+    CHECK(ok >= CAP);
     sl_net_stats(a, &st);
-    CHECK_INT(st.conns_full, DESTS - CAP);
-    CHECK_INT(st.conns_evicted, 0);
+    CHECK_INT(st.conns_full, (uint64_t)refused);
+    CHECK_INT(st.conns_evicted, (uint64_t)(ok - CAP));
     /* Later bursts, once those are up: every send closes the least
      * recently used connection, which has just taken a message. Each
      * burst's sends go out with only a non-waiting poll after each. */

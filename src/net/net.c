@@ -1,6 +1,6 @@
-/* The transport over ZeroMQ: one ROUTER in, capped lazy DEALERs out,
- * CurveZMQ + ZAP when a cluster key is set, and a DEALER for clients.
- * See include/starling/net.h and docs/transport.md. */
+/* The transport over ZeroMQ, the peer's side: one ROUTER in, capped lazy
+ * DEALERs out, CurveZMQ + ZAP when a cluster key is set (the client's
+ * DEALER is client.c). See include/starling/net.h and docs/transport.md. */
 #include <errno.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -13,6 +13,8 @@
 #include "starling/addr.h"
 #include "starling/net.h"
 #include "starling/platform.h"
+#include "net/addr_index.h"
+#include "net/net_internal.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define ZAP_DOMAIN "starling"
@@ -80,6 +82,8 @@ struct sl_net {
     uint64_t grace_ns;         /* how long a message may wait for a connection */
     conn_t *conns;             /* max_conns slots */
     shared_t *shared;          /* max_conns * 2 slots: inbound connections we may send on */
+    sl_addr_index_t conn_ix;   /* conns by address */
+    sl_addr_index_t shared_ix; /* shared by address */
     char self[SL_ADDR_MAX + 16]; /* our advertised address, normalised ("" = not set) */
     /* Ring of the peers whose connection to us closed (sl_net_next_lost). */
     char lost[SL_NET_LOST_MAX][SL_ADDR_MAX + 16];
@@ -261,18 +265,6 @@ sl_err sl_net_addr_normalize(const char *in, char *out, size_t cap) {
 
 /* ---- Socket set-up ---- */
 
-static void set_int(void *sock, int opt, int v) {
-    zmq_setsockopt(sock, opt, &v, sizeof v);
-}
-
-static sl_err apply_curve_client(void *sock, const sl_net_key_t *key) {
-    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, key->public_z85, SL_NET_KEY_Z85_LEN + 1) ||
-        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, key->public_z85, SL_NET_KEY_Z85_LEN + 1) ||
-        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, key->secret_z85, SL_NET_KEY_Z85_LEN + 1))
-        return SL_EUNSUPPORTED;
-    return SL_OK;
-}
-
 static void conn_clear_pending(conn_t *c) {
     while (c->pending_count > 0) {
         pending_t *p = &c->pending[c->pending_head];
@@ -297,6 +289,7 @@ static void conn_close(sl_net_t *net, conn_t *c, int linger_ms) {
     conn_clear_pending(c);
     set_int(c->sock, ZMQ_LINGER, linger_ms);
     zmq_close(c->sock);
+    sl_addr_index_del(&net->conn_ix, (size_t)(c - net->conns));
     c->sock = NULL;
     c->addr[0] = 0;
     net->stats.conns_open--;
@@ -320,7 +313,9 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->fds = sl_calloc(net->max_conns + 4 + SL_NET_MAX_WATCHES, sizeof *net->fds);
     net->item_conn = sl_calloc(net->max_conns, sizeof *net->item_conn);
     net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
-    if (!net->conns || !net->fds || !net->item_conn || !net->shared)
+    if (!net->conns || !net->fds || !net->item_conn || !net->shared ||
+        sl_addr_index_init(&net->conn_ix, net->max_conns) != SL_OK ||
+        sl_addr_index_init(&net->shared_ix, net->max_conns * 2) != SL_OK)
         goto fail;
     zmq_msg_init(&net->in_route);
     zmq_msg_init(&net->in_header);
@@ -412,6 +407,8 @@ void sl_net_destroy(sl_net_t **pnet) {
     sl_free(net->fds);
     sl_free(net->item_conn);
     sl_free(net->shared);
+    sl_addr_index_fini(&net->conn_ix);
+    sl_addr_index_fini(&net->shared_ix);
     zmq_msg_close(&net->in_route);
     zmq_msg_close(&net->in_header);
     zmq_msg_close(&net->in_body);
@@ -575,11 +572,13 @@ const char *sl_net_control_endpoint(const sl_net_t *net) {
 
 /* ---- Outbound ---- */
 
+static const char *conn_key(const void *table, size_t i) {
+    return ((const conn_t *)table)[i].addr;
+}
+
 static conn_t *conn_find(sl_net_t *net, const char *addr) {
-    for (size_t i = 0; i < net->max_conns; i++)
-        if (net->conns[i].sock && !strcmp(net->conns[i].addr, addr))
-            return &net->conns[i];
-    return NULL;
+    size_t i = sl_addr_index_find(&net->conn_ix, addr, conn_key, net->conns);
+    return i == SL_ADDR_INDEX_NONE ? NULL : &net->conns[i];
 }
 
 /* A free slot, or the least recently used connection closed to make one.
@@ -657,6 +656,7 @@ static sl_err conn_open(sl_net_t *net, const char *addr, conn_t **out) {
     }
     slot->may_read = true;
     slot->opened_ns = sl_plat_now_ns();
+    sl_addr_index_add(&net->conn_ix, (size_t)(slot - net->conns), slot->addr);
     net->stats.conns_opened++;
     net->stats.conns_open++;
     *out = slot;
@@ -725,11 +725,19 @@ static void conn_flush(sl_net_t *net, conn_t *c, uint64_t now) {
  * while they flow, everything to that peer does, so that a stream of
  * store deltas stays in order. */
 
+static const char *shared_key(const void *table, size_t i) {
+    return ((const shared_t *)table)[i].addr;
+}
+
 static shared_t *shared_find(sl_net_t *net, const char *ep) {
-    for (size_t i = 0; i < net->max_conns * 2; i++)
-        if (net->shared[i].addr[0] && !strcmp(net->shared[i].addr, ep))
-            return &net->shared[i];
-    return NULL;
+    size_t i = sl_addr_index_find(&net->shared_ix, ep, shared_key, net->shared);
+    return i == SL_ADDR_INDEX_NONE ? NULL : &net->shared[i];
+}
+
+/* Forgets a peer's connection to us (gone, full, or its slot reused). */
+static void shared_clear(sl_net_t *net, shared_t *sh) {
+    sl_addr_index_del(&net->shared_ix, (size_t)(sh - net->shared));
+    memset(sh, 0, sizeof *sh);
 }
 
 /* True when the pair keeps the other side's connection: our address sorts
@@ -761,7 +769,9 @@ void sl_net_note_inbound(sl_net_t *net, const char *addr, const sl_net_route_t *
         for (size_t i = 0; i < net->max_conns * 2 && sh->addr[0]; i++)
             if (!net->shared[i].addr[0] || net->shared[i].last_used < sh->last_used)
                 sh = &net->shared[i];
+        shared_clear(net, sh);
         snprintf(sh->addr, sizeof sh->addr, "%s", ep);
+        sl_addr_index_add(&net->shared_ix, (size_t)(sh - net->shared), sh->addr);
     }
     memcpy(sh->id, route->id, route->len);
     sh->id_len = route->len;
@@ -785,7 +795,7 @@ static bool send_shared(sl_net_t *net, const char *ep, const conn_t *own, uint64
     sl_net_route_t route = {.len = sh->id_len};
     memcpy(route.id, sh->id, sh->id_len);
     if (!router_send(net, &route, header, body, body_len)) {
-        memset(sh, 0, sizeof *sh); /* that connection is gone (or full): use ours */
+        shared_clear(net, sh); /* that connection is gone (or full): use ours */
         return false;
     }
     sh->last_used = ++net->tick;
@@ -972,7 +982,7 @@ static void forget_member(sl_net_t *net, const char *addr, bool close_now) {
     }
     shared_t *sh = shared_find(net, ep);
     if (sh)
-        memset(sh, 0, sizeof *sh);
+        shared_clear(net, sh);
 }
 
 void sl_net_disconnect(sl_net_t *net, const char *addr) {
@@ -995,21 +1005,6 @@ void sl_net_stats(const sl_net_t *net, sl_net_stats_t *stats) {
 }
 
 /* ---- Inbound ---- */
-
-/* Reads the rest of a multipart message and throws it away. */
-static void drain(void *sock) {
-    int more = 0;
-    size_t ml = sizeof more;
-    while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        zmq_msg_close(&m);
-    }
-}
 
 static bool has_more(void *sock) {
     int more = 0;
@@ -1082,7 +1077,7 @@ static void note_lost(sl_net_t *net, int fd) {
         if (!sh->addr[0] || sh->fd != fd)
             continue;
         lost_add(net, sh->addr);
-        memset(sh, 0, sizeof *sh);
+        shared_clear(net, sh);
     }
 }
 
@@ -1383,184 +1378,4 @@ bool sl_net_fd_ready(sl_net_t *net, int fd) {
             return true;
         }
     return false;
-}
-
-/* ---- Client ---- */
-
-struct sl_net_client {
-    void *ctx;             /* private context */
-    void *sock;            /* DEALER to the peer */
-    void *monitor;         /* PAIR reading the DEALER's events */
-    bool tcp_connected;    /* a TCP connection was made */
-    bool handshake_ok;     /* the handshake completed */
-    bool handshake_failed; /* a handshake failed */
-};
-
-sl_err sl_net_client_new(const char *addr, const sl_net_key_t *key, sl_net_client_t **out) {
-    *out = NULL;
-    char ep[SL_NET_CONTROL_MAX];
-    bool ipc = addr && !strncmp(addr, "ipc://", 6);
-    if (ipc) {
-        if (!addr[6] || strlen(addr) >= sizeof ep)
-            return SL_EINVAL;
-        snprintf(ep, sizeof ep, "%s", addr);
-        key = NULL; /* a Unix socket is guarded by its file's permissions */
-    } else if (sl_net_addr_normalize(addr, ep, sizeof ep) != SL_OK) {
-        return SL_EINVAL;
-    }
-    sl_net_client_t *c = sl_calloc(1, sizeof *c);
-    if (!c)
-        return SL_ENOMEM;
-    sl_err err = SL_EIO;
-    c->ctx = zmq_ctx_new();
-    if (!c->ctx)
-        goto fail;
-    c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
-    if (!c->sock)
-        goto fail;
-    set_int(c->sock, ZMQ_LINGER, 0);
-    set_int(c->sock, ZMQ_IMMEDIATE, 1);
-    set_int(c->sock, ZMQ_RECONNECT_IVL, 100);
-    set_int(c->sock, ZMQ_HANDSHAKE_IVL, 3000);
-    int64_t maxmsg = (int64_t)SL_MSG_MAX_LEN + 64;
-    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (key && (err = apply_curve_client(c->sock, key)) != SL_OK)
-        goto fail;
-    err = SL_EIO;
-    char mon_ep[64];
-    snprintf(mon_ep, sizeof mon_ep, "inproc://sl-client-monitor-%p", (void *)c);
-    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_ALL) != 0)
-        goto fail;
-    c->monitor = zmq_socket(c->ctx, ZMQ_PAIR);
-    if (!c->monitor || zmq_connect(c->monitor, mon_ep) != 0)
-        goto fail;
-    set_int(c->monitor, ZMQ_LINGER, 0);
-    if (zmq_connect(c->sock, ep) != 0) {
-        err = SL_EINVAL;
-        goto fail;
-    }
-    *out = c;
-    return SL_OK;
-fail:
-    sl_net_client_destroy(&c);
-    return err;
-}
-
-void sl_net_client_destroy(sl_net_client_t **pc) {
-    sl_net_client_t *c = pc ? *pc : NULL;
-    if (!c)
-        return;
-    if (c->sock) {
-        zmq_socket_monitor(c->sock, NULL, 0);
-        zmq_close(c->sock);
-    }
-    if (c->monitor)
-        zmq_close(c->monitor);
-    if (c->ctx)
-        zmq_ctx_term(c->ctx);
-    sl_free(c);
-    *pc = NULL;
-}
-
-static void client_events(sl_net_client_t *c) {
-    for (;;) {
-        zmq_msg_t ev;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2)
-            memcpy(&event, zmq_msg_data(&ev), 2);
-        zmq_msg_close(&ev);
-        drain(c->monitor);
-        if (event == ZMQ_EVENT_CONNECTED)
-            c->tcp_connected = true;
-        else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-            c->handshake_ok = true;
-        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
-                 event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-                 event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-            c->handshake_failed = true;
-    }
-}
-
-sl_err sl_net_client_send(sl_net_client_t *c, const uint8_t header[SL_WIRE_HEADER_LEN],
-                          const uint8_t *body, size_t body_len, int timeout_ms) {
-    uint64_t deadline = sl_plat_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    for (;;) {
-        if (zmq_send(c->sock, header, SL_WIRE_HEADER_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
-            zmq_send(c->sock, body, body_len, 0);
-            return SL_OK;
-        }
-        if (errno != EAGAIN)
-            return SL_EIO;
-        uint64_t now = sl_plat_now_ns();
-        if (now >= deadline)
-            return SL_ETIMEDOUT;
-        zmq_pollitem_t items[2] = {{c->sock, 0, ZMQ_POLLOUT, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
-        long wait = (long)((deadline - now) / 1000000ull);
-        zmq_poll(items, 2, wait > 20 ? 20 : (wait < 1 ? 1 : wait));
-        client_events(c);
-    }
-}
-
-sl_err sl_net_client_recv(sl_net_client_t *c, int timeout_ms, uint8_t **header,
-                          size_t *header_len, uint8_t **body, size_t *body_len) {
-    *header = *body = NULL;
-    *header_len = *body_len = 0;
-    uint64_t deadline = sl_plat_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    for (;;) {
-        zmq_msg_t h, b;
-        zmq_msg_init(&h);
-        if (zmq_msg_recv(&h, c->sock, ZMQ_DONTWAIT) >= 0) {
-            zmq_msg_init(&b);
-            bool ok = zmq_msg_more(&h) && zmq_msg_recv(&b, c->sock, ZMQ_DONTWAIT) >= 0 &&
-                      !zmq_msg_more(&b);
-            if (!ok) {
-                drain(c->sock);
-                zmq_msg_close(&h);
-                zmq_msg_close(&b);
-                return SL_EPROTO;
-            }
-            *header = sl_malloc(zmq_msg_size(&h) + 1);
-            *body = sl_malloc(zmq_msg_size(&b) + 1);
-            if (!*header || !*body) {
-                sl_free(*header);
-                sl_free(*body);
-                *header = *body = NULL;
-                zmq_msg_close(&h);
-                zmq_msg_close(&b);
-                return SL_ENOMEM;
-            }
-            memcpy(*header, zmq_msg_data(&h), zmq_msg_size(&h));
-            memcpy(*body, zmq_msg_data(&b), zmq_msg_size(&b));
-            (*body)[zmq_msg_size(&b)] = 0;
-            *header_len = zmq_msg_size(&h);
-            *body_len = zmq_msg_size(&b);
-            zmq_msg_close(&h);
-            zmq_msg_close(&b);
-            return SL_OK;
-        }
-        zmq_msg_close(&h);
-        uint64_t now = sl_plat_now_ns();
-        if (now >= deadline)
-            return SL_ETIMEDOUT;
-        zmq_pollitem_t items[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
-        long wait = (long)((deadline - now) / 1000000ull);
-        zmq_poll(items, 2, wait > 50 ? 50 : (wait < 1 ? 1 : wait));
-        client_events(c);
-    }
-}
-
-sl_net_client_state sl_net_client_state_get(sl_net_client_t *c) {
-    client_events(c);
-    if (c->handshake_ok)
-        return SL_NET_CLIENT_CONNECTED;
-    if (c->handshake_failed)
-        return SL_NET_CLIENT_HANDSHAKE_FAILED;
-    if (c->tcp_connected)
-        return SL_NET_CLIENT_TCP_ONLY;
-    return SL_NET_CLIENT_NEVER_CONNECTED;
 }
