@@ -16,6 +16,8 @@
  *     cpu_member  a member on the cpu backend: the world uses the ring
  *     no_lib      a member without libnccl: the ring
  *     off         a member whose trainer has NCCL off: the ring
+ *     keyed       a keyed cluster: the ring (NCCL's connections are in the
+ *                 clear), unless STARLING_NCCL_KEYED=1
  *     kill        rank 1's process dies after step 3: rank 0 leaves with
  *                 the all-reduce's error, at step 3, within seconds
  *     init_fails  rank 1 cannot make its communicator: the ring, after
@@ -99,6 +101,8 @@ typedef struct {
     uint64_t stop_at;       /* it stops itself (SIGSTOP) at this step; the parent kills it */
     bool fail_init;         /* its communicators fail to be made (the emulation's switch) */
     uint32_t nccl_timeout_ms; /* NCCL's timeout (0: the ring's, 8 s) */
+    const sl_net_key_t *key; /* the cluster key (NULL: none) */
+    bool keyed_ok;          /* STARLING_NCCL_KEYED=1 */
 } rank_spec_t;
 
 /* What a rank told the parent. */
@@ -189,6 +193,8 @@ static void child(const rank_spec_t *rs) {
         setenv("STARLING_NCCL_LIB", rs->nccl_lib, 1);
     if (rs->fail_init)
         setenv("NCCL_EMU_FAIL_INIT", "1", 1);
+    if (rs->keyed_ok)
+        setenv("STARLING_NCCL_KEYED", "1", 1);
     child_die_at = rs->die_at;
     child_leave_at = rs->leave_at;
     child_stop_at = rs->stop_at;
@@ -204,6 +210,10 @@ static void child(const rank_spec_t *rs) {
     cfg.wake_fd = pfd[1];
     cfg.ring_timeout_ms = 8000; /* ranks that start apart on a loaded machine */
     cfg.nccl_timeout_ms = rs->nccl_timeout_ms;
+    if (rs->key) {
+        cfg.has_key = true;
+        cfg.key = *rs->key;
+    }
     cfg.nccl = rs->nccl;
     snprintf(cfg.dir, sizeof cfg.dir, "%s/r%u", dir, rs->rank);
     mkdir(cfg.dir, 0755);
@@ -493,6 +503,33 @@ static void test_off(void) {
               "rank 0's log:\n%s", o[0].logs);
 }
 
+static void test_keyed(void) {
+    sl_net_key_t key;
+    CHECK_OK(sl_net_key_generate(&key));
+    for (int allowed = 0; allowed < 2; allowed++) {
+        int ports[2];
+        take_ports(ports, 2);
+        rank_spec_t rs[2] = {spec(0, 2, ports, "cuda"), spec(1, 2, ports, "cuda")};
+        for (int i = 0; i < 2; i++) {
+            rs[i].key = &key;
+            rs[i].keyed_ok = allowed;
+        }
+        rank_out_t o[2];
+        run_ranks(rs, 2, o);
+        for (int i = 0; i < 2; i++) {
+            CHECK_MSG(o[i].nccl_worlds == allowed && o[i].ring_worlds == !allowed,
+                      "rank %d (STARLING_NCCL_KEYED %s): its log:\n%s", i,
+                      allowed ? "1" : "unset", o[i].logs);
+            check_done(&o[i], i, 0);
+        }
+        check_equal(o, 2, 0, STEPS);
+        if (!allowed)
+            CHECK_MSG(strstr(o[0].logs, "0 of 2 members can use nccl; not this one: the cluster "
+                                        "is keyed"),
+                      "rank 0's log:\n%s", o[0].logs);
+    }
+}
+
 static void test_kill(void) {
     int ports[2];
     take_ports(ports, 2);
@@ -637,6 +674,7 @@ int main(void) {
         sl_test_run("cpu_member", test_cpu_member);
         sl_test_run("no_lib", test_no_lib);
         sl_test_run("off", test_off);
+        sl_test_run("keyed", test_keyed);
         sl_test_run("kill", test_kill);
         sl_test_run("init_fails", test_init_fails);
         sl_test_run("stopped", test_stopped);

@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -349,8 +350,13 @@ static sl_err nccl_setup(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
         return SL_OK;
     char mine[300] = "";
     bool can = false;
+    const char *keyed_ok = getenv("STARLING_NCCL_KEYED");
     if (t->cfg.nccl == SL_ELASTIC_NCCL_OFF)
         snprintf(mine, sizeof mine, "nccl is off here");
+    else if (t->cfg.has_key && !(keyed_ok && !strcmp(keyed_ok, "1")))
+        snprintf(mine, sizeof mine,
+                 "the cluster is keyed and nccl's connections are neither encrypted nor "
+                 "authenticated (STARLING_NCCL_KEYED=1 on every peer allows them)");
     else if (!sl_nn_dp_device_collectives(t->nn))
         snprintf(mine, sizeof mine, "the %s backend has no device collectives",
                  sl_nn_backend_name(t->be));
