@@ -67,6 +67,16 @@ void sl_plat_remove_tree(const char *path);
  * power loss. Best effort: errors are ignored. */
 void sl_plat_sync_parent_dir(const char *path);
 
+/* The regular files of a directory (names only, no dot files and no
+ * "*.tmp*" ones being written, up to `max`), in name order, not the
+ * directory's: what is built from them must not depend on the file
+ * system. The count (0 when the directory cannot be read). */
+int sl_plat_dir_files(const char *dir, char names[][128], int max);
+/* Removes a directory's regular files (those sl_plat_dir_files lists). */
+void sl_plat_dir_clear(const char *dir);
+/* Whether a directory exists and holds nothing at all. */
+bool sl_plat_dir_empty(const char *dir);
+
 /* Creates a directory and its parents (like mkdir -p) with `mode`. */
 sl_err sl_plat_mkdirs(const char *path, unsigned mode);
 
@@ -112,6 +122,26 @@ typedef struct {
     int group_count;      /* how many */
 } sl_plat_user_t;
 
+/* ---- Users (src/platform/users.c) ---- */
+
+/* Looks user `name` up: its ids and its groups (initgroups' list, written
+ * to `groups`, at most `cap`; out->groups points there). SL_ENOTFOUND: no
+ * such user; SL_ETOOBIG: in more than `cap` groups. */
+sl_err sl_plat_user_find(const char *name, sl_plat_user_t *out, gid_t *groups, int cap);
+/* This process's effective user id. */
+uid_t sl_plat_euid(void);
+/* The absolute path of `path`, links resolved, into out (SL_ENOTFOUND,
+ * SL_ETOOBIG when it does not fit cap, SL_EINVAL). */
+sl_err sl_plat_realpath(const char *path, char *out, size_t cap);
+/* Whether user `u` may search directory `dir` (by its owner, group or
+ * other bits); true when dir cannot be seen at all. */
+bool sl_plat_user_can_search(const sl_plat_user_t *u, const char *dir);
+/* Makes a directory searchable by others (o+x, not listable) when it is
+ * not. Best effort. */
+void sl_plat_make_searchable(const char *dir);
+/* Changes a file's owner; false when it could not. */
+bool sl_plat_chown(const char *path, uid_t uid, gid_t gid);
+
 /* What sl_plat_spawn starts. */
 typedef struct {
     const char *command;         /* a shell command, as `sh -c` takes it */
@@ -144,6 +174,25 @@ bool sl_plat_child_ended(pid_t pid);
  * of it) and reaps the child. Returns its wait status, or -1 when the
  * grace ran out before it ended. */
 int sl_plat_reap(pid_t pid, int grace_ms);
+
+/* Sends SIGKILL to the whole process group of the child `pid` (a pid of
+ * sl_plat_spawn; 0 or less: nothing). */
+void sl_plat_kill_group(pid_t pid);
+
+/* A wait status of sl_plat_reap: the exit code of a child that exited
+ * (-1: it did not, or status is -1), the signal that killed one (0: none). */
+int sl_plat_exit_code(int status);
+int sl_plat_exit_signal(int status);
+
+/* A pipe for a child's output: fds[1] is its out_fd, fds[0] the caller's
+ * to read; both close on exec (the child's copies of fds[1] are its
+ * stdout and stderr). SL_EIO (fds are then -1). */
+sl_err sl_plat_pipe(int fds[2]);
+/* Closes a descriptor (below 0: nothing). */
+void sl_plat_close(int fd);
+/* Waits up to `timeout_ms` for `fd` to have something to read (or its end
+ * of file): true when it has. */
+bool sl_plat_readable(int fd, int timeout_ms);
 
 /* A child's output, split into lines. */
 typedef struct {

@@ -1,9 +1,10 @@
 /* Small files: whole-file reads with a size cap (gunzipped when gzip),
- * atomic writes, mkdir -p, what a path names. */
+ * atomic writes, mkdir -p, what a path names, a directory's files. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -259,4 +260,48 @@ sl_plat_path_kind_t sl_plat_path_kind(const char *path) {
     if (stat(path, &st) != 0)
         return SL_PLAT_PATH_NONE;
     return S_ISDIR(st.st_mode) ? SL_PLAT_PATH_DIR : SL_PLAT_PATH_FILE;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
+
+int sl_plat_dir_files(const char *dir, char names[][128], int max) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= 128 || strstr(e->d_name, ".tmp"))
+            continue;
+        char p[4096 + 300];
+        struct stat st;
+        snprintf(p, sizeof p, "%.1100s/%.127s", dir, e->d_name);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+            snprintf(names[n++], 128, "%.127s", e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], by_name);
+    return n;
+}
+
+void sl_plat_dir_clear(const char *dir) {
+    char names[64][128];
+    int n = sl_plat_dir_files(dir, names, 64);
+    for (int i = 0; i < n; i++) {
+        char p[4096 + 300];
+        snprintf(p, sizeof p, "%.1100s/%.127s", dir, names[i]);
+        unlink(p);
+    }
+}
+
+bool sl_plat_dir_empty(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool empty = true;
+    struct dirent *e;
+    while (empty && (e = readdir(d)))
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    return empty;
 }

@@ -1,9 +1,10 @@
 /* Child processes: a command under a supervisor shell in a process group
- * of its own that dies with the peer, reaping it, and its output as
- * lines. The study's command trials and the elastic command jobs run
+ * of its own that dies with the peer, reaping it, its exit status, and its
+ * output through a pipe as lines. The study's command trials and the elastic command jobs run
  * through here. See platform.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -231,4 +232,35 @@ bool sl_plat_lines_read(sl_plat_lines_t *lb, int fd,
             break;
     }
     return !eof;
+}
+
+sl_err sl_plat_pipe(int fds[2]) {
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        fds[0] = fds[1] = -1;
+        return SL_EIO;
+    }
+    return SL_OK;
+}
+
+void sl_plat_close(int fd) {
+    if (fd >= 0)
+        close(fd);
+}
+
+bool sl_plat_readable(int fd, int timeout_ms) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, timeout_ms) > 0;
+}
+
+void sl_plat_kill_group(pid_t pid) {
+    if (pid > 0)
+        kill(-pid, SIGKILL);
+}
+
+int sl_plat_exit_code(int status) {
+    return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int sl_plat_exit_signal(int status) {
+    return status >= 0 && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }

@@ -1,25 +1,18 @@
 /* A trial's worker thread: the builtin trainer or a command's child
- * process. See study_worker.h. Touches processes and files (like
- * the platform layer): it is the daemon's I/O edge for trainers. */
+ * process. See study_worker.h. The daemon's edge for trainers: the child,
+ * its pipe, the trial user and the checkpoint directory's files are
+ * reached through the platform layer (src/platform/spawn.c, users.c,
+ * files.c). */
 #include "study/study_worker.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <math.h>
-#include <poll.h>
-#include <pwd.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "platform/process.h"
 #include "starling/platform.h"
 
 #define COMMAND_STACK_LEN (512u << 10) /* a command worker's thread stack */
@@ -85,10 +78,8 @@ static sl_err data_get(sl_study_data_t *d, const char *name, sl_nn_data_t **tr,
 /* Wakes the peer's loop, which would otherwise see the event only at its
  * next look (a full pipe already holds a wake-up: EAGAIN is fine). */
 static void wake(const sl_study_worker_t *w) {
-    if (w->job.wake_fd > 0) {
-        ssize_t n = write(w->job.wake_fd, "", 1);
-        (void)n;
-    }
+    if (w->job.wake_fd > 0)
+        sl_plat_wake(w->job.wake_fd);
 }
 
 static void push(sl_study_worker_t *w, sl_wev_t *ev) {
@@ -195,19 +186,16 @@ static void give_dir(const char *dir, const sl_study_user_t *u) {
         if (!slash || slash == up)
             break;
         *slash = 0;
-        struct stat st;
-        if (stat(up, &st) == 0 && !(st.st_mode & S_IXOTH))
-            chmod(up, (st.st_mode & 07777) | S_IXOTH);
+        sl_plat_make_searchable(up);
     }
-    if (chown(dir, u->uid, u->gid) != 0)
+    if (!sl_plat_chown(dir, u->uid, u->gid))
         return; /* the command's writes fail and say so */
     char names[64][128];
-    int n = sl_study_dir_files(dir, names, 64);
+    int n = sl_plat_dir_files(dir, names, 64);
     for (int i = 0; i < n; i++) {
         char p[4096 + 300];
         snprintf(p, sizeof p, "%.1100s/%.127s", dir, names[i]);
-        if (chown(p, u->uid, u->gid) != 0)
-            continue;
+        sl_plat_chown(p, u->uid, u->gid); /* (as for the directory) */
     }
 }
 
@@ -260,7 +248,7 @@ static void run_command(sl_study_worker_t *w) {
         return;
     }
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
+    if (sl_plat_pipe(fds) != SL_OK) {
         push_simple(w, SL_WEV_END, true, "pipe failed");
         return;
     }
@@ -284,9 +272,9 @@ static void run_command(sl_study_worker_t *w) {
                           .user = j->user.set ? &user : NULL};
     pid_t pid = -1;
     sl_err err = sl_plat_spawn(&sp, &pid);
-    close(fds[1]);
+    sl_plat_close(fds[1]);
     if (err != SL_OK) {
-        close(fds[0]);
+        sl_plat_close(fds[0]);
         push_simple(w, SL_WEV_END, true, err == SL_ENOMEM ? "out of memory" : "spawn failed");
         return;
     }
@@ -303,11 +291,10 @@ static void run_command(sl_study_worker_t *w) {
             timed_out = true;
             break;
         }
-        struct pollfd p = {fds[0], POLLIN, 0};
-        if (poll(&p, 1, 200) > 0)
+        if (sl_plat_readable(fds[0], 200))
             eof = !sl_plat_lines_read(&lines, fds[0], on_line, &x);
     }
-    close(fds[0]); /* the child's next write breaks its pipe */
+    sl_plat_close(fds[0]); /* the child's next write breaks its pipe */
     bool reached = x.reached;
     int last = x.last, garbage = x.garbage;
     int status =
@@ -321,10 +308,11 @@ static void run_command(sl_study_worker_t *w) {
     } else if (timed_out) {
         snprintf(why, sizeof why, "timed out after %u s at epoch %d",
                  (unsigned)j->spec.command_timeout_s, last);
-    } else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        snprintf(why, sizeof why, "exit status %d at epoch %d", WEXITSTATUS(status), last);
-    } else if (status >= 0 && WIFSIGNALED(status)) {
-        snprintf(why, sizeof why, "killed by signal %d at epoch %d", WTERMSIG(status), last);
+    } else if (sl_plat_exit_code(status) > 0) {
+        snprintf(why, sizeof why, "exit status %d at epoch %d", sl_plat_exit_code(status), last);
+    } else if (sl_plat_exit_signal(status)) {
+        snprintf(why, sizeof why, "killed by signal %d at epoch %d", sl_plat_exit_signal(status),
+                 last);
     } else {
         snprintf(why, sizeof why, "ended at epoch %d before epoch %d%s", last, j->target_epochs,
                  garbage ? " (garbage reports)" : "");
@@ -377,9 +365,7 @@ void sl_study_worker_stop(sl_study_worker_t *w) { atomic_store(&w->stop, true); 
 
 void sl_study_worker_cancel(sl_study_worker_t *w) {
     atomic_store(&w->stop, true);
-    int pid = atomic_load(&w->child);
-    if (pid > 0)
-        kill(-pid, SIGKILL);
+    sl_plat_kill_group(atomic_load(&w->child));
 }
 
 sl_wev_t *sl_study_worker_pop(sl_study_worker_t *w) {
@@ -421,9 +407,7 @@ void sl_study_worker_abandon(sl_study_worker_t **wp) {
     if (!wp || !*wp)
         return;
     atomic_store(&(*wp)->stop, true);
-    int pid = atomic_load(&(*wp)->child);
-    if (pid > 0)
-        kill(-pid, SIGKILL);
+    sl_plat_kill_group(atomic_load(&(*wp)->child));
     pthread_detach((*wp)->thread);
     *wp = NULL; /* the thread still uses it; the process is about to exit */
 }
@@ -432,34 +416,32 @@ sl_err sl_study_user_resolve(const char *name, sl_study_user_t *out, char *why, 
     memset(out, 0, sizeof *out);
     if (!name || !name[0])
         return SL_OK;
-    char buf[16384];
-    struct passwd pw, *found = NULL;
-    int rc = getpwnam_r(name, &pw, buf, sizeof buf, &found);
-    if (rc != 0 || !found) {
+    sl_plat_user_t pu;
+    sl_err err = sl_plat_user_find(name, &pu, out->groups, SL_STUDY_USER_GROUPS_MAX);
+    if (err == SL_ENOTFOUND) {
         snprintf(why, why_len, "--trial-user %s: no such user", name);
         return SL_ENOTFOUND;
     }
-    if (geteuid() != 0) {
+    if (sl_plat_euid() != 0) {
         snprintf(why, why_len,
                  "--trial-user %s: the peer runs as uid %u, not root, and cannot switch users "
                  "(start it as root, or leave the flag out to run trials as the peer's user)",
-                 name, (unsigned)geteuid());
+                 name, (unsigned)sl_plat_euid());
         return SL_EINVAL;
     }
-    if (pw.pw_uid == 0) {
+    if (err == SL_OK && pu.uid == 0) {
         snprintf(why, why_len, "--trial-user %s: that is root; name an unprivileged user", name);
         return SL_EINVAL;
     }
-    int count = SL_STUDY_USER_GROUPS_MAX;
-    if (getgrouplist(name, pw.pw_gid, out->groups, &count) < 0) {
+    if (err != SL_OK) {
         snprintf(why, why_len, "--trial-user %s: in more than %d groups", name,
                  SL_STUDY_USER_GROUPS_MAX);
         return SL_EINVAL;
     }
     out->set = true;
-    out->uid = pw.pw_uid;
-    out->gid = pw.pw_gid;
-    out->group_count = count;
+    out->uid = pu.uid;
+    out->gid = pu.gid;
+    out->group_count = pu.group_count;
     snprintf(out->name, sizeof out->name, "%s", name);
     return SL_OK;
 }
@@ -468,30 +450,25 @@ sl_err sl_study_user_reach(const sl_study_user_t *u, const char *dir, char *why,
     if (!u->set)
         return SL_OK;
     char path[1100];
-    if (!realpath(dir, path)) {
+    if (sl_plat_realpath(dir, path, sizeof path) != SL_OK) {
         snprintf(why, why_len, "--trial-user %s: cannot resolve %s", u->name, dir);
         return SL_EINVAL;
     }
+    const sl_plat_user_t pu = {.uid = u->uid,
+                               .gid = u->gid,
+                               .groups = u->groups,
+                               .group_count = u->group_count};
     /* every directory above `dir` must let the user search it */
     char *last = strrchr(path, '/');
     if (last)
         *last = 0;
     for (char *end = last ? last : path;;) {
-        struct stat st;
-        if (stat(path[0] ? path : "/", &st) == 0) {
-            bool in_group = st.st_gid == u->gid;
-            for (int i = 0; i < u->group_count; i++)
-                in_group |= st.st_gid == u->groups[i];
-            bool ok = st.st_uid == u->uid ? (st.st_mode & S_IXUSR)
-                      : in_group         ? (st.st_mode & S_IXGRP)
-                                         : (st.st_mode & S_IXOTH);
-            if (!ok) {
-                snprintf(why, why_len,
-                         "--trial-user %s: the user cannot reach the data directory %s (%s is "
-                         "not searchable by it); choose a --data directory it can reach",
-                         u->name, dir, path[0] ? path : "/");
-                return SL_EINVAL;
-            }
+        if (!sl_plat_user_can_search(&pu, path[0] ? path : "/")) {
+            snprintf(why, why_len,
+                     "--trial-user %s: the user cannot reach the data directory %s (%s is "
+                     "not searchable by it); choose a --data directory it can reach",
+                     u->name, dir, path[0] ? path : "/");
+            return SL_EINVAL;
         }
         char *slash = strrchr(path, '/');
         if (!slash || end == path)
@@ -500,56 +477,15 @@ sl_err sl_study_user_reach(const sl_study_user_t *u, const char *dir, char *why,
         end = slash;
     }
     /* the peer's own directories: searchable, not listable */
-    char p[1100];
-    snprintf(p, sizeof p, "%s", dir);
-    struct stat st;
-    if (stat(p, &st) == 0 && !(st.st_mode & S_IXOTH))
-        chmod(p, (st.st_mode & 07777) | S_IXOTH);
+    sl_plat_make_searchable(dir);
     return SL_OK;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(a, b); }
-
+/* (the platform's, under the names study and elastic files call) */
 int sl_study_dir_files(const char *dir, char names[][128], int max) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while (n < max && (e = readdir(d))) {
-        if (e->d_name[0] == '.' || strlen(e->d_name) >= 128 || strstr(e->d_name, ".tmp"))
-            continue;
-        char p[4096 + 300];
-        struct stat st;
-        snprintf(p, sizeof p, "%.1100s/%.127s", dir, e->d_name);
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-            snprintf(names[n++], 128, "%.127s", e->d_name);
-    }
-    closedir(d);
-    /* name order, not the directory's: a checkpoint's blob layout and
-       "the first file" a fetch returns must not depend on the file system */
-    qsort(names, (size_t)n, sizeof names[0], by_name);
-    return n;
+    return sl_plat_dir_files(dir, names, max);
 }
 
-void sl_study_dir_clear(const char *dir) {
-    char names[64][128];
-    int n = sl_study_dir_files(dir, names, 64);
-    for (int i = 0; i < n; i++) {
-        char p[4096 + 300];
-        snprintf(p, sizeof p, "%.1100s/%.127s", dir, names[i]);
-        unlink(p);
-    }
-}
+void sl_study_dir_clear(const char *dir) { sl_plat_dir_clear(dir); }
 
-bool sl_study_dir_empty(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    bool empty = true;
-    struct dirent *e;
-    while (empty && (e = readdir(d)))
-        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
-    closedir(d);
-    return empty;
-}
+bool sl_study_dir_empty(const char *dir) { return sl_plat_dir_empty(dir); }
