@@ -794,6 +794,23 @@ static void test_push_pull_slice(void) {
     memset(seen, 0, sizeof seen);
     CHECK_INT(next_sync(s, &t, t + 10000, seen, N, &self_first), 64);
     CHECK_MSG(pick > 0 && seen[pick], "m%d, suspect, not in the next slice", pick);
+    /* more news than a slice holds (100 suspects): the slices go on from
+     * the last one taken, so two carry all of them (they sent the same
+     * first 63 every time) */
+    for (int i = 100; i < N; i++) {
+        name_of(i, name, sizeof name);
+        addr_of(i, addr, sizeof addr);
+        msg.gossip[0].name = sl_bytes_str(name);
+        msg.gossip[0].addr = sl_bytes_str(addr);
+        CHECK_OK(sl_swim_receive(s, t, &msg));
+    }
+    memset(seen, 0, sizeof seen);
+    for (int k = 0; k < 2; k++)
+        CHECK_INT(next_sync(s, &t, t + 10000, seen, N, &self_first), 64);
+    int suspects_sent = 0;
+    for (int i = 100; i < N; i++)
+        suspects_sent += seen[i] && member(s, i).state == SL_STATE_SUSPECT;
+    CHECK_INT(suspects_sent, N - 100);
     /* answers: a member's push-pull gets a slice; a joiner and a stranger
      * the whole table */
     sl_swim_output_t out;

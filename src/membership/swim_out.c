@@ -38,13 +38,20 @@ static uint32_t sync_slice(sl_swim_t *s, sl_member_msg_t *r, uint32_t cap) {
     int64_t since = s->now_ms - swim_sync_interval(s);
     fill_record(s, &s->members[s->self], &r[n++]);
     uint32_t start = s->slice_pos % count;
-    for (uint32_t j = 0; j < count && n < cap; j++) {
+    uint32_t j = 0;
+    for (; j < count && n < cap; j++) {
         uint32_t i = (start + j) % count;
         if (i != s->self && sync_news(s, &s->members[i], since))
             fill_record(s, &s->members[i], &r[n++]);
     }
-    uint32_t j = 0;
-    for (; j < count && n < cap; j++) {
+    if (n == cap) {
+        /* More news than fits (a cluster starting, a partition healing):
+         * the next slice goes on from the last one taken, so all of it
+         * goes out in turn, not the same first ones every time. */
+        s->slice_pos = (start + j) % count;
+        return n;
+    }
+    for (j = 0; j < count && n < cap; j++) {
         uint32_t i = (start + j) % count;
         if (i != s->self && !sync_news(s, &s->members[i], since))
             fill_record(s, &s->members[i], &r[n++]);
