@@ -3,11 +3,13 @@
  * store core, each sending its local writes and relaying what it newly
  * applied through the real spread policy (sl_store_spread_fanout,
  * sl_store_spread_pick), on a virtual clock and network with 1 % loss and
- * 1-20 ms one-way delays. Anti-entropy is the safety net, run on the
- * daemon's schedule (store_node.c's round_run): for 5 rounds 100 ms apart
- * after a replica's state changed a DIGEST to one member, then a SUMMARY
- * every second; the member here is a random one (the daemon's is one whose
- * fingerprint differs, so these are the slower of the two).
+ * 1-20 ms one-way delays. Anti-entropy is the safety net: each replica
+ * runs the daemon's round core (src/store/store_round.h, its default
+ * timers), which picks whom to send a DIGEST or SUMMARY from what the
+ * members told it: for 5 rounds 100 ms apart after its state changed a
+ * DIGEST to a member that differs and was not sent that state, then a
+ * SUMMARY a second to one that differs. Membership is whole and static
+ * (every other replica up since long before the writes: none urgent).
  *
  * Measured per write: when each replica first holds it, so the time until
  * every replica does (p50, p99 over writes), and the DELTAs each peer sent
@@ -28,22 +30,19 @@
 
 #include "starling/sim.h"
 #include "starling/store.h"
+#include "store/store_round.h"
 #include "store/store_spread.h"
 #include "testlib.h"
 
-#define TICK_MS 100        /* the daemon's sync_ms */
-#define ACTIVE_ROUNDS 5    /* its fast rounds after a change */
-#define IDLE_MS 1000       /* its SUMMARY period */
+#define TICK_MS 100        /* the daemon's sync_ms (round core's default) */
 #define WRITE_EVERY_MS 100 /* one write somewhere in the cluster (SL_SPREAD_EVERY_MS) */
 #define TAIL_MS 5000       /* after the last write */
 
 typedef struct {
     sl_store_t *store;    /* the replica */
+    sl_store_round_t *round; /* its anti-entropy round (peers keyed "n<node>") */
     uint64_t rid;         /* its id */
-    int64_t next_tick;    /* next round */
-    int64_t next_idle;    /* next SUMMARY round */
-    uint64_t last_fp;     /* fingerprint at the last round */
-    uint32_t active;      /* fast rounds left */
+    int64_t first_round;  /* no round before (peers start apart) */
     uint64_t spread_sent; /* DELTAs sent by pushes and relays */
     uint64_t ae_sent;     /* anti-entropy messages sent (DIGEST, SUMMARY, answers) */
 } node_t;
@@ -122,6 +121,9 @@ static void note_held(world_t *w, uint32_t id, int64_t now) {
         w->open_from++;
 }
 
+/* Node `id`'s key in the round tables (what a daemon's address is). */
+static int node_key(char *key, size_t cap, uint32_t id) { return snprintf(key, cap, "n%u", id); }
+
 static sl_err op_start(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t restarts, int64_t now) {
     world_t *w = ctx;
     node_t *n = &w->nodes[id];
@@ -129,9 +131,20 @@ static sl_err op_start(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t restarts,
     n->rid = (uint64_t)id + 1;
     sl_store_config_t cfg = {0};
     sl_err err = sl_store_new(n->rid, &cfg, &n->store);
-    n->next_tick = now + 1 + (int64_t)sl_rng_below(sl_sim_rng(sim), TICK_MS);
-    n->next_idle = n->next_tick + IDLE_MS;
-    n->last_fp = err ? 0 : sl_store_fingerprint(n->store);
+    sl_store_round_config_t rcfg = {.max_peers = w->n};
+    if (!err)
+        err = sl_store_round_new(&rcfg, n->rid, &n->round);
+    /* every other replica a member, up, heard nothing from yet */
+    for (uint32_t i = 0; !err && i < w->n; i++) {
+        char key[16];
+        uint32_t peer;
+        if (i == id)
+            continue;
+        if (!(err = sl_store_round_peer(n->round, key, (size_t)node_key(key, sizeof key, i), true,
+                                        &peer)))
+            sl_store_round_set_up(n->round, peer, true);
+    }
+    n->first_round = now + 1 + (int64_t)sl_rng_below(sl_sim_rng(sim), TICK_MS);
     return err;
 }
 
@@ -139,6 +152,7 @@ static void op_stop(void *ctx, sl_sim_t *sim, uint32_t id) {
     world_t *w = ctx;
     (void)sim;
     sl_store_destroy(&w->nodes[id].store);
+    sl_store_round_destroy(&w->nodes[id].round);
 }
 
 /* A message arrives: the store takes it, its answers go back, and a DELTA
@@ -151,6 +165,15 @@ static sl_err receive(world_t *w, uint32_t id, uint32_t from, int64_t now, uint8
     sl_store_out_init(&out);
     bool persist = false;
     sl_err err = sl_store_receive(n->store, type, body, len, (uint64_t)now, &out, &persist);
+    /* what a DIGEST or SUMMARY tells of its sender, as the daemon learns it */
+    if (!err && (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY) && out.from) {
+        char key[16];
+        uint32_t peer;
+        uint64_t old;
+        if (sl_store_round_peer(n->round, key, (size_t)node_key(key, sizeof key, from), false,
+                                &peer) == SL_OK)
+            sl_store_round_heard(n->round, peer, out.from, out.peer_fp, &old);
+    }
     for (size_t i = 0; !err && i < out.count; i++) {
         send_msg(w, id, from, out.msgs[i].type, out.msgs[i].body, out.msgs[i].len);
         n->ae_sent++;
@@ -178,35 +201,27 @@ static sl_err op_deliver(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t from, i
     return receive(w, id, from, now, data[0], data + 1, len - 1);
 }
 
-/* Anti-entropy on the daemon's schedule (see the top). */
+/* Anti-entropy: the round core picks, as in store_node.c's round_run. */
 static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
     world_t *w = ctx;
     node_t *n = &w->nodes[id];
-    if (!n->store || now < n->next_tick)
+    (void)sim;
+    uint64_t now_ns = (uint64_t)now * 1000000ull;
+    if (!n->store || now < n->first_round || now_ns < sl_store_round_due_ns(n->round))
         return SL_OK;
-    n->next_tick = now + TICK_MS;
-    if (!w->ae)
+    sl_store_round_pick_t pick;
+    sl_store_round_run(n->round, now_ns, w->ae ? sl_store_fingerprint(n->store) : 0, &pick);
+    if (!w->ae || pick.kind == SL_STORE_ROUND_QUIET)
         return SL_OK;
-    uint64_t fp = sl_store_fingerprint(n->store);
-    if (fp != n->last_fp) {
-        n->last_fp = fp;
-        n->active = ACTIVE_ROUNDS;
-    }
-    bool digest = n->active > 0;
-    if (digest)
-        n->active--;
-    else if (now >= n->next_idle)
-        n->next_idle = now + IDLE_MS;
-    else
-        return SL_OK;
-    uint32_t to = (uint32_t)sl_rng_below(sl_sim_rng(sim), w->n - 1);
-    to += to >= id;
+    uint32_t to = (uint32_t)atoi(sl_store_round_peer_key(n->round, pick.peer) + 1);
     sl_store_msg_t m;
-    sl_err err = digest ? sl_store_digest(n->store, false, &m) : sl_store_summary(n->store, false, &m);
+    sl_err err = pick.kind == SL_STORE_ROUND_DIGEST ? sl_store_digest(n->store, false, &m)
+                                                    : sl_store_summary(n->store, false, &m);
     if (err)
         return err;
     send_msg(w, id, to, m.type, m.body, m.len);
     n->ae_sent++;
+    sl_store_round_sent(n->round, &pick);
     sl_store_msg_fini(&m);
     return SL_OK;
 }
@@ -214,7 +229,9 @@ static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
 static int64_t op_next(void *ctx, sl_sim_t *sim, uint32_t id) {
     world_t *w = ctx;
     (void)sim;
-    return w->nodes[id].store ? w->nodes[id].next_tick : INT64_MAX;
+    const node_t *n = &w->nodes[id];
+    int64_t due = (int64_t)((sl_store_round_due_ns(n->round) + 999999) / 1000000);
+    return !n->store ? INT64_MAX : due > n->first_round ? due : n->first_round;
 }
 
 static const sl_sim_ops_t ops = {
@@ -313,8 +330,10 @@ static figures_t run(uint32_t n, uint32_t writes, bool ae, uint64_t seed, int64_
     f.ae_per_write = (double)ae_sum / per;
     free(all);
     free(each);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         sl_store_destroy(&w.nodes[i].store);
+        sl_store_round_destroy(&w.nodes[i].round);
+    }
     sl_sim_destroy(&w.sim);
     free(w.nodes);
     free(w.writes);
@@ -429,6 +448,78 @@ static void test_policy(void) {
     CHECK_INT(sl_store_spread_pick(&rng, 10, 0, all_ok, NULL, out), 0);
 }
 
+/* A run of local writes joined into one DELTA by splicing their atoms'
+ * bytes: the same bytes as decoding them and encoding the batch (what
+ * store_node.c's push_run did), and a replica that receives it holds
+ * what the writer holds. */
+static void test_join(void) {
+    sl_store_t *a, *b;
+    sl_store_config_t cfg = {0};
+    CHECK_OK(sl_store_new(11, &cfg, &a));
+    CHECK_OK(sl_store_new(12, &cfg, &b));
+    enum { W = 7 };
+    sl_store_msg_t d[W];
+    uint64_t t = 1000;
+    CHECK_OK(sl_store_put(a, "r/1", 3, "v1", 2, t++, &d[0]));
+    CHECK_OK(sl_store_set_add(a, "s/1", 3, "e1", 2, t++, &d[1]));
+    CHECK_OK(sl_store_set_add(a, "s/1", 3, "e2", 2, t++, &d[2]));
+    CHECK_OK(sl_store_set_remove(a, "s/1", 3, "e1", 2, t++, &d[3])); /* a DEAD atom, with context */
+    CHECK_OK(sl_store_counter_add(a, "c/1", 3, -3, t++, &d[4]));
+    CHECK_OK(sl_store_gmap_put(a, "m/1", 3, "f", 1, "x", 1, t++, &d[5]));
+    CHECK_OK(sl_store_del(a, "r/1", 3, t++, &d[6]));
+    sl_store_range_t r;
+    uint64_t sender;
+    for (int i = 0; i < W; i++) {
+        CHECK(sl_store_spread_range(d[i].body, d[i].len, &sender, &r));
+        CHECK(sender == 11 && r.rid == 11 && r.from == (uint64_t)i && r.to == (uint64_t)i + 1);
+    }
+    sl_store_msg_t joined;
+    CHECK_OK(sl_store_spread_join(d, W, 1 << 20, &joined));
+    /* the codec's way: decode each, encode the batch */
+    sl_store_dmsg_t dm[W];
+    sl_store_item_t all[64];
+    uint32_t items = 0;
+    for (int i = 0; i < W; i++) {
+        CHECK_OK(sl_store_msg_decode(d[i].type, d[i].body, d[i].len, &dm[i]));
+        for (uint32_t k = 0; k < dm[i].item_count; k++)
+            all[items++] = dm[i].items[k];
+    }
+    sl_store_range_t range = {11, 0, W};
+    sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = 11, .ranges = &range,
+                         .range_count = 1, .items = all, .item_count = items};
+    sl_store_msg_t encoded;
+    CHECK_OK(sl_store_msg_encode(&m, 1 << 20, &encoded));
+    CHECK(joined.len == encoded.len && memcmp(joined.body, encoded.body, joined.len) == 0);
+    for (int i = 0; i < W; i++)
+        sl_store_dmsg_fini(&dm[i]);
+    sl_store_out_t out;
+    sl_store_out_init(&out);
+    bool persist = false;
+    CHECK_OK(sl_store_receive(b, joined.type, joined.body, joined.len, t, &out, &persist));
+    CHECK(persist);
+    CHECK(sl_store_state_hash(a) == sl_store_state_hash(b));
+    sl_store_out_fini(&out);
+    /* not a run: a gap, another replica's write, a DIGEST, too long */
+    sl_store_msg_t gap[2] = {d[0], d[2]}, other, dig, bad;
+    CHECK_ERR(sl_store_spread_join(gap, 2, 1 << 20, &bad), SL_EINVAL);
+    CHECK_OK(sl_store_put(b, "r/2", 3, "w", 1, t, &other));
+    sl_store_msg_t mixed[2] = {d[6], other};
+    CHECK_ERR(sl_store_spread_join(mixed, 2, 1 << 20, &bad), SL_EINVAL);
+    CHECK_OK(sl_store_digest(a, false, &dig));
+    CHECK(!sl_store_spread_range(dig.body, dig.len, &sender, &r));
+    CHECK_ERR(sl_store_spread_join(&dig, 1, 1 << 20, &bad), SL_EINVAL);
+    CHECK_ERR(sl_store_spread_join(d, W, joined.len - 1, &bad), SL_ETOOBIG);
+    CHECK(bad.body == NULL);
+    sl_store_msg_fini(&dig);
+    sl_store_msg_fini(&other);
+    sl_store_msg_fini(&encoded);
+    sl_store_msg_fini(&joined);
+    for (int i = 0; i < W; i++)
+        sl_store_msg_fini(&d[i]);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+}
+
 static void check_run(uint32_t n, uint32_t writes, uint64_t seed, double max_spread,
                       int64_t every_ms) {
     figures_t f = run(n, writes, true, seed, every_ms);
@@ -479,6 +570,7 @@ int main(void) {
         return 0;
     }
     sl_test_run("policy", test_policy);
+    sl_test_run("join", test_join);
     sl_test_run("n10", test_n10);
     sl_test_run("n100", test_n100);
     sl_test_run("n1000", test_n1000);

@@ -17,13 +17,19 @@
  *   (S6 blobs: tests/blob_test.c)
  *
  * A write is acknowledged only after its WAL record is synced (the next
- * tick); a crash loses the unsynced tail. Each checker has a planted bug
+ * tick); a crash loses the unsynced tail. Anti-entropy partners are the
+ * daemon's: each replica runs the real round core (src/store/store_round.h)
+ * on fast timers, told of membership as SWIM would tell it (a start is a
+ * join of a new incarnation, a crash takes the member down, a healed
+ * partition makes every member urgent) and of what each DIGEST or SUMMARY
+ * it receives says. Each checker has a planted bug
  * (bugs test below) that makes it fire. A failing seed is printed:
  * SL_SEED=N replays one seed; SL_SEEDS=N runs N seeds. */
 #include <stdlib.h>
 
 #include "starling/sim.h"
 #include "starling/store.h"
+#include "store/store_round.h"
 #include "store/store_spread.h"
 #include "store/store_test.h"
 #include "testlib.h"
@@ -34,6 +40,11 @@
 #define MAX_REC 200000
 #define MAX_ACK 20000
 #define MAX_RIDS 256
+/* The round core's timers: the cluster tests' fast ones, so that 12 s of
+ * faults see many rounds (the daemon's defaults are 100 ms, 1 s, 30 s). */
+#define SYNC_MS TICK_MS
+#define IDLE_MS 500
+#define REFRESH_MS 5000
 
 typedef struct {
     uint8_t type;  /* store message type */
@@ -52,6 +63,7 @@ typedef struct {
 
 typedef struct {
     sl_store_t *store;       /* NULL while down */
+    sl_store_round_t *round; /* its anti-entropy round (NULL while down) */
     vdisk_t disk;            /* survives crashes */
     uint64_t rid;            /* current incarnation's replica id */
     int64_t next_tick;       /* next timer */
@@ -141,6 +153,15 @@ static void send_msg(world_t *w, uint32_t from, uint32_t to, const sl_store_msg_
     free(buf);
 }
 
+/* Node `id`'s key in the round tables (what a daemon's address is). */
+static uint32_t round_peer(sl_store_round_t *r, uint32_t id) {
+    char key[16];
+    uint32_t peer;
+    snprintf(key, sizeof key, "n%u", id);
+    CHECK_OK(sl_store_round_peer(r, key, strlen(key), true, &peer));
+    return peer;
+}
+
 typedef struct {
     world_t *w;   /* the world */
     uint32_t self; /* the sender */
@@ -166,14 +187,6 @@ static void spread(world_t *w, uint32_t id, const sl_store_msg_t *m, sl_spread_o
                                     up_other, &c, to);
     for (size_t i = 0; i < n; i++)
         send_msg(w, id, to[i], m);
-}
-
-static int random_up(world_t *w, uint32_t not) {
-    uint32_t c[NODES], n = 0;
-    for (uint32_t i = 0; i < NODES; i++)
-        if (i != not && w->nodes[i].store)
-            c[n++] = i;
-    return n ? (int)c[sl_rng_below(sl_sim_rng(w->sim), n)] : -1;
 }
 
 static const char *last_action = ""; /* for a failing check's report */
@@ -256,6 +269,22 @@ static sl_err op_start(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t restarts,
             return err;
     if (restarts > 0)
         sl_store_request_reset(n->store); /* what it holds may be stale */
+    /* membership: it joins every up member's view as a new incarnation,
+       and they all join its own (SWIM's JOIN events: urgent) */
+    sl_store_round_config_t rcfg = {.sync_ms = SYNC_MS, .idle_ms = IDLE_MS,
+                                    .refresh_ms = REFRESH_MS};
+    if ((err = sl_store_round_new(&rcfg, n->rid, &n->round)))
+        return err;
+    for (uint32_t i = 0; i < NODES; i++) {
+        if (i == id || !w->nodes[i].store)
+            continue;
+        uint32_t p = round_peer(n->round, i);
+        sl_store_round_set_up(n->round, p, true);
+        sl_store_round_back(n->round, p);
+        p = round_peer(w->nodes[i].round, id);
+        sl_store_round_set_up(w->nodes[i].round, p, true);
+        sl_store_round_back(w->nodes[i].round, p);
+    }
     if (restarts > 0 && old != n->rid && w->retired_count < MAX_RIDS)
         w->retired[w->retired_count++] = old; /* membership: that incarnation is gone */
     n->retired_seen = 0;
@@ -272,6 +301,10 @@ static void op_stop(void *ctx, sl_sim_t *sim, uint32_t id) {
     node_t *n = &w->nodes[id];
     (void)sim;
     sl_store_destroy(&n->store);
+    sl_store_round_destroy(&n->round);
+    for (uint32_t i = 0; i < NODES; i++) /* membership: it is down */
+        if (w->nodes[i].round)
+            sl_store_round_set_up(w->nodes[i].round, round_peer(w->nodes[i].round, id), false);
     for (size_t i = 0; i < n->disk.pcount; i++)
         free(n->disk.pending[i].body);
     n->disk.pcount = 0; /* the unsynced tail is lost */
@@ -302,6 +335,14 @@ static sl_err op_deliver(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t from, i
     }
     if (persist)
         vrec_push(&n->disk.pending, &n->disk.pcount, &n->disk.pcap, data[0], data + 1, len - 1);
+    /* what a DIGEST or SUMMARY tells of its sender, as the daemon learns it
+       (a new replica id: the sender restarted, its old one is retired) */
+    if (!err && (data[0] == SL_STORE_MSG_DIGEST || data[0] == SL_STORE_MSG_SUMMARY) && out.from) {
+        uint64_t old;
+        sl_store_round_heard(n->round, round_peer(n->round, from), out.from, out.peer_fp, &old);
+        if (old && old != out.from)
+            CHECK_OK(sl_store_retire(n->store, old));
+    }
     for (size_t i = 0; i < out.count; i++)
         send_msg(w, id, from, &out.msgs[i]);
     sl_store_out_fini(&out);
@@ -480,10 +521,35 @@ static void sync_disk(world_t *w, uint32_t id) {
     }
 }
 
+/* An anti-entropy round when the core says one is due: its pick gets our
+ * DIGEST or SUMMARY, as store_node.c's round_run sends it. */
+static void round_tick(world_t *w, uint32_t id, int64_t now) {
+    node_t *n = &w->nodes[id];
+    uint64_t now_ns = (uint64_t)now * 1000000ull;
+    if (now_ns < sl_store_round_due_ns(n->round))
+        return;
+    sl_store_round_pick_t pick;
+    sl_store_round_run(n->round, now_ns, sl_store_fingerprint(n->store), &pick);
+    CHECK_OK(sl_store_round_check(n->round));
+    if (pick.kind == SL_STORE_ROUND_QUIET)
+        return;
+    uint32_t to = (uint32_t)atoi(sl_store_round_peer_key(n->round, pick.peer) + 1);
+    sl_store_msg_t m;
+    CHECK_OK(pick.kind == SL_STORE_ROUND_DIGEST ? sl_store_digest(n->store, false, &m)
+                                                : sl_store_summary(n->store, false, &m));
+    send_msg(w, id, to, &m);
+    sl_store_msg_fini(&m);
+    sl_store_round_sent(n->round, &pick);
+}
+
 static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
     world_t *w = ctx;
     node_t *n = &w->nodes[id];
-    if (!n->store || now < n->next_tick)
+    if (!n->store)
+        return SL_OK;
+    last_action = "round";
+    round_tick(w, id, now);
+    if (now < n->next_tick)
         return SL_OK;
     n->next_tick = now + TICK_MS;
     last_action = "tick";
@@ -505,14 +571,6 @@ static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
             CHECK_OK(sl_store_retire(n->store, w->retired[n->retired_seen]));
     if (w->writes && sl_rng_below(sl_sim_rng(sim), 3) == 0)
         random_op(w, id, now);
-    /* anti-entropy: a digest to one random peer */
-    int to = random_up(w, id);
-    if (to >= 0) {
-        sl_store_msg_t d;
-        CHECK_OK(sl_store_digest(n->store, false, &d));
-        send_msg(w, id, (uint32_t)to, &d);
-        sl_store_msg_fini(&d);
-    }
     if (now >= n->next_gc) {
         sl_store_gc(n->store);
         n->next_gc = now + 500;
@@ -524,7 +582,11 @@ static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
 static int64_t op_next(void *ctx, sl_sim_t *sim, uint32_t id) {
     world_t *w = ctx;
     (void)sim;
-    return w->nodes[id].store ? w->nodes[id].next_tick : INT64_MAX;
+    const node_t *n = &w->nodes[id];
+    if (!n->store)
+        return INT64_MAX;
+    int64_t round = (int64_t)((sl_store_round_due_ns(n->round) + 999999) / 1000000);
+    return round < n->next_tick ? round : n->next_tick;
 }
 
 static const sl_sim_ops_t ops = {
@@ -653,6 +715,15 @@ static void dump(world_t *w) {
     }
 }
 
+/* The network whole again; membership makes every member urgent (a long
+ * partition is seen by SWIM as deaths, then returns). */
+static void heal(world_t *w) {
+    sl_sim_partition(w->sim, NULL);
+    for (uint32_t i = 0; i < NODES; i++)
+        if (w->nodes[i].round)
+            sl_store_round_heal(w->nodes[i].round);
+}
+
 static result_t run_seed(uint64_t seed, bug_t bug, int64_t chaos_ms) {
     world_t *w = calloc(1, sizeof *w);
     w->acks = calloc(MAX_ACK, sizeof *w->acks);
@@ -686,7 +757,7 @@ static result_t run_seed(uint64_t seed, bug_t bug, int64_t chaos_ms) {
                 g[i] = (uint32_t)sl_rng_below(r, 2);
             sl_sim_partition(w->sim, g);
         } else if (f == 6) {
-            sl_sim_partition(w->sim, NULL);
+            heal(w);
         } else if (f == 7) {
             sl_sim_net_t net = {.loss = sl_rng_double(r) * 0.3, .duplicate = sl_rng_double(r) * 0.2,
                                 .delay_min_ms = 1, .delay_max_ms = 1 + (uint32_t)sl_rng_below(r, 200)};
@@ -695,7 +766,7 @@ static result_t run_seed(uint64_t seed, bug_t bug, int64_t chaos_ms) {
     }
     /* quiet: everyone up, network whole, no new writes */
     w->writes = false;
-    sl_sim_partition(w->sim, NULL);
+    heal(w);
     sl_sim_net_t calm = {.loss = 0, .duplicate = 0, .delay_min_ms = 1, .delay_max_ms = 5};
     sl_sim_set_net(w->sim, &calm);
     for (uint32_t i = 0; i < NODES; i++)
@@ -724,6 +795,7 @@ static result_t run_seed(uint64_t seed, bug_t bug, int64_t chaos_ms) {
         dump(w);
     for (uint32_t i = 0; i < NODES; i++) {
         sl_store_destroy(&w->nodes[i].store);
+        sl_store_round_destroy(&w->nodes[i].round);
         vdisk_free(&w->nodes[i].disk);
         for (size_t k = 0; k < w->nodes[i].unacked_count; k++)
             sl_store_msg_fini(&w->nodes[i].unacked[k]);
@@ -773,7 +845,9 @@ static void test_planted_bugs(void) {
     for (size_t b = 0; b < sizeof bugs / sizeof bugs[0]; b++) {
         bool fired = false;
         int saved = sl_test_failures;
-        for (uint64_t seed = 1; seed <= 10 && !fired; seed++) {
+        /* S3 and S4 need a crash that loses a write not synced yet
+           (seeds 14 and 21 with the round core's choices) */
+        for (uint64_t seed = 1; seed <= 40 && !fired; seed++) {
             result_t r = run_seed(seed, bugs[b].bug, 6000);
             int v = bugs[b].bug == BUG_DELTA_DROP ? r.s2
                     : bugs[b].bug == BUG_ACK_EARLY ? r.s3

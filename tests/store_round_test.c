@@ -199,7 +199,7 @@ static void test_silent_at_rest_and_refresh(void) {
 /* Random events against a plain model of the classes: the core's counts
  * and picks agree with it, and its invariants hold after each event. */
 static void test_random_events(void) {
-    int seeds = sl_test_seed_count(40);
+    int seeds = sl_test_seed_count(20);
     for (int seed = 1; seed <= seeds; seed++) {
         sl_store_round_t *r;
         CHECK_OK(sl_store_round_new(NULL, (uint64_t)seed, &r));
@@ -296,7 +296,7 @@ static double round_ns(uint32_t members, bool changing) {
     }
     sl_store_round_pick_t p;
     uint64_t t = 0, fp = 5;
-    enum { ROUNDS = 100000 };
+    enum { ROUNDS = 50000 };
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (int k = 0; k < ROUNDS; k++) {

@@ -296,59 +296,26 @@ static sl_err stage(sl_store_node_t *sn, sl_store_msg_t *d, const void *key, siz
 /* Pushes staged writes [from, to), which hold contiguous dots of this
  * replica, as one DELTA: a receiver then applies a turn's writes at once,
  * and a peer's several writes for one trial (claim, report, result) cost
- * one message to each member, not one each. */
+ * one message to each member, not one each. The DELTA is spliced from the
+ * bytes the core encoded (sl_store_spread_join): each write passes the
+ * codec once. It was decoded again and the batch encoded anew (issue 14). */
 static void push_run(sl_store_node_t *sn, size_t from, size_t to) {
     if (to - from == 1) {
         push(sn, &sn->staged[from].delta);
         return;
     }
-    size_t n = to - from, items = 0;
-    sl_store_dmsg_t *dm = sl_calloc(n, sizeof *dm);
-    sl_err err = dm ? SL_OK : SL_ENOMEM;
-    size_t decoded = 0;
-    for (; !err && decoded < n; decoded++) {
-        const sl_store_msg_t *d = &sn->staged[from + decoded].delta;
-        err = sl_store_msg_decode(d->type, d->body, d->len, &dm[decoded]);
-        if (!err)
-            items += dm[decoded].item_count;
-    }
-    sl_store_item_t *all = err ? NULL : sl_malloc((items ? items : 1) * sizeof *all);
-    if (!err && all) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            for (uint32_t t = 0; t < dm[i].item_count; t++)
-                all[k++] = dm[i].items[t];
-        sl_store_range_t range = {dm[0].ranges[0].rid, dm[0].ranges[0].from,
-                                  dm[n - 1].ranges[0].to};
-        sl_store_dmsg_t m = {.type = SL_STORE_MSG_DELTA, .sender = dm[0].sender,
-                             .ranges = &range, .range_count = 1, .items = all,
-                             .item_count = (uint32_t)items};
-        sl_store_msg_t msg;
-        err = sl_store_msg_encode(&m, SL_MSG_MAX_LEN, &msg);
-        if (!err) {
-            push(sn, &msg);
-            sl_store_msg_fini(&msg);
-        }
-    }
-    if (err || !all) /* one by one, as they were made */
+    sl_store_msg_t *run = sl_malloc((to - from) * sizeof *run);
+    sl_store_msg_t msg = {0};
+    sl_err err = run ? SL_OK : SL_ENOMEM;
+    for (size_t i = from; !err && i < to; i++)
+        run[i - from] = sn->staged[i].delta;
+    if (!err && (err = sl_store_spread_join(run, to - from, SL_MSG_MAX_LEN, &msg)) == SL_OK)
+        push(sn, &msg);
+    sl_store_msg_fini(&msg);
+    sl_free(run);
+    if (err) /* one by one, as they were made */
         for (size_t i = from; i < to; i++)
             push(sn, &sn->staged[i].delta);
-    sl_free(all);
-    for (size_t i = 0; dm && i < decoded; i++)
-        sl_store_dmsg_fini(&dm[i]);
-    sl_free(dm);
-}
-
-/* The range of a local write's DELTA (one range, of this replica). */
-static bool one_range(const sl_store_msg_t *d, sl_store_range_t *out) {
-    sl_store_dmsg_t m;
-    if (sl_store_msg_decode(d->type, d->body, d->len, &m) != SL_OK)
-        return false;
-    bool ok = m.range_count == 1;
-    if (ok)
-        *out = m.ranges[0];
-    sl_store_dmsg_fini(&m);
-    return ok;
 }
 
 /* Pushes every staged write, in order, in runs of contiguous dots. */
@@ -357,7 +324,9 @@ static void push_staged(sl_store_node_t *sn) {
     sl_store_range_t prev = {0, 0, 0};
     for (size_t i = 0; i < sn->staged_count; i++) {
         sl_store_range_t r;
-        bool joins = one_range(&sn->staged[i].delta, &r);
+        uint64_t sender;
+        const sl_store_msg_t *d = &sn->staged[i].delta;
+        bool joins = sl_store_spread_range(d->body, d->len, &sender, &r);
         if (i > from && (!joins || r.rid != prev.rid || r.from != prev.to ||
                          len + sn->staged[i].delta.len > PUSH_BATCH_LEN)) {
             push_run(sn, from, i);

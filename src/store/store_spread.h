@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "starling/rng.h"
+#include "starling/store.h"
 
 /* Up to this many other alive members, a local write goes to all of them
  * (the study benchmarks rely on it: bench/results/study.md). */
@@ -71,5 +72,21 @@ typedef bool (*sl_spread_ok_fn)(void *ctx, size_t i);
  * pass from a random start otherwise, or when the tries fall short. */
 size_t sl_store_spread_pick(sl_rng_t *rng, size_t count, size_t k, sl_spread_ok_fn ok, void *ctx,
                             uint32_t *out);
+
+/* A local write's DELTA as the store core encoded it (one range, of its
+ * sender's dots, its atoms last): its sender and range, read from the
+ * two leading fields without decoding the atoms. false: not such a DELTA. */
+bool sl_store_spread_range(const uint8_t *body, size_t len, uint64_t *sender,
+                           sl_store_range_t *range);
+
+/* Joins `count` local writes' DELTAs of one replica whose ranges follow
+ * one another (each `from` the `to` before it) into one DELTA: the first
+ * one's sender, the range from the first `from` to the last `to`, and
+ * every atom, in order, as their bytes were encoded (an atom names its
+ * replica by its index in the ranges: 0 in each and in the join). No
+ * decode and no encode of the atoms, and the same bytes the codec would
+ * make of them. SL_EINVAL: not such a run; SL_ETOOBIG: over `max_len`. */
+sl_err sl_store_spread_join(const sl_store_msg_t *deltas, size_t count, size_t max_len,
+                            sl_store_msg_t *out);
 
 #endif
