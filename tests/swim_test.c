@@ -817,6 +817,33 @@ static void test_push_pull_slice(void) {
     while (sl_swim_next_output(s, &out) == SL_OK) {
     }
     CHECK_INT(sync_answer(s, t, "m5", "tcp://m5", false), 64);
+    /* one that holds a record older than ours (m150 at incarnation 0) is
+     * behind: it gets the whole table */
+    {
+        sl_msg_t sy;
+        memset(&sy, 0, sizeof sy);
+        sy.type = SL_MSG_SYNC;
+        sy.from = sl_bytes_str("m5");
+        sy.from_addr = sl_bytes_str("tcp://m5");
+        sl_member_msg_t recs[2];
+        memset(recs, 0, sizeof recs);
+        recs[0].name = sy.from;
+        recs[0].addr = sy.from_addr;
+        recs[0].incarnation = 1;
+        recs[0].state = SL_STATE_ALIVE;
+        recs[1].name = sl_bytes_str("m150");
+        recs[1].addr = sl_bytes_str("tcp://m150");
+        recs[1].incarnation = 0;
+        recs[1].state = SL_STATE_DEAD;
+        sy.u.sync.members = recs;
+        sy.u.sync.member_count = 2;
+        CHECK_OK(sl_swim_receive(s, t, &sy));
+        int whole = -1;
+        while (sl_swim_next_output(s, &out) == SL_OK)
+            if (out.msg.type == SL_MSG_SYNC && out.msg.u.sync.reply && whole < 0)
+                whole = (int)out.msg.u.sync.member_count;
+        CHECK_INT(whole, N);
+    }
     CHECK_INT(sync_answer(s, t, "m6", "tcp://m6", true), N);
     CHECK_INT(sync_answer(s, t, "m900", "tcp://m900", false), N + 1);
     CHECK_OK(sl_swim_check(s));

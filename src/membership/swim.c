@@ -1202,6 +1202,16 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
          * it. Looked at before its records are applied (they name it). */
         uint32_t from = find(s, msg->from.ptr, msg->from.len);
         bool member = from != NONE && from != s->self && is_up(s->members[from].state);
+        /* ... and one whose table is behind ours (a record at a lower
+         * incarnation than we hold: a refuted death it missed, as after
+         * a storm of suspicions) gets all of it, so that one answer
+         * repairs it as a whole-table push-pull did. */
+        for (size_t i = 0; member && i < sy->member_count; i++) {
+            const sl_member_msg_t *r = &sy->members[i];
+            uint32_t k = find(s, r->name.ptr, r->name.len);
+            if (k != NONE && s->members[k].incarnation > r->incarnation)
+                member = false;
+        }
         /* The answer to a SYNC we sent (our push-pull, or any answer while
          * we are alone: a seed may answer from another address than the
          * one we dialled) brings the whole table, up to max_members; any
