@@ -92,8 +92,8 @@ def run_world(cmds, timeout=600):
     return res
 
 
-def starling_cmds(a, w, sizes, chunk_kib=0, window=0):
-    exe = os.path.join(a.build, "sl-ring-bench")
+def starling_cmds(a, w, sizes, chunk_kib=0, window=0, exe=None):
+    exe = exe or os.path.join(a.build, "sl-ring-bench")
     base = free_base(w)
     return [[exe, "--world", str(w), "--rank", str(r), "--port", str(base),
              "--sizes-mib", ",".join(map(str, sizes)), "--iters", str(a.iters),
@@ -132,6 +132,9 @@ def main():
     ap.add_argument("--sweep-windows", default="1,2,4,8,16")
     ap.add_argument("--chunk-kib", type=int, default=0, help="the ring's chunk (0: its default)")
     ap.add_argument("--window", type=int, default=0, help="the ring's window (0: its default)")
+    ap.add_argument("--baseline", default="",
+                    help="another sl-ring-bench executable (an older build), run interleaved "
+                         "as a column of its own, 'starling-base'")
     a = ap.parse_args()
     worlds = [int(x) for x in a.worlds.split(",")]
     sizes = [int(x) for x in a.sizes_mib.split(",")]
@@ -161,19 +164,26 @@ def main():
         else:
             print(f"# {py}: no torch, skipped")
     impls = [("starling", None)] + [(f"gloo {v}", py) for py, v in pys]
+    if a.baseline:
+        impls.append(("starling-base", a.baseline))
     figs = {}  # (impl, w, size) -> [busbw per run]
+    loads = {}  # w -> [1-minute load average at the start of each run]
     for run in range(a.runs):
         for w in worlds:
+            loads.setdefault(w, []).append(os.getloadavg()[0])
             order = impls if run % 2 == 0 else impls[::-1]
             for name, py in order:
-                cmds = starling_cmds(a, w, sizes, a.chunk_kib, a.window) if py is None else gloo_cmds(a, py, w, sizes)
+                if py is None or name == "starling-base":
+                    cmds = starling_cmds(a, w, sizes, a.chunk_kib, a.window, py)
+                else:
+                    cmds = gloo_cmds(a, py, w, sizes)
                 res = run_world(cmds)
                 for size, times in res.items():
                     figs.setdefault((name, w, size), []).append(busbw(size, statistics.median(times), w))
     head = "| W | MiB | " + " | ".join(f"{n} busbw GB/s" for n, _ in impls)
-    head += " | " + " | ".join(f"starling / {n}" for n, _ in impls[1:]) + " |"
+    head += " | " + " | ".join(f"starling / {n}" for n, _ in impls[1:]) + " | load |"
     print(head)
-    print("|" + "---|" * (2 + len(impls) + len(impls) - 1))
+    print("|" + "---|" * (2 + len(impls) + len(impls) - 1 + 1))
     for w in worlds:
         for mib in sizes:
             size = mib << 20
@@ -181,7 +191,9 @@ def main():
             runs = [figs[(n, w, size)] for n, _ in impls]
             cells = [f"{m:.2f} ({', '.join(f'{x:.2f}' for x in r)})" for m, r in zip(med, runs)]
             ratios = [f"{med[0] / m:.2f}" for m in med[1:]]
-            print(f"| {w} | {mib} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+            load = ", ".join(f"{x:.1f}" for x in loads[w])
+            print(f"| {w} | {mib} | " + " | ".join(cells) + " | " + " | ".join(ratios) +
+                  f" | {load} |")
 
 
 if __name__ == "__main__":
