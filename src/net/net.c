@@ -2,7 +2,7 @@
  * DEALERs out, CurveZMQ + ZAP when a cluster key is set (the client's
  * DEALER is client.c). See include/starling/net.h and docs/transport.md. */
 #include <errno.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -28,6 +28,14 @@
 #define SHARED_IDLE_NS 5000000000ull /* an unused duplicate connection is closed after this */
 #define SWEEP_NS 1000000000ull  /* how often duplicates and retired connections are looked for */
 #define RETIRE_NS 1000000000ull /* a retired connection is still read this long */
+/* What an epoll event's data names: a side socket, a watched descriptor
+ * (EV_WATCH + its index) or a DEALER (EV_CONN + its conns index). */
+#define EV_ROUTER 0
+#define EV_MONITOR 1
+#define EV_ZAP 2
+#define EV_CONTROL 3
+#define EV_WATCH 16
+#define EV_CONN 1024
 #define IDLE_CLOSE_NS 120000000000ull /* an outbound connection unused this long is closed */
 #define CLOSE_LINGER_MS 250     /* what a connection closed in use still had queued goes out
                                    within this (ZeroMQ writes it after zmq_close) */
@@ -100,8 +108,8 @@ struct sl_net {
     int handshaking[HANDSHAKING_MAX]; /* fds of accepted connections still in handshake, oldest first */
     size_t handshaking_count;  /* entries in handshaking */
     sl_net_stats_t stats;      /* counters */
-    struct pollfd *fds;        /* poll set: ROUTER, monitor, ZAP if any, open DEALERs */
-    size_t *item_conn;         /* conns index of each DEALER entry */
+    int epfd;                  /* epoll set: ROUTER, monitor, ZAP, control, watches, DEALERs */
+    struct epoll_event *evs;   /* epoll_wait's output, max_conns + 4 + SL_NET_MAX_WATCHES */
     int router_fd;             /* the sockets' ZMQ_FDs (edge-triggered, see sl_net_poll) */
     int monitor_fd;
     int zap_fd;                /* -1 without a key */
@@ -282,11 +290,26 @@ static void conn_clear_pending(conn_t *c) {
  * thread, for at most that long): a connection closed while in use (the
  * cap, a duplicate, idle) loses nothing it accepted. With 0 it is thrown
  * away: for a destination that is gone or was restarted, and at exit. */
+/* Adds a descriptor to the epoll set, its events named by `tag` (EV_*).
+ * One set kept across calls: a wait costs the descriptors that fired, not
+ * all of them (poll(2) walked every DEALER's on every wake-up: at 150
+ * peers a fifth of a peer's time in eventfd_poll, fdget and the like). */
+static bool ep_add(sl_net_t *net, int fd, uint64_t tag) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+    return epoll_ctl(net->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+static void ep_del(sl_net_t *net, int fd) {
+    struct epoll_event ev = {0};
+    epoll_ctl(net->epfd, EPOLL_CTL_DEL, fd, &ev);
+}
+
 static void conn_close(sl_net_t *net, conn_t *c, int linger_ms) {
     if (!c->sock)
         return;
     net->stats.dropped_out += c->pending_count;
     conn_clear_pending(c);
+    ep_del(net, c->fd); /* before ZeroMQ closes it */
     set_int(c->sock, ZMQ_LINGER, linger_ms);
     zmq_close(c->sock);
     sl_addr_index_del(&net->conn_ix, (size_t)(c - net->conns));
@@ -310,10 +333,10 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
     net->max_msg_len = cfg->max_msg_len ? cfg->max_msg_len : SL_MSG_MAX_LEN;
     net->grace_ns = (uint64_t)(cfg->connect_grace_ms ? cfg->connect_grace_ms : 1000) * 1000000ull;
     net->conns = sl_calloc(net->max_conns, sizeof *net->conns);
-    net->fds = sl_calloc(net->max_conns + 4 + SL_NET_MAX_WATCHES, sizeof *net->fds);
-    net->item_conn = sl_calloc(net->max_conns, sizeof *net->item_conn);
+    net->epfd = -1;
+    net->evs = sl_calloc(net->max_conns + 4 + SL_NET_MAX_WATCHES, sizeof *net->evs);
     net->shared = sl_calloc(net->max_conns * 2, sizeof *net->shared);
-    if (!net->conns || !net->fds || !net->item_conn || !net->shared ||
+    if (!net->conns || !net->evs || !net->shared ||
         sl_addr_index_init(&net->conn_ix, net->max_conns) != SL_OK ||
         sl_addr_index_init(&net->shared_ix, net->max_conns * 2) != SL_OK)
         goto fail;
@@ -387,6 +410,11 @@ sl_err sl_net_new(const sl_net_config_t *cfg, sl_net_t **out) {
         zmq_getsockopt(net->monitor, ZMQ_FD, &net->monitor_fd, &fd_len) != 0 ||
         (net->zap && zmq_getsockopt(net->zap, ZMQ_FD, &net->zap_fd, &fd_len) != 0))
         goto fail;
+    net->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (net->epfd < 0 || !ep_add(net, net->router_fd, EV_ROUTER) ||
+        !ep_add(net, net->monitor_fd, EV_MONITOR) ||
+        (net->zap && !ep_add(net, net->zap_fd, EV_ZAP)))
+        goto fail;
     net->router_may_read = net->monitor_may_read = net->zap_may_read = true;
     *out = net;
     return SL_OK;
@@ -404,8 +432,9 @@ void sl_net_destroy(sl_net_t **pnet) {
             conn_close(net, &net->conns[i], 0);
         sl_free(net->conns);
     }
-    sl_free(net->fds);
-    sl_free(net->item_conn);
+    sl_free(net->evs);
+    if (net->epfd >= 0)
+        close(net->epfd);
     sl_free(net->shared);
     sl_addr_index_fini(&net->conn_ix);
     sl_addr_index_fini(&net->shared_ix);
@@ -555,7 +584,8 @@ sl_err sl_net_control_listen(sl_net_t *net, const char *endpoint) {
     size_t ep_len = sizeof net->control_endpoint;
     size_t fd_len = sizeof(int);
     if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, net->control_endpoint, &ep_len) != 0 ||
-        zmq_getsockopt(sock, ZMQ_FD, &net->control_fd, &fd_len) != 0)
+        zmq_getsockopt(sock, ZMQ_FD, &net->control_fd, &fd_len) != 0 ||
+        !ep_add(net, net->control_fd, EV_CONTROL))
         goto fail;
     net->control = sock;
     net->control_may_read = true;
@@ -648,7 +678,8 @@ static sl_err conn_open(sl_net_t *net, const char *addr, conn_t **out) {
     snprintf(slot->addr, sizeof slot->addr, "%s", addr);
     slot->sock = s;
     size_t fd_len = sizeof slot->fd;
-    if (zmq_getsockopt(s, ZMQ_FD, &slot->fd, &fd_len) != 0) {
+    if (zmq_getsockopt(s, ZMQ_FD, &slot->fd, &fd_len) != 0 ||
+        !ep_add(net, slot->fd, EV_CONN + (uint64_t)(slot - net->conns))) {
         zmq_close(s);
         slot->sock = NULL;
         slot->addr[0] = 0;
@@ -1307,53 +1338,47 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
         }
         if (waiting && (wait_ms < 0 || wait_ms > PENDING_POLL_MS))
             wait_ms = PENDING_POLL_MS;
-        /* Every socket by its ZMQ_FD, in one poll(2). The descriptors are
-           edge-triggered: one fires when its socket has new commands
+        /* Every socket by its ZMQ_FD, in one epoll set. The descriptors
+           are edge-triggered: one fires when its socket has new commands
            (input arrived, a connection changed), and any call on the
            socket may take them in first, so a socket is marked to be read
            when its descriptor fires or after a send on it, and read until
            empty. zmq_poll asked each socket item for ZMQ_EVENTS twice a
            call (a poll(2) and a getpid(2) each, inside ZeroMQ) and polled
            twice: eight system calls a wake-up for three sockets */
-        struct pollfd *fds = net->fds;
-        fds[0] = (struct pollfd){.fd = net->router_fd, .events = POLLIN};
-        fds[1] = (struct pollfd){.fd = net->monitor_fd, .events = POLLIN};
-        size_t n = 2;
-        if (net->zap)
-            fds[n++] = (struct pollfd){.fd = net->zap_fd, .events = POLLIN};
-        size_t control_at = n;
-        if (net->control)
-            fds[n++] = (struct pollfd){.fd = net->control_fd, .events = POLLIN};
-        size_t first_watch = n;
-        for (size_t w = 0; w < net->watch_count; w++)
-            fds[n++] = (struct pollfd){.fd = net->watches[w].fd, .events = POLLIN};
-        size_t first_conn = n;
-        for (size_t i = 0; i < net->max_conns; i++)
-            if (net->conns[i].sock) {
-                net->item_conn[n - first_conn] = i;
-                fds[n++] = (struct pollfd){.fd = net->conns[i].fd, .events = POLLIN};
-            }
-        int rc = poll(fds, (nfds_t)n, wait_ms);
+        int cap = (int)(net->max_conns + 4 + SL_NET_MAX_WATCHES);
+        int rc = epoll_wait(net->epfd, net->evs, cap, wait_ms);
         polled = true;
         if (rc < 0) {
             if (errno == EINTR)
                 return SL_EAGAIN;
             return SL_EIO;
         }
-        net->monitor_may_read |= (fds[1].revents & POLLIN) != 0;
-        if (net->zap)
-            net->zap_may_read |= (fds[2].revents & POLLIN) != 0;
+        bool readable = net->router_may_read, woken = false;
+        for (int k = 0; k < rc; k++) {
+            uint64_t tag = net->evs[k].data.u64;
+            uint32_t e = net->evs[k].events;
+            if (tag >= EV_CONN) {
+                size_t i = (size_t)(tag - EV_CONN);
+                if (i < net->max_conns && net->conns[i].sock && (e & EPOLLIN))
+                    readable = net->conns[i].may_read = true;
+            } else if (tag >= EV_WATCH) {
+                size_t w = (size_t)(tag - EV_WATCH);
+                if (w < net->watch_count && (e & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                    woken = net->watches[w].ready = true;
+            } else if (tag == EV_ROUTER) {
+                readable |= net->router_may_read |= (e & EPOLLIN) != 0;
+            } else if (tag == EV_MONITOR) {
+                net->monitor_may_read |= (e & EPOLLIN) != 0;
+            } else if (tag == EV_ZAP) {
+                net->zap_may_read |= (e & EPOLLIN) != 0;
+            } else if (tag == EV_CONTROL && net->control) {
+                net->control_may_read |= (e & EPOLLIN) != 0;
+            }
+        }
         serve_side_sockets(net);
-        bool readable = net->router_may_read |= (fds[0].revents & POLLIN) != 0;
         if (net->control)
-            readable |= net->control_may_read |= (fds[control_at].revents & POLLIN) != 0;
-        for (size_t j = first_conn; j < n; j++)
-            if (fds[j].revents & POLLIN)
-                readable = net->conns[net->item_conn[j - first_conn]].may_read = true;
-        bool woken = false;
-        for (size_t w = 0; w < net->watch_count; w++)
-            if (fds[first_watch + w].revents & (POLLIN | POLLHUP | POLLERR))
-                woken = net->watches[w].ready = true;
+            readable |= net->control_may_read;
         if (readable && read_any(net, in) == SL_OK)
             return SL_OK;
         if (woken || timeout_ms == 0)
@@ -1366,6 +1391,8 @@ sl_err sl_net_poll(sl_net_t *net, int timeout_ms, sl_net_in_t *in) {
 sl_err sl_net_watch_fd(sl_net_t *net, int fd) {
     if (net->watch_count == SL_NET_MAX_WATCHES)
         return SL_EBUSY;
+    if (!ep_add(net, fd, EV_WATCH + net->watch_count))
+        return errno == EPERM ? SL_EINVAL : SL_EIO; /* (EPERM: a regular file) */
     net->watches[net->watch_count].fd = fd;
     net->watches[net->watch_count++].ready = false;
     return SL_OK;
