@@ -1,11 +1,14 @@
-# `cmake --install BUILD --prefix DIR`: the library (libstarling.a, and the
-# cuda backend libstarling_cuda.so where it was built), its public headers
-# (include/starling/, under starling.h) and a pkg-config file, starling.pc
+# `cmake --install BUILD --prefix DIR`: the library's three archives
+# (libstarling.a over libstarling_nn.a, the training engine, over
+# libstarling_base.a: src/CMakeLists.txt), the cuda backend
+# libstarling_cuda.so where it was built, the public headers
+# (include/starling/, under starling.h) and two pkg-config files:
+# starling.pc (all of it) and starling_nn.pc (the engine alone)
 # (docs/embedding.md). tests/install_test.sh installs into a temporary
-# prefix and builds a program against it.
+# prefix and builds a program against each.
 include(GNUInstallDirs)
 
-install(TARGETS starling ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS starling starling_nn starling_base ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET starling_cuda)
   # dlopen()ed at run time, found beside a program's bin/ in ../lib
   # (src/nn/backend.c) or by the loader's search path
@@ -38,5 +41,7 @@ set(SL_PC_SANITIZE "")
 if(SL_SANITIZE)
   set(SL_PC_SANITIZE "-fsanitize=address,undefined")
 endif()
-configure_file(${CMAKE_CURRENT_LIST_DIR}/starling.pc.in ${PROJECT_BINARY_DIR}/starling.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/starling.pc DESTINATION ${SL_PC_DIR})
+foreach(pc starling starling_nn)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${SL_PC_DIR})
+endforeach()

@@ -7,11 +7,14 @@
 # come from src/platform/zmq_static_shims.c, so no Kerberos library is
 # loaded either (0.7 MB more). Where an
 # archive is missing, or with sanitizers, the shared libraries are used.
-# Either way the result is the target starling_zmq.
+# Either way the result is the target starling_zmq, and starling_sodium
+# for libsodium alone (the library's base, src/base/, needs it without
+# ZeroMQ: src/CMakeLists.txt).
 option(SL_STATIC_ZMQ "link libzmq and libsodium statically (smaller peers; see docs/adr/0006)" ON)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 add_library(starling_zmq INTERFACE)
+add_library(starling_sodium INTERFACE)
 set(SL_ZMQ_LINK shared)
 if(SL_STATIC_ZMQ AND NOT SL_SANITIZE)
   foreach(lib zmq sodium pgm norm protokit)
@@ -24,14 +27,17 @@ if(SL_STATIC_ZMQ AND NOT SL_SANITIZE)
      EXISTS "${SL_STDCXX_A}" AND SL_GSSAPI_H)
     add_library(starling_zmq_shims STATIC ${CMAKE_CURRENT_LIST_DIR}/../src/platform/zmq_static_shims.c)
     target_include_directories(starling_zmq_shims PRIVATE ${SL_GSSAPI_H})
+    target_link_libraries(starling_sodium INTERFACE ${SL_sodium_A})
+    target_include_directories(starling_sodium INTERFACE ${SODIUM_INCLUDE_DIRS})
     target_link_libraries(starling_zmq INTERFACE
-      ${SL_zmq_A} ${SL_norm_A} ${SL_protokit_A} ${SL_pgm_A} ${SL_sodium_A} ${SL_STDCXX_A}
+      ${SL_zmq_A} ${SL_norm_A} ${SL_protokit_A} ${SL_pgm_A} starling_sodium ${SL_STDCXX_A}
       starling_zmq_shims rt)
-    target_include_directories(starling_zmq INTERFACE ${ZMQ_INCLUDE_DIRS} ${SODIUM_INCLUDE_DIRS})
+    target_include_directories(starling_zmq INTERFACE ${ZMQ_INCLUDE_DIRS})
     set(SL_ZMQ_LINK static)
   endif()
 endif()
 if(SL_ZMQ_LINK STREQUAL shared)
-  target_link_libraries(starling_zmq INTERFACE PkgConfig::ZMQ PkgConfig::SODIUM)
+  target_link_libraries(starling_sodium INTERFACE PkgConfig::SODIUM)
+  target_link_libraries(starling_zmq INTERFACE PkgConfig::ZMQ starling_sodium)
 endif()
 message(STATUS "starling: libzmq and libsodium linked ${SL_ZMQ_LINK}")

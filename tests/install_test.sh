@@ -3,9 +3,10 @@
 # into a fresh prefix and build a program against it the way an embedder
 # would (docs/embedding.md), with nothing from the source tree.
 #
-#   - the prefix holds libstarling.a, every public header
-#     (include/starling/*.h) and lib/pkgconfig/starling.pc, and
-#     libstarling_cuda.so beside the archive where the build made one
+#   - the prefix holds libstarling.a, libstarling_nn.a and
+#     libstarling_base.a, every public header (include/starling/*.h) and
+#     lib/pkgconfig/starling.pc and starling_nn.pc, and
+#     libstarling_cuda.so beside the archives where the build made one
 #   - starling.h includes every other public header, and no public header
 #     includes an internal one
 #   - a C11 program, -Wall -Wextra -Werror -pedantic, compiled and linked
@@ -16,6 +17,11 @@
 #   - docs/embedding.md's example (a peer with a replicated store) builds
 #     the same way, starts, serves its key to the build's peerctl, and
 #     exits 0 on SIGTERM
+#   - the training engine alone (tests/install_test_nn.c) builds with
+#     `pkg-config --cflags --libs --static starling_nn`, which names
+#     neither libstarling.a nor libzmq, holds none of the peer's code
+#     (no sl_node_, sl_store_, sl_net_ symbol), trains, checkpoints and
+#     resumes bit for bit
 #   - starling.h compiles as C++ too (extern "C"), where a C++ compiler is
 #
 # Usage: tests/install_test.sh [BUILD_DIR] (default $SL_BUILD_DIR, else build/).
@@ -41,6 +47,10 @@ PC=$(find "$PREFIX" -name starling.pc -path '*/pkgconfig/*' | head -1)
 LIB=$(find "$PREFIX" -name libstarling.a | head -1)
 [ -n "$PC" ] || fail "no starling.pc under $PREFIX"
 [ -n "$LIB" ] || fail "no libstarling.a under $PREFIX"
+[ -f "$(dirname "$PC")/starling_nn.pc" ] || fail "no starling_nn.pc beside starling.pc"
+for a in libstarling_nn.a libstarling_base.a; do
+    [ -f "$(dirname "$LIB")/$a" ] || fail "no $a beside libstarling.a"
+done
 if [ -f "$BUILD/libstarling_cuda.so" ]; then
     [ -f "$(dirname "$LIB")/libstarling_cuda.so" ] ||
         fail "the build made libstarling_cuda.so but it is not installed beside libstarling.a"
@@ -63,13 +73,15 @@ done
 if grep -n '^#include "' "$INC"/*.h | grep -v '"starling/'; then
     fail "a public header includes a header that is not installed (above)"
 fi
-ok "installed $(ls "$INC" | wc -l) headers, $(basename "$LIB"), $(basename "$PC")"
+ok "installed $(ls "$INC" | wc -l) headers, libstarling.a, libstarling_nn.a, libstarling_base.a, starling.pc, starling_nn.pc"
 
 export PKG_CONFIG_PATH=$(dirname "$PC")
 WANT=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$BUILD/CMakeCache.txt")
 [ -n "$WANT" ] || fail "no CMAKE_PROJECT_VERSION in $BUILD/CMakeCache.txt"
-[ "$(pkg-config --modversion starling)" = "$WANT" ] ||
-    fail "starling.pc says version $(pkg-config --modversion starling), the build $WANT"
+for pc in starling starling_nn; do
+    [ "$(pkg-config --modversion $pc)" = "$WANT" ] ||
+        fail "$pc.pc says version $(pkg-config --modversion $pc), the build $WANT"
+done
 
 cat >"$TMP/app.c" <<'EOF'
 #include <stdio.h>
@@ -148,6 +160,24 @@ wait $APP || rc=$?
 [ $rc = 0 ] || fail "the example exited $rc on SIGTERM: $(tail -5 "$TMP/peer_app.log")"
 grep -q "^starling $WANT\$" "$TMP/peer_app.log" || fail "the example did not print its version"
 ok "docs/embedding.md's example runs a peer: its key read back with peerctl, exit 0 on SIGTERM"
+
+# the training engine alone: libstarling_nn.a and libstarling_base.a
+NNFLAGS=$(pkg-config --cflags --libs --static starling_nn)
+case " $NNFLAGS " in
+*" -lstarling "* | *" -lzmq "*) fail "starling_nn.pc names the peer's libraries: $NNFLAGS" ;;
+esac
+# shellcheck disable=SC2086 # pkg-config's output is a list of words
+$CC -std=c11 -Wall -Wextra -Werror -pedantic -o "$TMP/nn_app" "$SRC/tests/install_test_nn.c" \
+    $NNFLAGS >"$TMP/cc3.log" 2>&1 ||
+    fail "the engine alone does not build against the install: $(head -20 "$TMP/cc3.log")
+flags: $NNFLAGS"
+if nm "$TMP/nn_app" | grep -E ' T (sl_node_|sl_store_|sl_net_|sl_swim_)'; then
+    fail "the engine alone holds the peer's code (above)"
+fi
+"$TMP/nn_app" "$TMP/nn_ckpt" >"$TMP/nn_out" 2>&1 ||
+    fail "the engine alone failed ($?): $(cat "$TMP/nn_out")"
+[ -f "$TMP/nn_ckpt/checkpoint.slck" ] || fail "the engine alone wrote no checkpoint"
+ok "the engine alone, built with: $CC $NNFLAGS: $(cat "$TMP/nn_out")"
 
 if command -v c++ >/dev/null; then
     printf '#include <starling/starling.h>\nint main() { return sl_version() == nullptr; }\n' \

@@ -1,11 +1,13 @@
 /* Resolving an operator's host name once, at start, with a deadline
- * (sl_addr_resolve, include/starling/addr.h). getaddrinfo has no timeout
- * of its own: it runs on a detached thread, and the caller waits for it
- * at most timeout_ms; a resolver that answers later frees its own
+ * (sl_plat_resolve_host, platform/resolve.h; net/addr_resolve.c's
+ * sl_addr_resolve parses HOST:PORT and calls it). getaddrinfo has no
+ * timeout of its own: it runs on a detached thread, and the caller waits
+ * for it at most timeout_ms; a resolver that answers later frees its own
  * result. */
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -13,7 +15,7 @@
 
 #include <arpa/inet.h>
 
-#include "starling/addr.h"
+#include "platform/resolve.h"
 
 /* One lookup, shared by the waiting caller and the resolver thread; the
  * last of the two to let go frees it. */
@@ -81,23 +83,12 @@ static void *resolve_thread(void *arg) {
     return NULL;
 }
 
-sl_err sl_addr_resolve(const char *in, int timeout_ms, char *out, size_t cap) {
-    if (!in)
-        return SL_EINVAL;
-    size_t len = strlen(in);
-    const char *port = strrchr(in, ':');
-    if (!port || !port[1])
-        return SL_EINVAL;
-    if (sl_addr_is_numeric((const uint8_t *)in, len)) {
-        const char *s = !strncmp(in, "tcp://", 6) ? in + 6 : in;
-        int n = snprintf(out, cap, "tcp://%s", s);
-        return n < 0 || (size_t)n >= cap ? SL_EINVAL : SL_OK;
-    }
+sl_err sl_plat_resolve_host(const char *host, int timeout_ms, char *out, size_t cap) {
     lookup_t *l = sl_calloc(1, sizeof *l);
     if (!l)
         return SL_ENOMEM;
-    if (sl_addr_host((const uint8_t *)in, len, l->host, sizeof l->host) != SL_OK ||
-        !l->host[0]) {
+    int hn = snprintf(l->host, sizeof l->host, "%s", host ? host : "");
+    if (hn <= 0 || (size_t)hn >= sizeof l->host) {
         sl_free(l);
         return SL_EINVAL;
     }
@@ -137,6 +128,6 @@ sl_err sl_addr_resolve(const char *in, int timeout_ms, char *out, size_t cap) {
         return SL_ETIMEDOUT;
     if (rc != 0)
         return SL_ENOTFOUND;
-    int n = snprintf(out, cap, "tcp://%s%s", numeric, port);
+    int n = snprintf(out, cap, "%s", numeric);
     return n < 0 || (size_t)n >= cap ? SL_EINVAL : SL_OK;
 }
