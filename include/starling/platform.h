@@ -54,6 +54,18 @@ sl_err sl_plat_read_file_gz(const char *path, size_t max_len, uint8_t **data, si
 typedef enum { SL_PLAT_PATH_NONE, SL_PLAT_PATH_FILE, SL_PLAT_PATH_DIR } sl_plat_path_kind_t;
 sl_plat_path_kind_t sl_plat_path_kind(const char *path);
 
+/* Whether this process may read `path` (access R_OK). */
+bool sl_plat_can_read(const char *path);
+
+/* A file's size and last modification (stat, following links). */
+typedef struct {
+    uint64_t len;      /* size in bytes */
+    uint64_t mtime_s;  /* modified: seconds since the Unix epoch */
+    uint64_t mtime_ns; /* and nanoseconds within that second */
+} sl_plat_file_info_t;
+/* SL_ENOTFOUND when `path` cannot be looked at. */
+sl_err sl_plat_file_info(const char *path, sl_plat_file_info_t *out);
+
 /* Writes a file atomically (temporary file, fsync, rename, fsync of the
  * directory) with permission bits `mode`. */
 sl_err sl_plat_write_file(const char *path, const void *data, size_t len, unsigned mode);
@@ -99,6 +111,13 @@ const char *sl_plat_home(void);
 
 /* Resident set size of this process in bytes (0 when unknown). */
 uint64_t sl_plat_rss_bytes(void);
+
+/* The machine's runnable threads now, this process's included (the
+ * fourth field of /proc/loadavg); -1 when unknown. */
+int sl_plat_runnable_threads(void);
+
+/* The CPUs online (sysconf); -1 when unknown. */
+int sl_plat_cpu_count(void);
 
 /* Gives the allocator's free memory back to the system (glibc's
  * malloc_trim): what a burst of work freed stops counting as resident. */
@@ -178,6 +197,9 @@ int sl_plat_reap(pid_t pid, int grace_ms);
 /* Sends SIGKILL to the whole process group of the child `pid` (a pid of
  * sl_plat_spawn; 0 or less: nothing). */
 void sl_plat_kill_group(pid_t pid);
+/* Sends SIGTERM to it: the command's chance to stop cleanly (0 or less:
+ * nothing). */
+void sl_plat_term_group(pid_t pid);
 
 /* A wait status of sl_plat_reap: the exit code of a child that exited
  * (-1: it did not, or status is -1), the signal that killed one (0: none). */

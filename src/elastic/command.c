@@ -4,17 +4,13 @@
  * command.h. */
 #include "elastic/command.h"
 
-#include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "platform/process.h"
 #include "starling/platform.h"
 
 #define COMMAND_STACK_LEN (256u << 10) /* the thread only reads a pipe */
@@ -55,10 +51,8 @@ static void push(sl_elastic_command_t *c, sl_ecev_kind kind, const char *text, i
     if (kind == SL_ECEV_END)
         c->ended = true;
     pthread_mutex_unlock(&c->mu);
-    if (c->cfg.wake_fd > 0) {
-        ssize_t n = write(c->cfg.wake_fd, "", 1);
-        (void)n;
-    }
+    if (c->cfg.wake_fd > 0)
+        sl_plat_wake(c->cfg.wake_fd);
 }
 
 static bool on_line(void *arg, char *text, size_t len) {
@@ -72,19 +66,19 @@ static int signal_locked(sl_elastic_command_t *c) {
     if (!c->pid)
         return -1;
     if (c->kill_now) {
-        kill(-c->pid, SIGKILL);
+        sl_plat_kill_group(c->pid);
         return -1;
     }
     if (!c->stopping)
         return -1;
     if (!c->term_sent) {
-        kill(-c->pid, SIGTERM);
+        sl_plat_term_group(c->pid);
         c->term_sent = true;
     }
     uint64_t due = c->stop_ns + (uint64_t)c->cfg.stop_grace_s * 1000000000ull;
     uint64_t now = sl_plat_now_ns();
     if (now >= due) {
-        kill(-c->pid, SIGKILL);
+        sl_plat_kill_group(c->pid);
         return -1;
     }
     return (int)((due - now) / 1000000ull) + 1;
@@ -104,8 +98,8 @@ static size_t build_env(const sl_elastic_command_cfg_t *cfg, env_text_t *t, sl_p
     snprintf(t->port, sizeof t->port, "%u", (unsigned)cfg->master_port);
     snprintf(t->round, sizeof t->round, "%" PRIu64, cfg->round);
     /* (getenv from this thread: the peer sets no variables once it runs) */
-    const char *nccl = getenv("NCCL_ASYNC_ERROR_HANDLING");
-    const char *unbuffered = getenv("PYTHONUNBUFFERED");
+    const char *nccl = sl_plat_getenv("NCCL_ASYNC_ERROR_HANDLING");
+    const char *unbuffered = sl_plat_getenv("PYTHONUNBUFFERED");
     const sl_plat_env_t all[] = {
         {"RANK", t->rank},
         {"GROUP_RANK", t->rank},
@@ -136,11 +130,11 @@ static size_t build_env(const sl_elastic_command_cfg_t *cfg, env_text_t *t, sl_p
 
 /* The END event's words and status (exit code, or 128 + signal). */
 static void end_text(int ws, bool term_sent, int *status, char *text, size_t cap) {
-    if (ws >= 0 && WIFEXITED(ws)) {
-        *status = WEXITSTATUS(ws);
+    if (sl_plat_exit_code(ws) >= 0) {
+        *status = sl_plat_exit_code(ws);
         snprintf(text, cap, "exited with status %d", *status);
-    } else if (ws >= 0 && WIFSIGNALED(ws)) {
-        int sig = WTERMSIG(ws);
+    } else if (sl_plat_exit_signal(ws) > 0) {
+        int sig = sl_plat_exit_signal(ws);
         *status = 128 + sig;
         snprintf(text, cap, "killed by signal %d (%s)%s", sig, strsignal(sig),
                  sig == SIGKILL && term_sent
@@ -156,7 +150,7 @@ static void *thread_main(void *arg) {
     sl_elastic_command_t *c = arg;
     char text[512];
     int fds[2] = {-1, -1};
-    if (pipe2(fds, O_CLOEXEC) != 0) {
+    if (sl_plat_pipe(fds) != SL_OK) {
         push(c, SL_ECEV_END, "cannot start: pipe failed", 127);
         return NULL;
     }
@@ -171,9 +165,9 @@ static void *thread_main(void *arg) {
                           .out_fd = fds[1]};
     pid_t pid = 0;
     sl_err err = sl_plat_spawn(&sp, &pid);
-    close(fds[1]);
+    sl_plat_close(fds[1]);
     if (err != SL_OK) {
-        close(fds[0]);
+        sl_plat_close(fds[0]);
         snprintf(text, sizeof text, "cannot start: %s", sl_strerror(err));
         push(c, SL_ECEV_END, text, 127);
         return NULL;
@@ -191,22 +185,22 @@ static void *thread_main(void *arg) {
        output and go on). */
     while (!sl_plat_child_ended(pid)) {
         int ms = wait_ms >= 0 && wait_ms < POLL_MS ? wait_ms : POLL_MS;
-        struct pollfd p = {open ? fds[0] : -1, POLLIN, 0};
-        if (poll(&p, 1, ms) > 0 && !sl_plat_lines_read(&lines, fds[0], on_line, c))
+        /* (a closed pipe: -1, which only waits the ms) */
+        if (sl_plat_readable(open ? fds[0] : -1, ms) &&
+            !sl_plat_lines_read(&lines, fds[0], on_line, c))
             open = false;
         pthread_mutex_lock(&c->mu);
         wait_ms = signal_locked(c);
         pthread_mutex_unlock(&c->mu);
     }
     /* what is left of its group dies with it; then the rest of the output */
-    kill(-pid, SIGKILL);
+    sl_plat_kill_group(pid);
     uint64_t end = sl_plat_now_ns() + DRAIN_MS * 1000000ull;
     while (open && sl_plat_now_ns() < end) {
-        struct pollfd p = {fds[0], POLLIN, 0};
-        if (poll(&p, 1, DRAIN_MS) > 0 && !sl_plat_lines_read(&lines, fds[0], on_line, c))
+        if (sl_plat_readable(fds[0], DRAIN_MS) && !sl_plat_lines_read(&lines, fds[0], on_line, c))
             open = false;
     }
-    close(fds[0]);
+    sl_plat_close(fds[0]);
     pthread_mutex_lock(&c->mu);
     c->pid = 0; /* reaped below: its id may be reused from then on */
     bool term_sent = c->term_sent;

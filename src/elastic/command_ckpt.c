@@ -8,8 +8,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "elastic/elastic_node_internal.h"
 #include "starling/platform.h"
@@ -56,13 +54,12 @@ static uint64_t dir_print(const char *dir, int *count) {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < n; i++) {
         char p[800];
-        struct stat st;
+        sl_plat_file_info_t st;
         snprintf(p, sizeof p, "%.600s/%.127s", dir, names[i]);
-        if (stat(p, &st) != 0)
+        if (sl_plat_file_info(p, &st) != SL_OK)
             continue;
         h = sl_hash64(names[i], strlen(names[i]), h);
-        uint64_t v[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
-                         (uint64_t)st.st_mtim.tv_nsec};
+        uint64_t v[3] = {st.len, st.mtime_s, st.mtime_ns};
         h = sl_hash64(v, sizeof v, h);
     }
     *count = n;

@@ -403,7 +403,7 @@ static void try_enter(sl_elastic_node_t *en, en_job_t *j) {
         }
         snprintf(w->restore, sizeof w->restore, "%.500s/ckpt-%" PRIu64 ".slck", j->dir,
                  w->start_step);
-        if (access(w->restore, R_OK) != 0) {
+        if (!sl_plat_can_read(w->restore)) {
             fetch_ctx_t *f = sl_calloc(1, sizeof *f);
             if (!f)
                 return;

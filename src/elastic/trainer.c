@@ -24,18 +24,17 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/why.h"
 #include "elastic/ring_link.h"
 #include "nn/nccl_lazy.h"
+#include "platform/process.h"
 #include "starling/hash.h"
+#include "starling/platform.h"
 #include "starling/rng.h"
 
 #define MAX_ROWS 256       /* rows of one forward pass (the nn batch; more are chunked) */
@@ -89,10 +88,8 @@ struct sl_elastic_trainer {
 /* ---- events ---- */
 
 static void wake(const sl_elastic_trainer_t *t) {
-    if (t->cfg.wake_fd > 0) {
-        ssize_t n = write(t->cfg.wake_fd, "", 1); /* a full pipe already wakes: fine */
-        (void)n;
-    }
+    if (t->cfg.wake_fd > 0)
+        sl_plat_wake(t->cfg.wake_fd); /* a full pipe already wakes: fine */
 }
 
 static sl_etev_t *ev_new(sl_elastic_trainer_t *t, sl_etev_kind kind) {
@@ -154,11 +151,7 @@ static void set_local(sl_elastic_trainer_t *t, uint64_t step, const sl_elastic_r
     pthread_mutex_unlock(&t->mu);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)sl_plat_now_ns() * 1e-9; }
 
 /* ---- the model ---- */
 
@@ -314,11 +307,10 @@ static sl_err nccl_wait(sl_elastic_trainer_t *t, bool stream, const char *what, 
                           nccl_timeout_ms(t));
         /* a step's all-reduce takes microseconds to milliseconds: spin a
            little, then sleep */
-        struct timespec ts = {0, spins < 200 ? 0 : 50000};
-        if (ts.tv_nsec)
-            nanosleep(&ts, NULL);
+        if (spins < 200)
+            sl_plat_yield();
         else
-            sched_yield();
+            sl_plat_sleep_us(50);
     }
 }
 
@@ -350,7 +342,7 @@ static sl_err nccl_setup(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
         return SL_OK;
     char mine[300] = "";
     bool can = false;
-    const char *keyed_ok = getenv("STARLING_NCCL_KEYED");
+    const char *keyed_ok = sl_plat_getenv("STARLING_NCCL_KEYED");
     if (t->cfg.nccl == SL_ELASTIC_NCCL_OFF)
         snprintf(mine, sizeof mine, "nccl is off here");
     else if (t->cfg.has_key && !(keyed_ok && !strcmp(keyed_ok, "1")))
@@ -560,19 +552,16 @@ static void checkpoint(sl_elastic_trainer_t *t) {
     push(t, ev, false);
 }
 
-/* The end of the job: rank 0 writes the weights (DIR/model.npz, through a
- * temporary name) and every rank says DONE. */
+/* The end of the job: rank 0 writes the weights (DIR/model.npz, whole or
+ * not at all: the export writes a temporary file and renames it) and every
+ * rank says DONE. */
 static void done(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
     sl_etev_t *ev = ev_new(t, SL_ETEV_DONE);
     if (ev && w->rank == 0) {
-        char tmp[640], why[512];
+        char why[512];
         snprintf(ev->path, sizeof ev->path, "%s/model.npz", t->cfg.dir);
-        snprintf(tmp, sizeof tmp, "%s.tmp", ev->path);
-        sl_err err = sl_nn_export_npz(t->nn, tmp, why, sizeof why);
-        if (err == SL_OK && rename(tmp, ev->path) != 0)
-            err = sl_why(why, sizeof why, SL_EIO, "%s: cannot rename into place", ev->path);
+        sl_err err = sl_nn_export_npz(t->nn, ev->path, why, sizeof why);
         if (err != SL_OK) {
-            unlink(tmp);
             ev->path[0] = '\0';
             ev->err = err;
             snprintf(ev->text, sizeof ev->text, "no final weights: %.480s", why);

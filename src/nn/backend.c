@@ -6,14 +6,13 @@
  * looked for in $SL_CUDA_BACKEND (a path), then beside the executable
  * (its directory, then its lib/ and src/nn/cuda/ sub-directories), then by
  * the dynamic loader's search path. */
-#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "nn/nn_internal.h"
+#include "platform/process.h"
+#include "starling/platform.h"
 
 #define CUDA_SO "libstarling_cuda.so"
 
@@ -22,38 +21,22 @@ static void say(char *why, size_t why_len, const char *fmt, const char *a, const
         snprintf(why, why_len, fmt, a, b);
 }
 
-/* Tries one path; returns the handle or NULL (dlerror text in err). */
-static void *try_open(const char *path, char *err, size_t err_len) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h && err_len) {
-        const char *e = dlerror();
-        snprintf(err, err_len, "%s", e ? e : "unknown dlopen error");
-    }
-    return h;
-}
-
+/* The library's handle, or NULL (the loader's reason in err). */
 static void *open_cuda_library(char *err, size_t err_len) {
-    const char *env = getenv("SL_CUDA_BACKEND");
+    const char *env = sl_plat_getenv("SL_CUDA_BACKEND");
     if (env && *env)
-        return try_open(env, err, err_len);
+        return sl_plat_lib_open(env, err, err_len);
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            static const char *subdirs[] = {"", "/lib", "/src/nn/cuda", "/../src/nn/cuda",
-                                            "/../lib"};
-            for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs; i++) {
-                char path[PATH_MAX + 64];
-                snprintf(path, sizeof path, "%s%s/" CUDA_SO, exe, subdirs[i]);
-                if (access(path, R_OK) == 0)
-                    return try_open(path, err, err_len);
-            }
+    if (sl_plat_exe_dir(exe, sizeof exe) == SL_OK) {
+        static const char *subdirs[] = {"", "/lib", "/src/nn/cuda", "/../src/nn/cuda", "/../lib"};
+        for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs; i++) {
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s%s/" CUDA_SO, exe, subdirs[i]);
+            if (sl_plat_can_read(path))
+                return sl_plat_lib_open(path, err, err_len);
         }
     }
-    return try_open(CUDA_SO, err, err_len);
+    return sl_plat_lib_open(CUDA_SO, err, err_len);
 }
 
 /* Opens an instance; on failure the backend's own reason (what it wrote
@@ -87,11 +70,11 @@ static sl_err open_cuda(int threads, sl_nn_backend_t **out, char *why, size_t wh
         return SL_EUNSUPPORTED;
     }
     sl_nn_backend_entry_fn entry;
-    *(void **)&entry = dlsym(dl, SL_NN_BACKEND_ENTRY);
+    *(void **)&entry = sl_plat_lib_sym(dl, SL_NN_BACKEND_ENTRY);
     int abi = 0;
     const sl_nn_backend_ops_t *ops = entry ? entry(&abi) : NULL;
     if (!ops || abi != SL_NN_BACKEND_ABI) {
-        dlclose(dl);
+        sl_plat_lib_close(dl);
         say(why, why_len, "cuda backend not usable: %s %s", CUDA_SO,
             ops ? "was built for another interface version; rebuild it"
                 : "lacks its entry point");
@@ -100,7 +83,7 @@ static sl_err open_cuda(int threads, sl_nn_backend_t **out, char *why, size_t wh
     char reason[192] = "";
     sl_err e = open_with(ops, dl, threads, out, reason, sizeof reason);
     if (e != SL_OK) {
-        dlclose(dl);
+        sl_plat_lib_close(dl);
         say(why, why_len, "cuda backend: no usable device: %s%s", reason,
             "; use --device cpu or auto");
         return e == SL_ENOMEM ? e : SL_ENODEV;

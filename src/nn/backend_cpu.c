@@ -47,7 +47,9 @@
 
 #include "nn/cpu_sparse.h"
 #include "nn/ops_math.h"
+#include "platform/process.h"
 #include "starling/nn_backend.h"
+#include "starling/platform.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(SL_SANITIZE)
 #define SL_VEC __attribute__((target_clones("avx2", "default")))
@@ -114,11 +116,7 @@ typedef struct {
 /* How often the caller re-reads the machine's runnable-thread count. */
 #define PROBE_NS 20000000L
 
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
+static long now_ns(void) { return (long)sl_plat_now_ns(); }
 
 /* Polls until cond(c, arg) holds or SPIN_NS passed, when polling is
  * allowed; returns whether it holds. */
@@ -154,16 +152,11 @@ static void probe_load(cpu_t *c) {
         return;
     c->probe_at = t + PROBE_NS;
     bool spin = false;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        double l1, l5, l15;
-        int running, total;
-        if (fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5) {
-            int awake = 1 + (c->threads - 1) - atomic_load(&c->sleepers);
-            int others = running - awake;
-            spin = others + c->threads <= c->cores;
-        }
-        fclose(f);
+    int running = sl_plat_runnable_threads();
+    if (running >= 0) {
+        int awake = 1 + (c->threads - 1) - atomic_load(&c->sleepers);
+        int others = running - awake;
+        spin = others + c->threads <= c->cores;
     }
     atomic_store(&c->may_spin, spin);
 }
@@ -252,7 +245,7 @@ static void cpu_close(void **self) {
  * only setenv, made once per process. */
 static void pick_blas_kernels(void) {
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (getenv("OPENBLAS_CORETYPE"))
+    if (sl_plat_getenv("OPENBLAS_CORETYPE"))
         return;
     __builtin_cpu_init();
     const char *core = NULL;
@@ -262,7 +255,7 @@ static void pick_blas_kernels(void) {
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         core = "Haswell";
     if (core)
-        setenv("OPENBLAS_CORETYPE", core, 0);
+        sl_plat_setenv("OPENBLAS_CORETYPE", core, false);
 #endif
 }
 
@@ -299,10 +292,10 @@ static sl_err cpu_open(void **self, int threads, char *desc, size_t desc_len) {
     c->partial = aligned_alloc(64, (size_t)c->threads * KSPLIT_MAX_OUT * sizeof(float));
     if (!c->partial)
         goto fail;
-    c->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    const char *poll = getenv("SL_NN_CPU_POLL");
+    c->cores = sl_plat_cpu_count();
+    const char *poll = sl_plat_getenv("SL_NN_CPU_POLL");
     c->poll = poll && !strcmp(poll, "always") ? 1 : poll && !strcmp(poll, "never") ? -1 : 0;
-    const char *sparse = getenv("SL_NN_CPU_SPARSE");
+    const char *sparse = sl_plat_getenv("SL_NN_CPU_SPARSE");
     c->sparse = sparse && !strcmp(sparse, "always") ? 1 : sparse && !strcmp(sparse, "never") ? -1 : 0;
     if (!sl_nn_spgemm_available())
         c->sparse = -1;

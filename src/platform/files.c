@@ -1,5 +1,6 @@
 /* Small files: whole-file reads with a size cap (gunzipped when gzip),
- * atomic writes, mkdir -p, what a path names, a directory's files. */
+ * atomic writes, mkdir -p, what a path names (and whether it can be read,
+ * its size and time), a directory's files. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -253,6 +254,18 @@ void sl_plat_unlock(int *fd) {
         close(*fd);
     }
     *fd = -1;
+}
+
+bool sl_plat_can_read(const char *path) { return access(path, R_OK) == 0; }
+
+sl_err sl_plat_file_info(const char *path, sl_plat_file_info_t *out) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return SL_ENOTFOUND;
+    out->len = (uint64_t)st.st_size;
+    out->mtime_s = (uint64_t)st.st_mtim.tv_sec;
+    out->mtime_ns = (uint64_t)st.st_mtim.tv_nsec;
+    return SL_OK;
 }
 
 sl_plat_path_kind_t sl_plat_path_kind(const char *path) {

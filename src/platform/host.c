@@ -1,4 +1,5 @@
-/* The host: its name, $HOME, and this process's resident memory. */
+/* The host: its name, $HOME, this process's resident memory, the
+ * machine's CPUs and runnable threads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,20 @@ uint64_t sl_plat_rss_bytes(void) {
     if (n != 2)
         return 0;
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+int sl_plat_cpu_count(void) { return (int)sysconf(_SC_NPROCESSORS_ONLN); }
+
+int sl_plat_runnable_threads(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return -1;
+    double l1, l5, l15;
+    int running = -1, total;
+    if (fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5)
+        running = -1;
+    fclose(f);
+    return running;
 }
 
 void sl_plat_trim_memory(void) {

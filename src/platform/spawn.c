@@ -257,6 +257,11 @@ void sl_plat_kill_group(pid_t pid) {
         kill(-pid, SIGKILL);
 }
 
+void sl_plat_term_group(pid_t pid) {
+    if (pid > 0)
+        kill(-pid, SIGTERM);
+}
+
 int sl_plat_exit_code(int status) {
     return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
