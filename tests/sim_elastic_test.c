@@ -115,6 +115,8 @@ typedef struct {
     char violation[320];
     /* figures */
     int kills, leader_kills, pauses, partitions, starts, redone;
+    int dropped_steps;        /* steps applied in lineages dropped in the end (a
+                                 graft whose world went on on the other side) */
     uint64_t total_steps;
 } world_t;
 
@@ -805,8 +807,12 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
         if (w->now % 1000 == 0)
             check_union(w);
     }
-    if (!w->violation[0])
-        check_union(w);
+    if (!w->violation[0]) {
+        check_union(w); /* union_status is by registry index: the view's order */
+        for (int i = 0; i < w->nw; i++)
+            if (union_status[i].dropped)
+                w->dropped_steps += (int)w->worlds[i].steps;
+    }
     if (trace) { /* the union's worlds, as every reader will see them */
         static sl_elastic_view_t v;
         build_view(w, -1, &v);
@@ -869,6 +875,7 @@ static void test_faults(void) {
     setup();
     int seeds = getenv("SL_SEED") ? 1 : sl_test_seed_count(150);
     int kills = 0, leader_kills = 0, pauses = 0, partitions = 0, starts = 0, gone = 0, grafts = 0;
+    int redone = 0, dropped = 0;
     uint64_t steps = 0;
     int ran = 0;
     for (int i = 0; i < seeds; i++, ran++) {
@@ -881,10 +888,10 @@ static void test_faults(void) {
         if (getenv("SL_VERBOSE"))
             printf("  seed %llu: %d peers, min %d, max %d: %d worlds started, %llu steps, "
                    "%d kills (%d leaders, %d for good), %d pauses, %d partitions, %d grafts, "
-                   "%d steps redone\n",
+                   "%d steps redone, %d dropped\n",
                    (unsigned long long)seed, W.n, W.min, W.max, W.starts,
                    (unsigned long long)W.total_steps, W.kills, W.leader_kills, W.gone, W.pauses,
-                   W.partitions, W.grafts, W.redone);
+                   W.partitions, W.grafts, W.redone, W.dropped_steps);
         kills += W.kills;
         leader_kills += W.leader_kills;
         pauses += W.pauses;
@@ -893,6 +900,8 @@ static void test_faults(void) {
         steps += W.total_steps;
         gone += W.gone;
         grafts += W.grafts;
+        redone += W.redone;
+        dropped += W.dropped_steps;
     }
     /* the faults did happen (over the seeds that passed) */
     if (ran < 20)
@@ -905,8 +914,9 @@ static void test_faults(void) {
     CHECK_MSG(gone > ran / 4, "only %d peers killed for good", gone);
     CHECK_MSG(grafts > ran / 4, "only %d grafts started", grafts);
     printf("  %d seeds: %d worlds started, %llu steps, %d kills (%d of a leader, %d for good), "
-           "%d pauses, %d partitions, %d grafts\n", seeds, starts, (unsigned long long)steps,
-           kills, leader_kills, gone, pauses, partitions, grafts);
+           "%d pauses, %d partitions, %d grafts; %d steps redone, %d dropped with their "
+           "lineage\n", seeds, starts, (unsigned long long)steps, kills, leader_kills, gone,
+           pauses, partitions, grafts, redone, dropped);
 }
 
 /* No faults: one world of min(max, n) from the start of the last joiner on. */
