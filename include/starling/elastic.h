@@ -196,7 +196,9 @@ typedef struct {
     bool found;       /* the record is in the view */
     bool established; /* its parent is established and a quorum of the
                          parent's members acked it as continuers (a root:
-                         a majority of its own members); final once true */
+                         a majority of its own members; a graft: of its
+                         members continuing the established world it
+                         grafts onto); final once true */
     bool dead;        /* it can never be established; final once true */
     bool dropped;     /* its lineage grafted onto a world whose own lineage
                          went on (or an earlier graft did): it never trains
