@@ -673,6 +673,59 @@ static void test_graft_takes_the_state(void) {
     sl_elastic_destroy(&e);
 }
 
+/* No graft while the head's quorum may still come: rank 0 of 1/ann is
+ * alive in the view (training on, or about to volunteer), so neither bob
+ * nor the fresh cat seals anything; once ann is dead in the view, the
+ * round's leader grafts onto 1/ann, bob first. */
+static void test_no_graft_while_rank_0_is_alive(void) {
+    nws = nas = 0;
+    world(1, "ann", 0, NULL, "ann bob");
+    ack("ann", 1, "ann", 0, NULL);
+    ack("bob", 1, "ann", 0, NULL);
+    sl_elastic_vol_t vols[2] = {{"bob", 2}, {"cat", 2}};
+    sl_round_member_t m[3] = {{"ann", true, 0}, {"bob", true, 0}, {"cat", true, 0}};
+    sl_elastic_view_t v = {.worlds = WP, .world_count = nws, .acks = AP, .ack_count = nas,
+                           .vols = vols, .vol_count = 2, .members = m, .member_count = 3,
+                           .synced = true};
+    sl_elastic_config_t cfg = {.job_id = "job-t", .min_nodes = 2, .max_nodes = 2,
+                               .settle_ms = 200, .ack_timeout_ms = 2000};
+    sl_elastic_t *e[2] = {NULL, NULL};
+    CHECK_OK(sl_elastic_new(&cfg, "bob", &e[0]));
+    CHECK_OK(sl_elastic_new(&cfg, "cat", &e[1]));
+    sl_elastic_local_t local[2] = {{.step = 10, .has_state = true, .state_world = ref(1, "ann")},
+                                   {.step = 0}};
+    sl_elastic_out_t out;
+    int sealed = 0;
+    for (int64_t now = 0; now <= 1000; now += 50)
+        for (int p = 0; p < 2; p++) {
+            CHECK_OK(sl_elastic_step(e[p], &v, &local[p], now, &out));
+            for (size_t i = 0; i < out.count; i++)
+                sealed += out.actions[i].kind == SL_ELASTIC_WRITE_WORLD;
+        }
+    CHECK_INT(sealed, 0);
+    m[0].alive = false; /* ann is dead in the view */
+    sl_elastic_world_t g;
+    memset(&g, 0, sizeof g);
+    for (int64_t now = 1050; now <= 2000 && !sealed; now += 50)
+        for (int p = 0; p < 2; p++) {
+            CHECK_OK(sl_elastic_step(e[p], &v, &local[p], now, &out));
+            for (size_t i = 0; i < out.count; i++)
+                if (out.actions[i].kind == SL_ELASTIC_WRITE_WORLD) {
+                    g = out.actions[i].world;
+                    sealed++;
+                }
+        }
+    CHECK_INT(sealed, 1);
+    CHECK_INT(g.parent.round, 0);
+    CHECK_INT(g.graft.round, 1);
+    CHECK_STR(g.graft.leader, "ann");
+    CHECK_INT(g.count, 2);
+    CHECK_STR(g.members[0], "bob");
+    CHECK_STR(g.members[1], "cat");
+    sl_elastic_destroy(&e[0]);
+    sl_elastic_destroy(&e[1]);
+}
+
 static void test_bad_views(void) {
     root3();
     ack("ann", 1, "ann", 0, NULL); /* a second ack of one round by one peer */
@@ -711,6 +764,7 @@ int main(void) {
     sl_test_run("graft_dropped_when_the_quorum_side_went_on",
                 test_graft_dropped_when_the_quorum_side_went_on);
     sl_test_run("graft_takes_the_state", test_graft_takes_the_state);
+    sl_test_run("no_graft_while_rank_0_is_alive", test_no_graft_while_rank_0_is_alive);
     sl_test_run("bad_views", test_bad_views);
     reset();
     return sl_test_finish();
