@@ -14,13 +14,18 @@
  * continue_promoted), then sl_turn_jobs, sl_turn_lead, sl_turn_claims.
  * The store is a model: a peer's write reaches every peer up at the time
  * after 1-4 steps (push to all), a peer restarted merges a live peer's
- * replica (the store's catch-up). Membership: a peer is dead to the
- * others DEAD_AFTER_MS after it went down, alive again when back.
+ * replica (the store's catch-up). Membership: a peer down is suspect to
+ * the others SUSPECT_AFTER_MS after it went down (the turn may then take
+ * its trial over), dead DEAD_AFTER_MS after, alive again when back; a
+ * peer up is wrongly suspected for FALSE_SUSPECT_MS now and then (its
+ * trial taken over, it must stop: the double-work check).
  *
  * The ctest run is small (32 peers, 150 trials). The benchmark of
  * bench/results/sim.md: SL_SCALE_PEERS=256 SL_SCALE_TRIALS=1000
  * SL_SCALE_SCORES=FILE (the trials' scores in proposal order, for
- * asha_bound.py --scores). */
+ * asha_bound.py --scores); SL_SEED=S another study; SL_SCALE_CHURN=0 no
+ * kills or wrong suspicions; SL_SCALE_TRACE=FILE the events and, every
+ * 25 ms, the idle slots beside the work there was for them. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -38,7 +43,10 @@
 #define STEP_MS 5
 #define EPOCH_MS 250
 #define LEASE_MS 3000
+#define SUSPECT_AFTER_MS 400 /* a peer down is suspect to the others this much later */
 #define DEAD_AFTER_MS 1500
+#define FALSE_SUSPECT_MS 300 /* a peer up is suspected wrongly this long ... */
+#define FALSE_SUSPECT_EVERY_MS 2000 /* ... one in the fleet this often */
 #define CHURN_PERIOD_MS 8000
 #define CHURN_DOWN_MS 1000
 #define DOUBLE_WORK_MS 1000
@@ -84,6 +92,7 @@ typedef struct {
     bool busy;             /* job in use */
     uint64_t *claimable;   /* per trial: claimable since (the turn keeps it) */
     bool dirty;            /* a write arrived since its last turn */
+    int64_t suspect_until; /* up, but suspect to the others until then (a slow peer) */
 } peer_t;
 
 /* A write on its way: the writer's state of one trial after it. */
@@ -124,6 +133,9 @@ typedef struct {
     int64_t double_ms;      /* total time trials had two workers */
     int64_t double_max_ms;  /* longest such stretch */
     int kills, takeovers, releases, owner_promotions, claims;
+    int suspect_takeovers, false_suspicions; /* trials taken from suspects; wrong suspicions */
+    bool calm;              /* SL_SCALE_CHURN=0: no kills, no wrong suspicions */
+    FILE *trace;            /* SL_SCALE_TRACE: events and idle slots, for where time goes */
 } world_t;
 
 static void violate(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -133,6 +145,18 @@ static void violate(world_t *w, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(w->violation, sizeof w->violation, fmt, ap);
+    va_end(ap);
+}
+
+static void tr(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tr(world_t *w, const char *fmt, ...) {
+    if (!w->trace)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(w->trace, "%" PRId64 " ", w->now);
+    vfprintf(w->trace, fmt, ap);
+    fputc('\n', w->trace);
     va_end(ap);
 }
 
@@ -152,6 +176,17 @@ static int peer_index(const world_t *w, const char *id) {
 
 static bool alive_in_view(const world_t *w, int p, int q) {
     return p == q || w->peers[q].up || w->now - w->peers[q].down_at < DEAD_AFTER_MS;
+}
+
+/* Membership's SUSPECT (alive to the turn, but a probe went unanswered):
+ * a peer down for SUSPECT_AFTER_MS (the probe timeout after its closed
+ * connection's hint, docs/membership.md), or one up that is wrongly
+ * suspected for a while. */
+static bool suspect_in_view(const world_t *w, int p, int q) {
+    const peer_t *o = &w->peers[q];
+    if (p == q || !alive_in_view(w, p, q))
+        return false;
+    return o->up ? w->now < o->suspect_until : w->now - o->down_at >= SUSPECT_AFTER_MS;
 }
 
 /* ---- the store model ---- */
@@ -251,6 +286,7 @@ static void build_view(world_t *w, int p) {
         bool has_claim = r->claim.epoch > 0;
         int owner = has_claim ? peer_index(w, r->claim.owner) : -1;
         bool owner_alive = has_claim && (owner < 0 || alive_in_view(w, p, owner));
+        bool owner_suspect = owner_alive && owner >= 0 && suspect_in_view(w, p, owner);
         bool mine = me->busy && me->job.t == i;
         t->state = sl_turn_trial_state(&w->spec, t, &r->claim, has_claim,
                                        r->has_result ? &r->result : NULL, owner_alive, mine,
@@ -258,7 +294,8 @@ static void build_view(world_t *w, int p) {
         if (!r->has_result) {
             w->open[nopen++] = (sl_turn_open_t){.id = w->props[i].id, .t = t, .claim = r->claim,
                                                 .has_claim = has_claim, .stop = r->stop,
-                                                .owner_alive = owner_alive, .mine = mine,
+                                                .owner_alive = owner_alive,
+                                                .owner_suspect = owner_suspect, .mine = mine,
                                                 .claimable_ms = &me->claimable[i]};
             if (has_claim && !r->claim.released && r->claim.lease_expiry_ms > (uint64_t)w->now &&
                 r->claim.lease_expiry_ms < lapse)
@@ -280,6 +317,7 @@ static void build_members(world_t *w, int p) {
         size_t k = ms->count++;
         snprintf(ms->names[k], sizeof ms->names[k], "%s", w->peers[q].id);
         ms->slots[k] = 1;
+        ms->suspect[k] = suspect_in_view(w, p, q);
         ms->m[k] = (sl_round_member_t){ms->names[k], true, 1};
     }
 }
@@ -296,6 +334,7 @@ static void work(world_t *w, int p) {
     r->metrics |= (uint16_t)(1u << (e - 1));
     r->ckpt = e; /* checkpoint_every 1 */
     sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, r->rung, e, false, 0);
+    tr(w, "E %d %s %d", j->t, me->id, e);
     if (out == SL_EPOCH_CONTINUE) {
         sent(w, p, j->t);
         j->next_epoch = e + 1;
@@ -314,6 +353,7 @@ static void work(world_t *w, int p) {
         r->has_result = true;
         sent(w, p, j->t);
         me->busy = false;
+        tr(w, "D %d %s", j->t, me->id);
         return;
     }
     /* paused at its rung: its owner promotes it and trains on when its
@@ -326,6 +366,7 @@ static void work(world_t *w, int p) {
         sl_sched_asha_promotes(&w->spec, &sv, w->props[j->t].id, r->rung, NULL, 0)) {
         r->rung++;
         w->owner_promotions++;
+        tr(w, "P %d %s %d", j->t, me->id, r->rung);
         sent(w, p, j->t);
         j->next_epoch = e + 1;
         j->epoch_end = w->now + EPOCH_MS;
@@ -336,6 +377,7 @@ static void work(world_t *w, int p) {
         r->claim = rel;
     sent(w, p, j->t);
     me->busy = false;
+    tr(w, "R %d %s %d", j->t, me->id, r->rung);
 }
 
 /* ---- the turn ---- */
@@ -373,6 +415,7 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
             break;
         case SL_TURN_WRITE_RUNG:
             if (t >= 0 && a->rung > me->rep[t].rung) {
+                tr(w, "L %d %s %d", t, me->id, a->rung);
                 me->rep[t].rung = a->rung;
                 sent(w, p, t);
             }
@@ -406,13 +449,20 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
             }
             w->claims++;
             w->takeovers += a->claim.epoch > 1;
+            w->suspect_takeovers += !strcmp(a->reason, "taken over from a suspect owner");
             me->busy = true;
             me->job = (job_t){.t = t, .epoch = a->claim.epoch, .next_epoch = me->rep[t].ckpt + 1,
                               .epoch_end = w->now + EPOCH_MS,
                               .renew_ms = (uint64_t)w->now + w->spec.lease_ms / 3};
+            tr(w, "S %d %s %llu rung %d from %d since %llu: %s", t, me->id,
+               (unsigned long long)a->claim.epoch, me->rep[t].rung, me->rep[t].ckpt,
+               (unsigned long long)a->at_ms, a->reason);
             break;
         case SL_TURN_JOB_LOST:
-        case SL_TURN_JOB_END: me->busy = false; break;
+        case SL_TURN_JOB_END:
+            tr(w, "%c %d %s", a->kind == SL_TURN_JOB_LOST ? 'X' : 'Y', me->job.t, me->id);
+            me->busy = false;
+            break;
         case SL_TURN_JOB_RENEW_AT: me->job.renew_ms = a->at_ms; break;
         }
     }
@@ -464,11 +514,21 @@ static void turn(world_t *w, int p) {
 /* ---- churn ---- */
 
 static void churn(world_t *w) {
+    /* a slow peer, wrongly suspected */
+    if (!w->calm && w->now > 0 && w->now % FALSE_SUSPECT_EVERY_MS == 0) {
+        int q = (int)sl_rng_below(&w->rng, (uint64_t)w->n);
+        if (w->peers[q].up) {
+            w->peers[q].suspect_until = w->now + FALSE_SUSPECT_MS;
+            w->false_suspicions++;
+            tr(w, "F -1 %s", w->peers[q].id);
+        }
+    }
     for (int p = 0; p < w->n; p++) {
         peer_t *me = &w->peers[p];
         if (!me->churns || w->now < me->back_at)
             continue;
         if (me->up) { /* kill -9: the job and its epoch in progress are lost */
+            tr(w, "K %d %s", me->busy ? me->job.t : -1, me->id);
             me->up = false;
             me->busy = false;
             me->down_at = w->now;
@@ -476,6 +536,7 @@ static void churn(world_t *w) {
             memset(me->claimable, 0, (size_t)w->budget * sizeof *me->claimable);
             w->kills++;
         } else { /* back: catches up from a live peer's replica */
+            tr(w, "B -1 %s", me->id);
             me->up = true;
             me->back_at = w->now + CHURN_PERIOD_MS;
             int from = -1;
@@ -520,6 +581,75 @@ static void check_double(world_t *w) {
     sl_free(workers);
 }
 
+/* The idle slots and the work there is for them, as the whole fleet's
+ * writes joined show it: trials with epochs to train that no peer up
+ * runs (fresh, promoted or interrupted) and paused trials ASHA would
+ * promote on that joined view. */
+static void trace_idle(world_t *w) {
+    int up = 0, busy = 0, need = 0, fresh = 0, promotable = 0;
+    size_t T = (size_t)w->prop_count;
+    rt_t *u = sl_calloc(T + 1, sizeof *u);
+    bool *run = sl_calloc(T + 1, sizeof *run);
+    sl_trial_t *vt = sl_calloc(T + 1, sizeof *vt);
+    double *cv = sl_calloc((T + 1) * MAX_E, sizeof *cv);
+    if (!u || !run || !vt || !cv)
+        goto out;
+    for (int p = 0; p < w->n; p++) {
+        const peer_t *me = &w->peers[p];
+        if (!me->up)
+            continue;
+        up++;
+        busy += me->busy;
+        if (me->busy)
+            run[me->job.t] = true;
+        for (size_t i = 0; i < T; i++)
+            merge(&u[i], &me->rep[i]);
+    }
+    size_t c = 0;
+    for (size_t i = 0; i < T; i++) {
+        if (!u[i].known)
+            continue;
+        int last = 0;
+        for (int e = 0; e < MAX_E; e++) {
+            cv[c * MAX_E + e] = (u[i].metrics >> e & 1) ? metric(w, (int)i, e + 1) : NAN;
+            if (u[i].metrics >> e & 1)
+                last = e + 1;
+        }
+        sl_trial_t *t = &vt[c++];
+        memcpy(t->id, w->props[i].id, sizeof t->id);
+        t->rung = u[i].rung;
+        t->epochs_done = last;
+        t->curve = &cv[(c - 1) * MAX_E];
+        t->curve_len = MAX_E;
+        int target = w->spec.rungs[u[i].rung];
+        t->state = u[i].has_result ? SL_TRIAL_DONE
+                   : run[i]        ? SL_TRIAL_RUNNING
+                   : last >= target && u[i].rung + 1 < w->spec.rung_count ? SL_TRIAL_PAUSED
+                                                                         : SL_TRIAL_PENDING;
+        if (u[i].has_result || run[i])
+            continue;
+        if (u[i].ckpt < target) {
+            if (need < 3)
+                tr(w, "N %zu rung %d ckpt %d claim %s/%llu%s", i, u[i].rung, u[i].ckpt,
+                   u[i].claim.owner, (unsigned long long)u[i].claim.epoch,
+                   u[i].claim.released ? " released" : "");
+            need++;
+            fresh += u[i].claim.epoch == 0;
+        }
+    }
+    sl_sched_view_t sv = {.study_id = w->study_id, .capacity = 1, .trials = vt, .trial_count = c};
+    for (size_t i = 0; i < c; i++)
+        promotable += vt[i].state == SL_TRIAL_PAUSED &&
+                      sl_sched_asha_promotes(&w->spec, &sv, vt[i].id, vt[i].rung, NULL, 0);
+    tr(w, "I up %d busy %d idle %d need %d fresh %d promotable %d proposed %d", up, busy,
+       up - busy, need, fresh, promotable, w->prop_count);
+out:
+    sl_free(u);
+    sl_free(run);
+    sl_free(vt);
+    sl_free(cv);
+}
+
 static const char *spec_json(int trials, char *buf, size_t len) {
     snprintf(buf, len,
              "{\"name\": \"scale-asha\", \"trainer\": {\"type\": \"command\", \"command\": \"t {x}\"},"
@@ -549,6 +679,9 @@ static void world_fini(world_t *w) {
         sl_free(w->inflight[b].d);
     sl_study_members_fini(&w->members);
     sl_turn_out_fini(&w->out);
+    if (w->trace)
+        fclose(w->trace);
+    w->trace = NULL;
 }
 
 /* One study on n peers: the makespan in w->finished_at (0: it did not
@@ -567,6 +700,8 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
     w->spec.seed = seed;
     sl_study_spec_id(&w->spec, w->study_id);
     sl_rng_seed(&w->rng, seed * 7919 + 3);
+    const char *trace = getenv("SL_SCALE_TRACE");
+    w->trace = trace ? fopen(trace, "w") : NULL;
     size_t T = (size_t)budget;
     w->peers = sl_calloc((size_t)n, sizeof *w->peers);
     w->props = sl_calloc(T, sizeof *w->props);
@@ -580,7 +715,9 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
         violate(w, "test: out of memory");
         return;
     }
-    int churners = n / 4;
+    const char *churn_env = getenv("SL_SCALE_CHURN"); /* "0": none (the bound without churn) */
+    w->calm = churn_env && !strcmp(churn_env, "0");
+    int churners = w->calm ? 0 : n / 4;
     for (int p = 0; p < n; p++) {
         peer_t *me = &w->peers[p];
         snprintf(me->id, sizeof me->id, "p%d", p);
@@ -605,6 +742,8 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
             if (w->peers[p].up)
                 turn(w, p);
         check_double(w);
+        if (w->trace && w->now % 25 == 0)
+            trace_idle(w);
         if (w->finished_at)
             break;
     }
@@ -644,13 +783,14 @@ static void test_asha_churn(void) {
     CHECK_MSG(!W.violation[0], "%d peers, %d trials, seed %llu: %s", n, budget,
               (unsigned long long)seed, W.violation);
     /* the churn did happen, and took trials over */
-    CHECK(W.kills > 0);
+    CHECK(W.kills > 0 || getenv("SL_SCALE_CHURN"));
     printf("{\"peers\": %d, \"trials\": %d, \"seed\": %llu, \"makespan_s\": %.3f, \"kills\": %d, "
-           "\"claims\": %d, \"takeovers\": %d, \"orphan_releases\": %d, "
+           "\"false_suspicions\": %d, \"claims\": %d, \"takeovers\": %d, "
+           "\"from_suspects\": %d, \"orphan_releases\": %d, "
            "\"owner_promotions\": %d, \"double_work_ms\": %lld, \"double_work_max_ms\": %lld}\n",
-           n, budget, (unsigned long long)seed, W.finished_at / 1000.0, W.kills, W.claims,
-           W.takeovers, W.releases, W.owner_promotions, (long long)W.double_ms,
-           (long long)W.double_max_ms);
+           n, budget, (unsigned long long)seed, W.finished_at / 1000.0, W.kills,
+           W.false_suspicions, W.claims, W.takeovers, W.suspect_takeovers, W.releases,
+           W.owner_promotions, (long long)W.double_ms, (long long)W.double_max_ms);
     const char *out = getenv("SL_SCALE_SCORES");
     FILE *f = out ? fopen(out, "w") : NULL;
     if (f) { /* the trials' scores in proposal order, for asha_bound.py --scores */

@@ -58,6 +58,7 @@
 #define STEP_MS 50
 #define LEASE_MS 3000
 #define DEAD_AFTER_MS 1500
+#define SUSPECT_AFTER_MS 400 /* not heard from this long: suspect (its trials may be taken over) */
 #define FAULTS_UNTIL_MS 15000
 #define DOUBLE_WORK_MS 1000 /* quiet: two workers on a trial resolve within this */
 #define DEADLINE_MS 240000
@@ -191,6 +192,13 @@ static bool alive_in_view(const world_t *w, int p, int q) {
     return p == q || w->now - w->peers[p].heard[q] <= DEAD_AFTER_MS;
 }
 
+/* Alive, but not heard from for a while: membership's SUSPECT. A paused
+ * or partitioned peer is suspect while it still works, so its trials are
+ * taken over from it (sl_turn_claims) and T3 checks it stops. */
+static bool suspect_in_view(const world_t *w, int p, int q) {
+    return alive_in_view(w, p, q) && w->now - w->peers[p].heard[q] > SUSPECT_AFTER_MS;
+}
+
 static int peer_index(const world_t *w, const char *id) {
     for (int i = 0; i < PEERS; i++)
         if (strcmp(w->peers[i].id, id) == 0)
@@ -318,6 +326,7 @@ static void build_view(world_t *w, int p, view_t *v) {
         bool has_claim = r->claim.epoch > 0;
         int owner = has_claim ? peer_index(w, r->claim.owner) : -1;
         bool owner_alive = has_claim && (owner < 0 || alive_in_view(w, p, owner));
+        bool owner_suspect = owner_alive && owner >= 0 && suspect_in_view(w, p, owner);
         bool mine = has_job(me, i);
         t->state = sl_turn_trial_state(&w->spec, t, &r->claim, has_claim,
                                        r->has_result ? &r->result : NULL, owner_alive, mine,
@@ -326,7 +335,7 @@ static void build_view(world_t *w, int p, view_t *v) {
             v->open[nopen++] = (sl_turn_open_t){.id = w->props[i].id, .t = t,
                                                 .claim = r->claim, .has_claim = has_claim,
                                                 .stop = r->stop, .owner_alive = owner_alive,
-                                                .mine = mine,
+                                                .owner_suspect = owner_suspect, .mine = mine,
                                                 .claimable_ms = &me->claimable_since[i]};
         v->map[v->count] = i;
         v->count++;
@@ -359,6 +368,7 @@ static void build_members(world_t *w, int p) {
         size_t k = ms->count++;
         snprintf(ms->names[k], sizeof ms->names[k], "%s", w->peers[q].id);
         ms->slots[k] = w->concurrency;
+        ms->suspect[k] = suspect_in_view(w, p, q);
         ms->m[k] = (sl_round_member_t){ms->names[k], true, w->concurrency};
     }
 }

@@ -332,6 +332,7 @@ sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms) {
         snprintf(ms->names[k], sizeof ms->names[k], "%.*s", (int)m.name.len,
                  (const char *)m.name.ptr);
         ms->slots[k] = 1;
+        ms->suspect[k] = m.state == SL_STATE_SUSPECT && !m.is_self;
         ms->m[k] = (sl_round_member_t){ms->names[k], true, 1};
     }
     return SL_OK;
@@ -555,6 +556,7 @@ static sl_err view_build(sl_study_node_t *sn, cached_t *c, sl_turn_view_t *v) {
             .has_result = r->has_result,
             .stop = r->stop,
             .owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner),
+            .owner_suspect = r->has_claim && sl_study_node_suspect(sn, r->claim.owner),
             .mine = sl_study_node_job(sn, c->id, r->id) != NULL,
             .claimable_ms = &r->claimable_ms};
     }

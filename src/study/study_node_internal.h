@@ -296,6 +296,9 @@ static inline sl_trial_t *sl_study_live_trial(live_t *lv, const trial_row_t *r) 
 /* Whether `owner` is alive in this peer's view (one not heard of yet
  * counts as alive: its lease decides). */
 bool sl_study_node_alive(sl_study_node_t *sn, const char *owner);
+/* `owner` is another member membership holds SUSPECT (alive to the view,
+ * but a probe of it went unanswered: the turn may take its trials over). */
+bool sl_study_node_suspect(sl_study_node_t *sn, const char *owner);
 /* This peer's running job of a trial, or NULL. */
 job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial);
 /* Checkpoints (src/study/study_ckpt.c). Write stores the directory's files as

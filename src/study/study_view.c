@@ -576,6 +576,15 @@ bool sl_study_node_alive(sl_study_node_t *sn, const char *owner) {
     return m.state == SL_STATE_ALIVE || m.state == SL_STATE_SUSPECT;
 }
 
+bool sl_study_node_suspect(sl_study_node_t *sn, const char *owner) {
+    if (!owner[0] || !strcmp(owner, sl_node_name(sn->node)))
+        return false;
+    sl_swim_member_t m;
+    sl_bytes_t b = {.ptr = (const uint8_t *)owner, .len = strlen(owner)};
+    return sl_swim_member_find(sl_node_swim(sn->node), b, &m) == SL_OK &&
+           m.state == SL_STATE_SUSPECT;
+}
+
 job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial) {
     for (int i = 0; i < MAX_JOBS; i++)
         if (sn->jobs[i].study[0] && !strcmp(sn->jobs[i].study, study) &&

@@ -133,6 +133,11 @@ sl_err sl_study_members_reserve(sl_study_members_t *ms, size_t want) {
     if (!slots)
         return SL_ENOMEM;
     ms->slots = slots;
+    bool *suspect = sl_realloc(ms->suspect, nc * sizeof *suspect);
+    if (!suspect)
+        return SL_ENOMEM;
+    memset(suspect + ms->cap, 0, (nc - ms->cap) * sizeof *suspect);
+    ms->suspect = suspect;
     ms->cap = nc;
     /* (m[k].id points into names, which may have moved) */
     for (size_t k = 0; k < ms->count; k++)
@@ -144,6 +149,7 @@ void sl_study_members_fini(sl_study_members_t *ms) {
     sl_free(ms->names);
     sl_free(ms->m);
     sl_free(ms->slots);
+    sl_free(ms->suspect);
     memset(ms, 0, sizeof *ms);
 }
 
@@ -202,7 +208,7 @@ void sl_turn_members_load(const sl_turn_view_t *v, const sl_study_members_t *ms,
                 b += v->open[o].t->state == SL_TRIAL_RUNNING &&
                      !strcmp(v->open[o].claim.owner, ms->names[k]);
         }
-        int free_slots = ms->slots[k] - b;
+        int free_slots = ms->suspect[k] ? 0 : ms->slots[k] - b;
         ms->m[k] = (sl_round_member_t){ms->names[k], true, free_slots > 0 ? free_slots : 0};
     }
     sl_free(sorted);
@@ -412,6 +418,34 @@ static sl_err release_orphans(const sl_turn_view_t *v, const char *self, sl_turn
     return SL_OK;
 }
 
+/* The claims and job starts of the `np` trials sl_claim_pick chose
+ * (`pick` into `at`, the open trials' indices). */
+static sl_err write_takes(const sl_turn_view_t *v, const sl_study_members_t *ms, int self_at,
+                          const size_t *at, const size_t *pick, const sl_claim_t *next,
+                          size_t np, sl_turn_out_t *out) {
+    for (size_t k = 0; k < np; k++) {
+        sl_turn_open_t *r = &v->open[at[pick[k]]];
+        sl_err err = write_claim(out, r->id, &next[k], SL_TURN_CLAIM_TAKE);
+        if (err != SL_OK)
+            return err;
+        sl_turn_action_t *a = push(out, SL_TURN_JOB_START, r->id);
+        if (!a)
+            return SL_ENOMEM;
+        a->claim = next[k];
+        a->trial = *r->t;
+        a->trial.curve = NULL;
+        a->trial.curve_len = 0;
+        snprintf(a->reason, sizeof a->reason, "%s",
+                 !r->has_claim ? (sl_study_members_top(ms, r->id) == self_at ? "fresh, ranked first"
+                                                                          : "fresh, overdue")
+                 : r->owner_suspect && r->owner_alive ? "taken over from a suspect owner"
+                                                      : "claimed before");
+        a->at_ms = *r->claimable_ms;
+        *r->claimable_ms = 0;
+    }
+    return SL_OK;
+}
+
 sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
                       uint64_t now_ms, bool may_claim, sl_turn_out_t *out) {
     const sl_study_spec_t *spec = v->spec;
@@ -451,8 +485,19 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
        of its own to take first, so a trial that ranked first a peer busy
        with a long promoted run waited for it or for the study's end (a
        fresh trial started 2.9 s late in an 8-peer run, its promotions
-       after it, and the study waited for them) */
-    size_t nc = 0, np = 0;
+       after it, and the study waited for them).
+       The trials whose owner is suspect (a probe of it went unanswered:
+       killed, or slow) are kept apart, from the top of the arrays down,
+       and taken over with the slots left after all of these: a killed
+       peer's trial used to wait for membership to declare it dead (or
+       for its restart) while the slots that could resume it idled, and
+       at the end of an ASHA study that trial is the study's critical
+       path (issue 14: each kill of a late trial added about a second to
+       a 4 s study on 256 simulated peers). A suspect that was only slow
+       loses the epoch in progress: its job stops when it sees the higher
+       claim epoch, as after any takeover; and only a slot with nothing
+       else to run takes it. */
+    size_t nc = 0, ns = 0, np = 0;
     for (size_t o = 0; o < nopen; o++) {
         sl_turn_open_t *r = &v->open[o];
         const sl_trial_t *t = r->t;
@@ -461,24 +506,36 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
             *r->claimable_ms = 0;
             continue;
         }
-        sl_claim_cand_t *cd = &cands[nc];
-        memset(cd, 0, sizeof *cd);
-        cd->trial_id = r->id;
-        cd->ordinal = t->ordinal;
-        cd->rung = t->rung;
+        sl_claim_cand_t cd;
+        memset(&cd, 0, sizeof cd);
+        cd.trial_id = r->id;
+        cd.ordinal = t->ordinal;
+        cd.rung = t->rung;
         if (r->has_claim)
-            cd->claim = r->claim;
-        cd->owner_alive = r->has_claim && r->owner_alive;
+            cd.claim = r->claim;
+        cd.owner_alive = r->has_claim && r->owner_alive;
         if (r->has_claim && !strcmp(r->claim.owner, self))
-            cd->claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
-        cd->needs_work = true;
-        if (!sl_claim_may_take(sl_claim_status_of(&cd->claim, self, now_ms, cd->owner_alive))) {
-            *r->claimable_ms = 0;
-            continue;
+            cd.claim.lease_expiry_ms = 0; /* ours, but no worker here: from before a restart */
+        cd.needs_work = true;
+        bool suspect = false;
+        if (!sl_claim_may_take(sl_claim_status_of(&cd.claim, self, now_ms, cd.owner_alive))) {
+            suspect = cd.owner_alive && r->owner_suspect &&
+                      sl_claim_may_take(sl_claim_status_of(&cd.claim, self, now_ms, false));
+            if (!suspect) {
+                *r->claimable_ms = 0;
+                continue;
+            }
+            cd.owner_alive = false; /* (taken over as from a dead owner) */
         }
         if (!*r->claimable_ms)
             *r->claimable_ms = now_ms;
-        cd->waited_ms = now_ms - *r->claimable_ms;
+        cd.waited_ms = now_ms - *r->claimable_ms;
+        if (suspect) {
+            size_t i = nopen - 1 - ns++;
+            cands[i] = cd;
+            at[i] = o;
+            continue;
+        }
         bool fresh = !r->has_claim;
         bool first = fresh && sl_study_members_top(ms, r->id) == self_at;
         bool overdue = now_ms >= *r->claimable_ms + SL_TURN_STEAL_MS;
@@ -486,36 +543,33 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
             due_at(out, *r->claimable_ms + SL_TURN_STEAL_MS);
             continue;
         }
+        cands[nc] = cd;
         at[nc++] = o;
     }
     uint64_t handoff = UINT64_MAX;
     err = SL_OK;
-    if (!nc || sl_claim_pick(cands, nc, ms->m, ms->count, self, now_ms, spec->lease_ms, pick,
-                             next, &np, &handoff) != SL_OK)
-        goto out;
+    if (nc && sl_claim_pick(cands, nc, ms->m, ms->count, self, now_ms, spec->lease_ms, pick,
+                            next, &np, &handoff) == SL_OK)
+        err = write_takes(v, ms, self_at, at, pick, next, np, out);
+    /* the suspects' trials with the slots left: the assignment as the
+       others see it, but for this peer's slots taken just now (its
+       members' free slots lowered while the pick runs) */
+    int left = ms->m[self_at].free_slots - (int)np;
+    if (err == SL_OK && ns && left > 0) {
+        size_t base = nopen - ns, sp = 0;
+        int had = ms->m[self_at].free_slots;
+        ms->m[self_at].free_slots = left;
+        uint64_t h2 = UINT64_MAX;
+        sl_err perr = sl_claim_pick(&cands[base], ns, ms->m, ms->count, self, now_ms,
+                                    spec->lease_ms, pick, next, &sp, &h2);
+        ms->m[self_at].free_slots = had;
+        if (perr == SL_OK)
+            err = write_takes(v, ms, self_at, &at[base], pick, next, sp, out);
+        due_at(out, h2);
+    }
     /* one left to another member is handed on to this peer at its turn,
        if a slot is still free then */
     due_at(out, handoff);
-    for (size_t k = 0; k < np; k++) {
-        sl_turn_open_t *r = &v->open[at[pick[k]]];
-        if ((err = write_claim(out, r->id, &next[k], SL_TURN_CLAIM_TAKE)) != SL_OK)
-            break;
-        sl_turn_action_t *a = push(out, SL_TURN_JOB_START, r->id);
-        if (!a) {
-            err = SL_ENOMEM;
-            break;
-        }
-        a->claim = next[k];
-        a->trial = *r->t;
-        a->trial.curve = NULL;
-        a->trial.curve_len = 0;
-        snprintf(a->reason, sizeof a->reason, "%s",
-                 !r->has_claim ? (sl_study_members_top(ms, r->id) == self_at ? "fresh, ranked first"
-                                                                          : "fresh, overdue")
-                               : "claimed before");
-        a->at_ms = *r->claimable_ms;
-        *r->claimable_ms = 0;
-    }
 out:
     sl_free(cands);
     sl_free(at);

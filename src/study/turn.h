@@ -47,11 +47,13 @@ typedef struct {
     char (*names)[SL_NAME_MAX + 1]; /* member ids */
     sl_round_member_t *m;           /* the cores' view (free_slots: sl_turn_members_load) */
     int *slots;                     /* each one's slots, loaded or not */
+    bool *suspect;                  /* suspect in this peer's view: no trial is assigned
+                                       to it (false unless the caller sets it) */
     size_t count;                   /* used */
     size_t cap;                     /* allocated */
 } sl_study_members_t;
 
-/* Makes room for `want` members. */
+/* Makes room for `want` members (the room added: not suspect). */
 sl_err sl_study_members_reserve(sl_study_members_t *ms, size_t want);
 void sl_study_members_fini(sl_study_members_t *ms);
 /* The member a fresh trial ranks first (rendezvous weight) among those
@@ -69,6 +71,8 @@ typedef struct {
     bool stop;              /* the leader asked it to stop */
     bool owner_alive;       /* the claim's owner is alive in this peer's view (one not
                                heard of yet counts as alive: its lease decides) */
+    bool owner_suspect;     /* ... but suspect (a probe went unanswered): its trial is
+                               taken over by a slot nothing else would use */
     bool mine;              /* this peer runs a job of it */
     uint64_t *claimable_ms; /* in/out, the caller's, kept across turns: since when this
                                peer has seen it claimable (wall ms; 0: not) */
@@ -165,7 +169,9 @@ sl_trial_state sl_turn_trial_state(const sl_study_spec_t *spec, const sl_trial_t
 
 /* Free slots of each member: its slots (ms->slots, set by the caller)
  * less the trials it runs: `self_busy` for `self`, for another the
- * running trials it owns among the open ones. */
+ * running trials it owns among the open ones; none for a suspect member
+ * (a trial assigned to a member that may be gone waits for the hand-off
+ * past it). */
 void sl_turn_members_load(const sl_turn_view_t *v, const sl_study_members_t *ms,
                           const char *self, int self_busy);
 
@@ -188,8 +194,10 @@ sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const
 /* The claims phase: the waits that end later (lapses, the time budget),
  * the release of claims held here with no job, then, when `may_claim`,
  * the trials `self` claims (a claim write and JOB_START each), as
- * docs/studies.md's "Claims" says. Updates the open trials'
- * claimable_ms. Nothing when the study finished or was cancelled. */
+ * docs/studies.md's "Claims" says: with the slots left after every
+ * other claimable trial, the trials of suspect owners too (taken over as
+ * from a dead owner). Updates the open trials' claimable_ms. Nothing
+ * when the study finished or was cancelled. */
 sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
                       uint64_t now_ms, bool may_claim, sl_turn_out_t *out);
 

@@ -1,0 +1,165 @@
+/* The study turn's claims phase (src/study/turn.c) on hand-made views:
+ * a trial whose owner is suspect is taken over, as from a dead owner,
+ * by a slot nothing else would use; a suspect member is given no free
+ * slot (no trial is assigned to it); an owner alive and not suspect
+ * keeps its trial. The simulators (sim_study_test, sim_study_scale_test)
+ * run the same turn over whole studies with kills and wrong suspicions. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "starling/study.h"
+#include "study/turn.h"
+#include "testlib.h"
+
+#define NOW 100000
+#define LEASE 3000
+
+static sl_study_spec_t spec;
+
+static void spec_init(void) {
+    const char *json =
+        "{\"name\": \"turn\", \"trainer\": {\"type\": \"command\", \"command\": \"t {x}\"},"
+        " \"search_space\": {\"x\": {\"type\": \"real\", \"low\": 0.0, \"high\": 1.0}},"
+        " \"searcher\": {\"type\": \"random\"},"
+        " \"scheduler\": {\"type\": \"fifo\", \"max_epochs\": 4},"
+        " \"objectives\": [{\"metric\": \"score\", \"goal\": \"max\"}],"
+        " \"budget\": {\"trials\": 10}, \"lease_ms\": 3000}";
+    char why[256];
+    sl_err err = sl_study_spec_parse(json, strlen(json), &spec, why, sizeof why);
+    CHECK_MSG(err == SL_OK, "spec: %s", why);
+    if (err != SL_OK)
+        exit(1);
+}
+
+/* Two open trials: "t-held", claimed by b (lease live, epoch 1, one
+ * epoch done), and "t-fresh", never claimed, claimable here since 200 ms
+ * (past the fresh trials' wait). Members a (self) and b, one slot each. */
+typedef struct {
+    sl_trial_t trials[2];
+    uint64_t claimable[2];
+    sl_turn_open_t open[2];
+    sl_turn_view_t v;
+    sl_study_members_t ms;
+    sl_turn_out_t out;
+} fix_t;
+
+static void fix_init(fix_t *f, bool b_suspect, bool with_fresh, int a_slots) {
+    memset(f, 0, sizeof *f);
+    const char *ids[2] = {"t-held", "t-fresh"};
+    for (int i = 0; i < 2; i++) {
+        sl_trial_t *t = &f->trials[i];
+        snprintf(t->id, sizeof t->id, "%s", ids[i]);
+        t->ordinal = (uint64_t)i;
+        for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
+            t->objectives[o] = NAN;
+    }
+    f->trials[0].state = SL_TRIAL_RUNNING;
+    f->trials[0].epochs_done = 1;
+    f->trials[1].state = SL_TRIAL_PENDING;
+    f->claimable[1] = NOW - 200;
+    sl_claim_t held = {.epoch = 1, .lease_expiry_ms = NOW + LEASE};
+    snprintf(held.owner, sizeof held.owner, "b");
+    f->open[0] = (sl_turn_open_t){.id = f->trials[0].id, .t = &f->trials[0], .claim = held,
+                                  .has_claim = true, .owner_alive = true,
+                                  .owner_suspect = b_suspect, .claimable_ms = &f->claimable[0]};
+    f->open[1] = (sl_turn_open_t){.id = f->trials[1].id, .t = &f->trials[1],
+                                  .claimable_ms = &f->claimable[1]};
+    f->v = (sl_turn_view_t){.study_id = "s", .spec = &spec, .trials = f->trials,
+                            .trial_count = 2, .open = f->open,
+                            .open_count = with_fresh ? 2 : 1, .next_lapse_ms = UINT64_MAX};
+    CHECK_OK(sl_study_members_reserve(&f->ms, 2));
+    snprintf(f->ms.names[0], sizeof f->ms.names[0], "a");
+    snprintf(f->ms.names[1], sizeof f->ms.names[1], "b");
+    f->ms.slots[0] = a_slots;
+    f->ms.slots[1] = 1;
+    f->ms.suspect[1] = b_suspect;
+    f->ms.count = 2;
+    sl_turn_members_load(&f->v, &f->ms, "a", 0);
+    sl_turn_out_init(&f->out);
+}
+
+static void fix_fini(fix_t *f) {
+    sl_study_members_fini(&f->ms);
+    sl_turn_out_fini(&f->out);
+}
+
+/* The trial ids of the jobs the turn starts, in order, joined by ",". */
+static void started(const sl_turn_out_t *o, char *buf, size_t len) {
+    buf[0] = 0;
+    for (size_t i = 0; i < o->count; i++)
+        if (o->items[i].kind == SL_TURN_JOB_START)
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "," : "",
+                     o->items[i].trial_id);
+}
+
+static void test_alive_owner_keeps(void) {
+    fix_t f;
+    fix_init(&f, false, false, 1);
+    CHECK_INT(f.ms.m[1].free_slots, 0); /* b runs t-held */
+    CHECK_OK(sl_turn_claims(&f.v, &f.ms, "a", NOW, true, &f.out));
+    char s[64];
+    started(&f.out, s, sizeof s);
+    CHECK_STR(s, "");
+    fix_fini(&f);
+}
+
+static void test_suspect_taken_over(void) {
+    fix_t f;
+    fix_init(&f, true, false, 1);
+    CHECK_INT(f.ms.m[0].free_slots, 1);
+    CHECK_OK(sl_turn_claims(&f.v, &f.ms, "a", NOW, true, &f.out));
+    char s[64];
+    started(&f.out, s, sizeof s);
+    CHECK_STR(s, "t-held");
+    for (size_t i = 0; i < f.out.count; i++) {
+        const sl_turn_action_t *a = &f.out.items[i];
+        if (a->kind == SL_TURN_WRITE_CLAIM) { /* a's claim, one epoch up */
+            CHECK_STR(a->claim.owner, "a");
+            CHECK_INT(a->claim.epoch, 2);
+            CHECK_INT(a->why, SL_TURN_CLAIM_TAKE);
+        }
+        if (a->kind == SL_TURN_JOB_START)
+            CHECK_STR(a->reason, "taken over from a suspect owner");
+    }
+    /* b, as it sees the register now, stops its job */
+    CHECK(sl_claim_must_stop(&f.out.items[0].claim, "b", 1));
+    fix_fini(&f);
+}
+
+static void test_suspect_last(void) {
+    /* one slot: the fresh trial first, the suspect's trial waits */
+    fix_t f;
+    fix_init(&f, true, true, 1);
+    CHECK_OK(sl_turn_claims(&f.v, &f.ms, "a", NOW, true, &f.out));
+    char s[64];
+    started(&f.out, s, sizeof s);
+    CHECK_STR(s, "t-fresh");
+    fix_fini(&f);
+    /* two slots: both */
+    fix_init(&f, true, true, 2);
+    CHECK_OK(sl_turn_claims(&f.v, &f.ms, "a", NOW, true, &f.out));
+    started(&f.out, s, sizeof s);
+    CHECK_STR(s, "t-fresh,t-held");
+    fix_fini(&f);
+}
+
+static void test_suspect_member_no_slots(void) {
+    /* b suspect and idle: no free slot, so a fresh trial goes to a */
+    fix_t f;
+    fix_init(&f, true, true, 1);
+    f.open[0].has_claim = false; /* (b holds nothing) */
+    f.trials[0].state = SL_TRIAL_PENDING;
+    sl_turn_members_load(&f.v, &f.ms, "a", 0);
+    CHECK_INT(f.ms.m[1].free_slots, 0);
+    CHECK_INT(f.ms.m[0].free_slots, 1);
+    fix_fini(&f);
+}
+
+int main(void) {
+    spec_init();
+    sl_test_run("alive_owner_keeps", test_alive_owner_keeps);
+    sl_test_run("suspect_taken_over", test_suspect_taken_over);
+    sl_test_run("suspect_last", test_suspect_last);
+    sl_test_run("suspect_member_no_slots", test_suspect_member_no_slots);
+    return sl_test_finish();
+}
