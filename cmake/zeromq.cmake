@@ -27,11 +27,18 @@ if(SL_STATIC_ZMQ AND NOT SL_SANITIZE)
      EXISTS "${SL_STDCXX_A}" AND SL_GSSAPI_H)
     add_library(starling_zmq_shims STATIC ${CMAKE_CURRENT_LIST_DIR}/../src/platform/zmq_static_shims.c)
     target_include_directories(starling_zmq_shims PRIVATE ${SL_GSSAPI_H})
-    target_link_libraries(starling_sodium INTERFACE ${SL_sodium_A})
+    # imported targets, so that the link line has libsodium.a after
+    # libzmq.a, which calls it, whichever of the library's archives named
+    # sodium first (starling_base does, for its own use)
+    add_library(starling_sodium_a STATIC IMPORTED)
+    set_target_properties(starling_sodium_a PROPERTIES IMPORTED_LOCATION ${SL_sodium_A})
+    target_link_libraries(starling_sodium INTERFACE starling_sodium_a)
     target_include_directories(starling_sodium INTERFACE ${SODIUM_INCLUDE_DIRS})
-    target_link_libraries(starling_zmq INTERFACE
-      ${SL_zmq_A} ${SL_norm_A} ${SL_protokit_A} ${SL_pgm_A} starling_sodium ${SL_STDCXX_A}
-      starling_zmq_shims rt)
+    add_library(starling_zmq_a STATIC IMPORTED)
+    set_target_properties(starling_zmq_a PROPERTIES IMPORTED_LOCATION ${SL_zmq_A}
+      INTERFACE_LINK_LIBRARIES
+      "${SL_norm_A};${SL_protokit_A};${SL_pgm_A};starling_sodium;${SL_STDCXX_A};starling_zmq_shims;rt")
+    target_link_libraries(starling_zmq INTERFACE starling_zmq_a)
     target_include_directories(starling_zmq INTERFACE ${ZMQ_INCLUDE_DIRS})
     set(SL_ZMQ_LINK static)
   endif()
