@@ -11,7 +11,6 @@
 
 #include "elastic/elastic_node_internal.h"
 #include "starling/platform.h"
-#include "study/study_worker.h"
 
 #define MAX_FILES 16        /* files of a checkpoint directory replicated */
 #define SCAN_MS 250         /* how often rank 0's directory is looked at */
@@ -50,7 +49,7 @@ static void set_dir_generation(const char *dir, uint64_t g) {
 /* A fingerprint of the directory's files (names, sizes, times). */
 static uint64_t dir_print(const char *dir, int *count) {
     char names[MAX_FILES][128];
-    int n = sl_study_dir_files(dir, names, MAX_FILES);
+    int n = sl_plat_dir_files(dir, names, MAX_FILES);
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < n; i++) {
         char p[800];
@@ -82,7 +81,7 @@ void sl_en_cmd_ckpt_scan(sl_elastic_node_t *en, en_job_t *j, uint64_t now) {
     if (n == 0 || print == j->ck_stored || now < j->ck_stored_ms + STORE_GAP_MS)
         return;
     char names[MAX_FILES][128];
-    n = sl_study_dir_files(dir, names, MAX_FILES);
+    n = sl_plat_dir_files(dir, names, MAX_FILES);
     cJSON *o = cJSON_CreateObject(), *files = cJSON_AddObjectToObject(o, "files");
     for (int i = 0; i < n; i++) {
         char p[800], hex[2 * SL_BLAKE2B_LEN + 1];
@@ -125,6 +124,7 @@ typedef struct {
     char names[MAX_FILES][128];
     uint8_t hashes[MAX_FILES][SL_BLAKE2B_LEN];
     char dir[640];
+    sl_en_restored_fn done;                 /* told when the copy ends, or cannot go on */
 } restore_t;
 
 static void restore_next(restore_t *r);
@@ -137,7 +137,7 @@ static void on_copied(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN])
         if (j) {
             sl_en_log(r->en, j, "cannot copy checkpoint file %s: %s", r->names[r->next - 1],
                       sl_strerror(err));
-            sl_en_cmd_ckpt_restored(r->en, j, false);
+            r->done(r->en, j, false);
         }
         sl_free(r);
         return;
@@ -155,7 +155,7 @@ static void restore_next(restore_t *r) {
         set_dir_generation(r->dir, r->gen);
         sl_en_log(r->en, j, "checkpoint generation %" PRIu64 " restored (%d files)", r->gen,
                   r->count);
-        sl_en_cmd_ckpt_restored(r->en, j, true);
+        r->done(r->en, j, true);
         sl_free(r);
         return;
     }
@@ -167,7 +167,7 @@ static void restore_next(restore_t *r) {
         on_copied(r, err, r->hashes[i]);
 }
 
-bool sl_en_cmd_ckpt_restore(sl_elastic_node_t *en, en_job_t *j) {
+bool sl_en_cmd_ckpt_restore(sl_elastic_node_t *en, en_job_t *j, sl_en_restored_fn done) {
     char dir[640];
     sl_en_cmd_ckpt_dir(j, dir, sizeof dir);
     sl_plat_mkdirs(dir, 0700);
@@ -198,10 +198,11 @@ bool sl_en_cmd_ckpt_restore(sl_elastic_node_t *en, en_job_t *j) {
         return false;
     }
     /* the directory holds what the generation holds, nothing older */
-    sl_study_dir_clear(dir);
+    sl_plat_dir_clear(dir);
     r->en = en;
     memcpy(r->id, j->id, sizeof r->id);
     r->gen = j->ckpt_step;
+    r->done = done;
     memcpy(r->dir, dir, sizeof r->dir);
     j->fetching = true;
     restore_next(r);

@@ -3,16 +3,15 @@
  * runtime"). The I/O edge of the elastic subsystem: every decision is the
  * core's (src/elastic/rendezvous.c); this file reads its inputs from the
  * replica and SWIM, writes its records, and starts and stops the trainer
- * or the command. */
+ * or the command. The top of the node's files (docs/house.md): it calls
+ * elastic_ctl.c, command_ckpt.c and elastic_jobs.c (the jobs followed,
+ * their records and writes), and none of them calls it. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "base/why.h"
 #include "elastic/elastic_node_internal.h"
 #include "platform/process.h"
 #include "starling/platform.h"
@@ -22,190 +21,7 @@
 #define IDLE_TICK_MS 250    /* and this often otherwise */
 #define CATCHUP_MS 1000     /* a peer that heard no digest acts on its replica after this */
 
-const char *sl_en_self(const sl_elastic_node_t *en) { return sl_node_name(en->node); }
-
 static uint64_t wall_ms(void) { return sl_plat_wall_ms(); }
-
-void sl_en_log(sl_elastic_node_t *en, en_job_t *j, const char *fmt, ...) {
-    (void)en;
-    char line[640];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    sl_log(SL_LOG_INFO, "ELASTIC", "job %s: %s", j->id, line);
-    uint64_t now = wall_ms();
-    sl_buf_printf(&j->log, "%02u:%02u:%02u.%03u %s\n", (unsigned)(now / 3600000 % 24),
-                  (unsigned)(now / 60000 % 60), (unsigned)(now / 1000 % 60),
-                  (unsigned)(now % 1000), line);
-    if (j->log.len > EN_LOG_MAX) { /* keep the tail, from a line's start */
-        const char *cut = j->log.data + j->log.len - EN_LOG_MAX / 2;
-        const char *nl = strchr(cut, '\n');
-        cut = nl ? nl + 1 : cut;
-        size_t keep = j->log.len - (size_t)(cut - j->log.data);
-        memmove(j->log.data, cut, keep + 1);
-        j->log.len = keep;
-    }
-    j->log_dirty = true;
-}
-
-sl_err sl_en_put(sl_elastic_node_t *en, const en_job_t *j, const sl_elastic_key_t *k,
-                 const void *val, size_t len) {
-    sl_elastic_key_t key = *k;
-    memcpy(key.job, j->id, sizeof key.job);
-    char text[SL_ELASTIC_KEY_MAX];
-    size_t kl;
-    sl_err err = sl_elastic_key_build(&key, text, sizeof text, &kl);
-    if (err == SL_OK)
-        err = sl_store_node_put(en->store, text, kl, val, len);
-    if (err != SL_OK)
-        sl_log(SL_LOG_WARNING, "ELASTIC", "job %s: cannot write its record of kind %d: %s",
-               j->id, (int)key.kind, sl_strerror(err));
-    en->writes++;
-    return err;
-}
-
-/* ---- the jobs followed ---- */
-
-en_job_t *sl_en_find(sl_elastic_node_t *en, const char *id, size_t len) {
-    for (int i = 0; i < EN_MAX_JOBS; i++) {
-        en_job_t *j = &en->jobs[i];
-        if (j->used && ((len == SL_ELASTIC_JOB_ID_LEN && !memcmp(j->id, id, len)) ||
-                        (strlen(j->spec.name) == len && !memcmp(j->spec.name, id, len))))
-            return j;
-    }
-    return NULL;
-}
-
-/* Takes one store entry of job j into its records (the rendezvous's) or
- * its checkpoint pointer; a malformed one is counted and left out. */
-static void take_entry(sl_elastic_node_t *en, en_job_t *j, const uint8_t *key, size_t key_len,
-                       const uint8_t *val, size_t val_len) {
-    char why[256];
-    sl_elastic_key_t k;
-    if (sl_elastic_key_parse((const char *)key, key_len, &k, why, sizeof why) != SL_OK)
-        goto bad;
-    if (k.kind == SL_ELASTIC_KEY_CKPT) {
-        uint64_t step;
-        uint8_t h[SL_BLAKE2B_LEN] = {0};
-        if (sl_elastic_ckpt_decode(val, val_len, j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND,
-                                   &step, h, why, sizeof why) != SL_OK)
-            goto bad;
-        if (!j->has_ckpt || step >= j->ckpt_step) {
-            j->has_ckpt = true;
-            j->ckpt_step = step;
-            memcpy(j->ckpt_blob, h, sizeof h);
-        }
-        return;
-    }
-    sl_err err = sl_elastic_records_add(j->recs, (const char *)key, key_len, val, val_len, why,
-                                        sizeof why);
-    if (err == SL_OK || err == SL_EEXIST)
-        return;
-bad:
-    en->bad_records++;
-    sl_node_bad_input(en->node, "elastic");
-    sl_log(SL_LOG_WARNING, "ELASTIC-RECORD", "job %s: %.*s refused: %s", j->id, (int)key_len,
-           (const char *)key, why);
-}
-
-typedef struct {
-    sl_elastic_node_t *en;
-    en_job_t *j;
-} scan_ctx_t;
-
-static bool scan_job(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
-    scan_ctx_t *c = ctx;
-    if (e->type == SL_CRDT_LWW)
-        take_entry(c->en, c->j, key, key_len, e->val, e->val_len);
-    return true;
-}
-
-/* Reads every record of job j from the replica again. */
-static sl_err reload(sl_elastic_node_t *en, en_job_t *j) {
-    sl_elastic_records_destroy(&j->recs);
-    sl_err err = sl_elastic_records_new(j->id, j->spec.max_nodes, &j->recs);
-    if (err != SL_OK)
-        return err;
-    char prefix[32];
-    int n = snprintf(prefix, sizeof prefix, "job/%s/", j->id);
-    scan_ctx_t c = {en, j};
-    sl_store_scan(sl_store_node_store(en->store), prefix, (size_t)n, scan_job, &c);
-    return SL_OK;
-}
-
-static void flush_log(sl_elastic_node_t *en, en_job_t *j);
-
-/* Forgets a job (its records stay in the store: a command reads it back). */
-static void job_free(sl_elastic_node_t *en, en_job_t *j) {
-    if (j->log_dirty)
-        flush_log(en, j);
-    sl_elastic_trainer_destroy(&j->trainer);
-    sl_elastic_command_destroy(&j->command);
-    sl_elastic_destroy(&j->core);
-    sl_elastic_records_destroy(&j->recs);
-    sl_buf_fini(&j->log);
-    memset(j, 0, sizeof *j);
-}
-
-en_job_t *sl_en_add(sl_elastic_node_t *en, const char *id, const sl_elastic_job_t *spec) {
-    en_job_t *j = sl_en_find(en, id, SL_ELASTIC_JOB_ID_LEN);
-    if (j)
-        return j;
-    for (int i = 0; i < EN_MAX_JOBS && !j; i++)
-        if (!en->jobs[i].used)
-            j = &en->jobs[i];
-    for (int i = 0; i < EN_MAX_JOBS && !j; i++) /* a job that ended makes room */
-        if (en->jobs[i].finished && !en->jobs[i].command &&
-            !(en->jobs[i].trainer && sl_elastic_trainer_in_world(en->jobs[i].trainer))) {
-            j = &en->jobs[i];
-            job_free(en, j);
-        }
-    if (!j) {
-        sl_log(SL_LOG_WARNING, "ELASTIC", "job %s: this peer runs %d jobs already; it is "
-               "left to the others", id, EN_MAX_JOBS);
-        return NULL;
-    }
-    memset(j, 0, sizeof *j);
-    memcpy(j->id, id, SL_ELASTIC_JOB_ID_LEN);
-    j->spec = *spec;
-    snprintf(j->dir, sizeof j->dir, "%s/%s", en->root, id);
-    sl_elastic_config_t cc = {.job_id = j->id,
-                              .min_nodes = spec->min_nodes,
-                              .max_nodes = spec->max_nodes,
-                              .settle_ms = en->cfg.settle_ms,
-                              .ack_timeout_ms = en->cfg.ack_timeout_ms};
-    if (sl_plat_mkdirs(j->dir, 0700) != SL_OK || sl_elastic_new(&cc, sl_en_self(en), &j->core) ||
-        reload(en, j) != SL_OK) {
-        sl_log(SL_LOG_ERR, "ELASTIC", "job %s: cannot follow it (directory %s, or memory)", id,
-               j->dir);
-        sl_elastic_destroy(&j->core);
-        sl_elastic_records_destroy(&j->recs);
-        return NULL;
-    }
-    j->used = true;
-    sl_en_log(en, j, "following job %s (%s): %u to %u peers, %s trainer", j->id, spec->name,
-              spec->min_nodes, spec->max_nodes,
-              spec->trainer == SL_ELASTIC_TRAINER_BUILTIN ? "built-in" : "command");
-    return j;
-}
-
-/* A spec seen in the store: checked (its id must be its hash) and followed. */
-static void take_spec(sl_elastic_node_t *en, const uint8_t *key, size_t key_len,
-                      const uint8_t *val, size_t val_len) {
-    char why[256];
-    sl_elastic_key_t k;
-    sl_elastic_job_t spec;
-    if (sl_elastic_key_parse((const char *)key, key_len, &k, why, sizeof why) != SL_OK ||
-        sl_elastic_spec_decode(&k, val, val_len, &spec, why, sizeof why) != SL_OK) {
-        en->bad_records++;
-        sl_node_bad_input(en->node, "elastic");
-        sl_log(SL_LOG_WARNING, "ELASTIC-RECORD", "%.*s refused: %s", (int)key_len,
-               (const char *)key, why);
-        return;
-    }
-    sl_en_add(en, k.job, &spec);
-}
 
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns);
 
@@ -226,55 +42,13 @@ static void on_store_change(void *ctx, const uint8_t *key, size_t key_len,
     if (!j) {
         if (key_len == 4 + SL_ELASTIC_JOB_ID_LEN + 5 &&
             !memcmp(key + 4 + SL_ELASTIC_JOB_ID_LEN, "/spec", 5))
-            take_spec(en, key, key_len, e->val, e->val_len);
+            sl_en_take_spec(en, key, key_len, e->val, e->val_len);
         else
             return; /* read whole once its spec comes */
     } else {
-        take_entry(en, j, key, key_len, e->val, e->val_len);
+        sl_en_take_entry(en, j, key, key_len, e->val, e->val_len);
     }
     sl_node_tick_soon(en->node, tick, en);
-}
-
-typedef struct {
-    sl_elastic_node_t *en;
-    const char *name;
-    size_t len;
-    en_job_t *found;
-} lookup_t;
-
-static bool scan_named(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
-    lookup_t *l = ctx;
-    sl_elastic_key_t k;
-    sl_elastic_job_t spec;
-    if (e->type != SL_CRDT_LWW ||
-        sl_elastic_key_parse((const char *)key, key_len, &k, NULL, 0) != SL_OK ||
-        k.kind != SL_ELASTIC_KEY_SPEC ||
-        sl_elastic_spec_decode(&k, e->val, e->val_len, &spec, NULL, 0) != SL_OK)
-        return true;
-    if ((l->len == SL_ELASTIC_JOB_ID_LEN && !memcmp(k.job, l->name, l->len)) ||
-        (strlen(spec.name) == l->len && !memcmp(spec.name, l->name, l->len))) {
-        l->found = sl_en_add(l->en, k.job, &spec);
-        return false;
-    }
-    return true;
-}
-
-en_job_t *sl_en_lookup(sl_elastic_node_t *en, const char *id_or_name, size_t len) {
-    en_job_t *j = sl_en_find(en, id_or_name, len);
-    if (j || len == 0 || len > SL_ELASTIC_NAME_MAX)
-        return j;
-    /* one this peer let go (it ended, and room was needed): read back */
-    lookup_t l = {en, id_or_name, len, NULL};
-    sl_store_scan(sl_store_node_store(en->store), "job/", 4, scan_named, &l);
-    return l.found;
-}
-
-static bool scan_specs(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
-    sl_elastic_node_t *en = ctx;
-    if (e->type == SL_CRDT_LWW && key_len == 4 + SL_ELASTIC_JOB_ID_LEN + 5 &&
-        !memcmp(key + 4 + SL_ELASTIC_JOB_ID_LEN, "/spec", 5))
-        take_spec(en, key, key_len, e->val, e->val_len);
-    return true;
 }
 
 /* ---- the membership view ---- */
@@ -372,6 +146,7 @@ static void enter(sl_elastic_node_t *en, en_job_t *j) {
 }
 
 static void on_ckpt_copied(void *ctx, sl_err err, const uint8_t hash[SL_BLAKE2B_LEN]);
+static void cmd_ckpt_restored(sl_elastic_node_t *en, en_job_t *j, bool ok);
 
 typedef struct {
     sl_elastic_node_t *en;
@@ -388,7 +163,8 @@ static void try_enter(sl_elastic_node_t *en, en_job_t *j) {
         return; /* its LEFT comes at the step boundary */
     if (j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND && j->command)
         return; /* the last world's process is still stopping */
-    if (j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND && sl_en_cmd_ckpt_restore(en, j))
+    if (j->spec.trainer == SL_ELASTIC_TRAINER_COMMAND &&
+        sl_en_cmd_ckpt_restore(en, j, cmd_ckpt_restored))
         return; /* the newest checkpoint is copied here first */
     sl_elastic_enter_t *w = &j->next;
     if (j->spec.trainer == SL_ELASTIC_TRAINER_BUILTIN && w->source < 0 && w->start_step > 0 &&
@@ -427,7 +203,8 @@ static void try_enter(sl_elastic_node_t *en, en_job_t *j) {
     enter(en, j);
 }
 
-void sl_en_cmd_ckpt_restored(sl_elastic_node_t *en, en_job_t *j, bool ok) {
+/* A command job's checkpoint directory is restored (ok) or cannot be. */
+static void cmd_ckpt_restored(sl_elastic_node_t *en, en_job_t *j, bool ok) {
     j->fetching = false;
     if (!ok) {
         j->pending = false;
@@ -838,7 +615,7 @@ static void write_action(sl_elastic_node_t *en, en_job_t *j, const sl_elastic_ac
     size_t kl;
     memcpy(k.job, j->id, sizeof k.job);
     if (sl_elastic_key_build(&k, text, sizeof text, &kl) == SL_OK)
-        take_entry(en, j, (const uint8_t *)text, kl, buf, n);
+        sl_en_take_entry(en, j, (const uint8_t *)text, kl, buf, n);
 }
 
 /* Whether this peer is in (or joining) one of job j's worlds. */
@@ -928,23 +705,6 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, uint64_t now, bool held
         finish(en, j, "the job was cancelled");
 }
 
-static void flush_log(sl_elastic_node_t *en, en_job_t *j) {
-    sl_elastic_key_t k = {.kind = SL_ELASTIC_KEY_LOG};
-    snprintf(k.peer, sizeof k.peer, "%s", sl_en_self(en));
-    memcpy(k.job, j->id, sizeof k.job);
-    char text[SL_ELASTIC_KEY_MAX];
-    size_t kl;
-    if (sl_elastic_key_build(&k, text, sizeof text, &kl) == SL_OK &&
-        sl_store_node_put_later(en->store, text, kl, j->log.data, j->log.len) == SL_OK)
-        j->log_dirty = false;
-}
-
-static void flush_logs(sl_elastic_node_t *en) {
-    for (int i = 0; i < EN_MAX_JOBS; i++)
-        if (en->jobs[i].used && en->jobs[i].log_dirty)
-            flush_log(en, &en->jobs[i]);
-}
-
 static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     (void)node;
     sl_elastic_node_t *en = ctx;
@@ -960,10 +720,10 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
     }
     if (en->rescan) {
         en->rescan = false;
-        sl_store_scan(sl_store_node_store(en->store), "job/", 4, scan_specs, en);
+        sl_en_read_specs(en);
         for (int i = 0; i < EN_MAX_JOBS; i++)
             if (en->jobs[i].used)
-                reload(en, &en->jobs[i]);
+                sl_en_reload(en, &en->jobs[i]);
     }
     bool busy = false, held = false;
     for (int i = 0; i < EN_MAX_JOBS; i++)
@@ -978,7 +738,7 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
             busy |= !j->finished;
         }
     if (now >= en->log_flush_ms) {
-        flush_logs(en);
+        sl_en_flush_logs(en);
         en->log_flush_ms = now + 1000;
     }
     return now_ns + (uint64_t)(busy ? TICK_MS : IDLE_TICK_MS) * 1000000ull;
@@ -1102,7 +862,7 @@ void sl_elastic_node_destroy(sl_elastic_node_t **enp) {
     for (int i = 0; i < EN_MAX_JOBS; i++) {
         en_job_t *j = &en->jobs[i];
         if (j->used)
-            job_free(en, j);
+            sl_en_job_free(en, j);
     }
     sl_free(en->members);
     sl_free(en->member_names);

@@ -1,5 +1,9 @@
-/* Internals shared by src/elastic/elastic_node.c (the loop) and
- * src/elastic/elastic_ctl.c (the control commands and the job's status). */
+/* Internals shared by the elastic node's files, each calling only those
+ * after it (docs/house.md): src/elastic/elastic_node.c (the loop),
+ * elastic_ctl.c (the control commands and the job's status),
+ * command_ckpt.c (a command job's checkpoints) and elastic_jobs.c (the
+ * jobs followed, their records in the store, their writes and logs). The
+ * way up is a function passed down (sl_en_restored_fn), never a call. */
 #ifndef STARLING_ELASTIC_NODE_INTERNAL_H
 #define STARLING_ELASTIC_NODE_INTERNAL_H
 
@@ -85,6 +89,8 @@ struct sl_elastic_node {
     uint64_t turns, writes, bad_records, worlds_started, worlds_left, broken_worlds;
 };
 
+/* ---- the jobs followed (elastic_jobs.c) ---- */
+
 const char *sl_en_self(const sl_elastic_node_t *en);
 /* The job with this id or name this peer follows, or NULL. */
 en_job_t *sl_en_find(sl_elastic_node_t *en, const char *id_or_name, size_t len);
@@ -98,17 +104,39 @@ sl_err sl_en_put(sl_elastic_node_t *en, const en_job_t *j, const sl_elastic_key_
 /* Appends a line to this peer's log of the job (and the daemon's log). */
 void sl_en_log(sl_elastic_node_t *en, en_job_t *j, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Puts every job's log that changed into the store. */
+void sl_en_flush_logs(sl_elastic_node_t *en);
+/* Takes one store entry of job j (key job/J/...) into its records or its
+ * checkpoint pointer; a malformed one is counted and left out. */
+void sl_en_take_entry(sl_elastic_node_t *en, en_job_t *j, const uint8_t *key, size_t key_len,
+                      const uint8_t *val, size_t val_len);
+/* A spec seen in the store (job/J/spec): checked and followed. */
+void sl_en_take_spec(sl_elastic_node_t *en, const uint8_t *key, size_t key_len,
+                     const uint8_t *val, size_t val_len);
+/* Follows every job whose spec the replica holds (a restart, a RESET). */
+void sl_en_read_specs(sl_elastic_node_t *en);
+/* Reads every record of job j from the replica again. */
+sl_err sl_en_reload(sl_elastic_node_t *en, en_job_t *j);
+/* Forgets a job (its records stay in the store: a command reads it back). */
+void sl_en_job_free(sl_elastic_node_t *en, en_job_t *j);
 
-/* A command job's checkpoint directory (command_ckpt.c): rank 0 stores
- * it as blobs once it holds still (scan); every peer restores the newest
- * generation before a world's command starts (restore: true while the
- * copy runs, which ends in sl_en_cmd_ckpt_restored). */
+/* ---- a command job's checkpoints (command_ckpt.c) ---- */
+
+/* Told when a restore ends: the directory holds the generation (ok), or a
+ * file of it could not be copied. */
+typedef void (*sl_en_restored_fn)(sl_elastic_node_t *en, en_job_t *j, bool ok);
+/* A command job's checkpoint directory: rank 0 stores it as blobs once it
+ * holds still (scan); every peer restores the newest generation before a
+ * world's command starts (restore: true while the copy runs, which ends in
+ * a call of `done`). */
 void sl_en_cmd_ckpt_dir(const en_job_t *j, char *out, size_t cap);
 void sl_en_cmd_ckpt_scan(sl_elastic_node_t *en, en_job_t *j, uint64_t now);
-bool sl_en_cmd_ckpt_restore(sl_elastic_node_t *en, en_job_t *j);
-void sl_en_cmd_ckpt_restored(sl_elastic_node_t *en, en_job_t *j, bool ok);
+bool sl_en_cmd_ckpt_restore(sl_elastic_node_t *en, en_job_t *j, sl_en_restored_fn done);
 
-/* The control commands (elastic_ctl.c). */
+/* ---- the control commands (elastic_ctl.c) ---- */
+
+/* Registers them, chained before the study's commands of the same names
+ * (a job's id or name: ours; anything else: the study's). */
 sl_err sl_en_ctl_register(sl_elastic_node_t *en);
 /* The job's status, as `status --json` shows it. */
 cJSON *sl_en_status_json(sl_elastic_node_t *en, en_job_t *j);
