@@ -5,7 +5,7 @@
  * it uses an outbound DEALER per destination, connected lazily and capped
  * (at most `max_conns` open; the least recently used is closed first,
  * never one whose first messages still wait for it to come up; one
- * unused for 2 minutes is closed).
+ * unused for 10 minutes is closed).
  * A peer answers a request on the connection it came in on
  * (sl_net_send_back through the ROUTER), so that request and reply share
  * one TCP connection and the TCP acknowledgement of the request rides on
@@ -150,7 +150,7 @@ typedef struct {
     uint64_t inbound_refused;  /* sl_net_note_inbound calls for an address of another host */
     uint64_t conns_full;       /* of dropped_out: sends refused because every outbound
                                   connection had messages waiting for it to come up */
-    uint64_t conns_idle_closed; /* outbound connections closed after 2 minutes unused */
+    uint64_t conns_idle_closed; /* outbound connections closed after 10 minutes unused */
 } sl_net_stats_t;
 
 /* Binds the ROUTER (and, with a key, the ZAP handler). SL_EBUSY when the
