@@ -44,7 +44,10 @@ STEP=$(field "$RANK1" "$JOB" 's["step"]')
 log "killing rank 0 ($RANK0) at step about $STEP; $RANK1 is left alone"
 kill_peer "$RANK0"
 start_peer p2 --join "$(addr_of "$RANK1")"
-wait_until 60 "the graft trains: $RANK1 and the fresh p2" running_with "$RANK1" 2
+# (the old world [rank 0, rank 1] is "running, two members" too until the
+# kill is seen: wait for the world that holds p2)
+wait_until 60 "the graft trains: $RANK1 and the fresh p2" holds "$RANK1" "$JOB" \
+    's["state"] == "running" and "p2" in s["world"]'
 holds "$RANK1" "$JOB" '"p2" in s["world"] and s["world"][0] == "'"$RANK1"'"' ||
     fail "the world after the kill is not $RANK1 then p2: $(field "$RANK1" "$JOB" 's["world"]')"
 grep -q "ELASTIC-GRAFT" "$CLUSTER_DIR/$RANK1.log" "$CLUSTER_DIR/p2.log" ||
