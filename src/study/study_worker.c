@@ -481,7 +481,7 @@ sl_err sl_study_user_reach(const sl_study_user_t *u, const char *dir, char *why,
     return SL_OK;
 }
 
-/* (the platform's, under the names study and elastic files call) */
+/* (the platform's, under the names the study files call) */
 int sl_study_dir_files(const char *dir, char names[][128], int max) {
     return sl_plat_dir_files(dir, names, max);
 }
