@@ -17,7 +17,11 @@ nodes min = max = W, each peer with --threads 1, the built-in trainer's model (m
 cnn:32,64), the same batch and optimizer; its steps/s is read from
 `peerctl status JOB --json` ("step") over --starling-seconds once the
 world of W is stepping. Runs interleave the implementations; the table
-gives the median of the runs and each run's figure. The machine's core
+gives the median of the runs and each run's figure, and a second table
+the CPU time a step costs, every process of the world together (DDP: the
+ranks' own process_time over the timed steps; Starling: the peers'
+/proc/PID/stat over the same window as the steps), a figure a loaded
+machine moves far less than steps/s. The machine's core
 count is printed: W above it oversubscribes (W=4 on 2 cores runs two
 ranks per core, and each rank's gloo thread shares them too).
 """
@@ -56,23 +60,32 @@ def ddp_run(a, py, model, w):
             _, err = p.communicate(timeout=a.timeout)
             if p.returncode != 0:
                 raise RuntimeError(f"{py} rank exited {p.returncode}: {err[-1500:]}")
-        spans = []
+        spans, cpu = [], 0.0
         for fn in os.listdir(tmp):
-            t = {}
+            t, c = {}, {}
             with open(os.path.join(tmp, fn)) as f:
                 for line in f:
-                    m = re.match(r"STEP .*step=(\d+) wall_ms=(\d+)", line)
+                    m = re.match(r"STEP .*step=(\d+) wall_ms=(\d+) cpu_ms=(\d+)", line)
                     if m:
                         t[int(m.group(1))] = int(m.group(2))
+                        c[int(m.group(1))] = int(m.group(3))
             last = a.warmup + a.steps[model]
             spans.append((t[last] - t[a.warmup]) / 1000)
-        return a.steps[model] / max(spans)
+            cpu += (c[last] - c[a.warmup]) / 1000
+        return a.steps[model] / max(spans), cpu / a.steps[model]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def proc_cpu_s(pid):
+    """CPU seconds (user + system, every thread) a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def starling_run(a, model, w):
@@ -129,12 +142,12 @@ def starling_run(a, model, w):
 
         def step():
             p = ctl("status", jid, "--json")
-            return json.loads(p.stdout)["step"], time.time()
+            return json.loads(p.stdout)["step"], time.time(), sum(proc_cpu_s(n.proc.pid) for n in nodes)
         time.sleep(a.starling_warmup_s)
-        s0, t0 = step()
+        s0, t0, c0 = step()
         time.sleep(a.starling_seconds)
-        s1, t1 = step()
-        return (s1 - s0) / (t1 - t0)
+        s1, t1, c1 = step()
+        return (s1 - s0) / (t1 - t0), (c1 - c0) / max(s1 - s0, 1)
     finally:
         for n in nodes:
             n.close()
@@ -172,7 +185,7 @@ def main():
     models = a.models.split(",")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.1f}; global batch {a.global_batch}", flush=True)
-    res = {}
+    res, cpus = {}, {}
     for run in range(a.runs):
         for model in models:
             for w in worlds:
@@ -180,13 +193,15 @@ def main():
                 for name, py in order:
                     load = os.getloadavg()[0]
                     try:
-                        v = starling_run(a, model, w) if py is None else ddp_run(a, py, model, w)
+                        v, cpu = starling_run(a, model, w) if py is None else ddp_run(a, py, model, w)
                     except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
                         print(f"# {name} {model} W={w}: {e}", flush=True)
-                        v = None
+                        v = cpu = None
                     res.setdefault((name, model, w), []).append(v)
+                    cpus.setdefault((name, model, w), []).append(cpu)
                     print(json.dumps({"impl": name, "model": model, "world": w, "run": run + 1,
-                                      "steps_per_s": v, "load": round(load, 1)}), flush=True)
+                                      "steps_per_s": v, "cpu_ms_per_step": cpu and cpu * 1000,
+                                      "load": round(load, 1)}), flush=True)
     print()
     names = [n for n, _ in impls]
     print("| model | W | " + " | ".join(f"{n} steps/s" for n in names) + " |")
@@ -200,6 +215,20 @@ def main():
                 med = statistics.median(ok) if ok else None
                 cells.append(("-" if med is None else f"{med:.1f}") + " (" +
                              ", ".join("-" if x is None else f"{x:.1f}" for x in xs) + ")")
+            print(f"| {model} | {w} | " + " | ".join(cells) + " |")
+    print()
+    print("CPU ms a step, every process of the world together (median, then each run):")
+    print("| model | W | " + " | ".join(f"{n} CPU ms/step" for n in names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for model in models:
+        for w in worlds:
+            cells = []
+            for n in names:
+                xs = [x and x * 1000 for x in cpus[(n, model, w)]]
+                ok = [x for x in xs if x is not None]
+                med = statistics.median(ok) if ok else None
+                cells.append(("-" if med is None else f"{med:.2f}") + " (" +
+                             ", ".join("-" if x is None else f"{x:.2f}" for x in xs) + ")")
             print(f"| {model} | {w} | " + " | ".join(cells) + " |")
     return 0
 

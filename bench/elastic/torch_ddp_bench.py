@@ -21,9 +21,9 @@ It prints, flushed, on stdout and (with --step-log DIR) into
 DIR/<node>-<pid>.log, one line per event, wall_ms = Unix time in ms:
 
     START node=N pid=P rank=R world=W restart=C start_step=S wall_ms=T
-    STEP node=N rank=R world=W restart=C step=S wall_ms=T
+    STEP node=N rank=R world=W restart=C step=S wall_ms=T cpu_ms=U
 
-where S in STEP is the number of steps done (the first step after a
+(U: the process's CPU time so far, every thread) where S in STEP is the number of steps done (the first step after a
 resume from step C prints C+1) and N is $BENCH_NODE (the harness sets it
 per torchrun agent or peer), else the hostname. --steps bounds the run
 (0: until killed). --step-every prints every k-th STEP only (0: none but
@@ -125,7 +125,7 @@ def main():
         step += 1
         if first or (a.step_every and step % a.step_every == 0):
             emit(f"STEP node={node} rank={rank} world={world} restart={restart} step={step} "
-                 f"wall_ms={now_ms()}")
+                 f"wall_ms={now_ms()} cpu_ms={int(time.process_time() * 1000)}")
             first = False
         if rank == 0 and step % 10 == 0:
             # the progress line a Starling peer reads from rank 0 (docs/elastic.md "Progress")
