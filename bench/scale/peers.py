@@ -19,7 +19,12 @@ then WRITES lone puts from p0, each timed by sl-store-client from its
 acknowledgement until every peer answers `get` with it.
 
   bench/scale/peers.py [--build build-h6] [--sizes 50,100,150,200]
-      [--settle 20] [--rest 60] [--writes 20]
+      [--settle 20] [--rest 60] [--writes 20] [--batch 0 --batch-gap 2]
+
+All N at once on 2 cores is a storm (every process starting, joining and
+catching up at load 150+) in which a loaded peer is suspected and
+refuted thousands of times before the cluster settles; --batch 25 starts
+them 25 at a time as a fleet would come up.
 
 Peers at one N are stopped before the next N starts. Prints one line per
 N and a JSON line at the end.
@@ -27,7 +32,7 @@ N and a JSON line at the end.
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'store'))
-from cluster import Cluster, loadavg  # noqa: E402
+from cluster import Cluster, free_port, loadavg  # noqa: E402
 
 TICK = os.sysconf('SC_CLK_TCK')
 
@@ -47,19 +52,36 @@ def machine_busy():
     return sum(v) - idle, sum(v)
 
 
-def start(c, timeout):
-    """Starts the cluster as Cluster.start does, with a longer deadline and
-    progress: the number of peers that see all N alive."""
+def start(c, timeout, batch, gap):
+    """Starts the cluster as Cluster.start does (all joining through p0),
+    BATCH peers every GAP seconds (0: all at once), with a longer deadline
+    and progress: the number of peers that see all N alive."""
     os.makedirs(c.root, exist_ok=True)
-    for i in range(c.n):
+
+    def launch(i):
+        # The port is picked now, not when the cluster was made: the peers
+        # started before hold hundreds of outbound connections, whose
+        # ephemeral ports took one picked a minute earlier (a peer of a
+        # staggered 200 failed with "address in use").
+        c.ports[i] = free_port(c.ports)
+        c.addrs[i] = '127.0.0.1:%d' % c.ports[i]
         cmd = [c.peer, '--name', 'p%d' % i, '--listen', c.addrs[i],
                '--data', os.path.join(c.root, 'p%d' % i), '--log-level', 'notice',
                '--test-faults']
         if i:
             cmd += ['--join', c.addrs[0]]
-        c.procs.append(subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(c.root, 'p%d.log' % i), 'a')))
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                stderr=open(os.path.join(c.root, 'p%d.log' % i), 'a'))
+
+    for i in range(c.n):
+        if batch and i and i % batch == 0:
+            time.sleep(gap)
+        c.procs.append(launch(i))
+    time.sleep(1)
+    for i, p in enumerate(c.procs):
+        if p.poll() is not None:  # it could not listen: once more, on another port
+            print('  p%d exited (%s): started again' % (i, p.returncode), flush=True)
+            c.procs[i] = launch(i)
     t0 = time.time()
     while time.time() - t0 < timeout:
         seen = [c.alive_count(i) for i in range(c.n)]
@@ -88,7 +110,7 @@ def one(a, n):
     r = {'n': n}
     try:
         t = time.time()
-        start(c, a.join_timeout)
+        start(c, a.join_timeout, a.batch, a.batch_gap)
         r['all_alive_s'] = round(time.time() - t, 1)
         time.sleep(a.settle)
         r['load_start'] = loadavg()
@@ -161,6 +183,9 @@ def main():
     ap.add_argument('--writes', type=int, default=20)
     ap.add_argument('--gap', type=float, default=0.3)
     ap.add_argument('--join-timeout', type=float, default=300)
+    ap.add_argument('--batch', type=int, default=0,
+                    help='start this many peers at a time (0: all at once)')
+    ap.add_argument('--batch-gap', type=float, default=2.0, help='seconds between batches')
     ap.add_argument('--keep', action='store_true', help='keep the data directories and logs')
     a = ap.parse_args()
     print('%s: %s, load %s' % (time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
