@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -409,6 +411,26 @@ static void test_peer_death(void) {
               (int)prog);
 }
 
+/* A TCP port on 127.0.0.1 that nothing listens on now, from this
+ * process's own stretch of 20000-32767 (below the kernel's ephemeral
+ * ports): a fixed MASTER_PORT met another program's store on a shared
+ * machine, and gloo then dialled that program's ranks. */
+static uint16_t free_port(void) {
+    for (int i = 0; i < 4000; i++) {
+        uint16_t port = (uint16_t)(20000 + ((unsigned)getpid() * 7u + (unsigned)i * 13u) % 12768u);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            return 0;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (ok)
+            return port;
+    }
+    return 0;
+}
+
 /* peers/examples/torch_ddp_train.py, written for torchrun, as two ranks
  * of a world: stopped mid-way (SIGTERM: the ranks agree on a step, rank 0
  * checkpoints it, both exit 0), then started again as the next world,
@@ -430,6 +452,8 @@ static void test_torch_script(void) {
     int resumed_at = -1;
     for (int world = 0; world < 2; world++) {
         sl_elastic_command_t *c[2] = {NULL, NULL};
+        uint16_t master_port = free_port();
+        CHECK_MSG(master_port != 0, "no free port for rank 0's store");
         seen_t s[2];
         memset(s, 0, sizeof s);
         for (int r = 0; r < 2; r++) {
@@ -440,7 +464,7 @@ static void test_torch_script(void) {
             cfg.round = (uint64_t)world + 1;
             cfg.restart_count = (uint32_t)world;
             snprintf(cfg.master_addr, sizeof cfg.master_addr, "127.0.0.1");
-            cfg.master_port = (uint16_t)(27311 + world);
+            cfg.master_port = master_port;
             snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%s/torch-%d", dir, r);
             CHECK_OK(sl_plat_mkdirs(cfg.checkpoint_dir, 0700));
             CHECK_OK(sl_elastic_command_start(&cfg, &c[r]));
