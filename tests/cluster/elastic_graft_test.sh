@@ -18,10 +18,11 @@ job_file() { # job_file NAME: the job, written to $CLUSTER_DIR/NAME.json
   "name": "$1",
   "seed": 7,
   "nodes": {"min": 2, "max": 3},
-  "trainer": {"type": "builtin", "model": "mlp:64"},
+  "trainer": {"type": "builtin", "model": "mlp:512,512"},
   "dataset": {"name": "fashion-mnist", "limit": 10000, "val_split": 0.1},
   "epochs": 6,
   "global_batch": 32,
+  "optimizer": {"type": "sgd", "lr": 0.01, "momentum": 0.9},
   "checkpoint_every": 100000
 }
 JSON
@@ -36,13 +37,14 @@ start_peer p1 --join "$(addr_of p0)"
 wait_until 30 "two peers converge" converged p0 p1
 JOB=$(ctl p0 submit "$(job_file graft)") || fail "submit failed"
 wait_until 60 "the job trains on two peers" running_with p1 2
-wait_until 60 "it steps" step_past p1 20
-
 RANK0=$(field p1 "$JOB" 's["world"][0]')
 RANK1=$(field p1 "$JOB" 's["world"][1]')
-STEP=$(field "$RANK1" "$JOB" 's["step"]')
-log "killing rank 0 ($RANK0) at step about $STEP; $RANK1 is left alone"
+# (the kill follows the wait at once: a release build trains an epoch in
+# well under a second here)
+wait_until 60 "it steps" step_past "$RANK1" 20
 kill_peer "$RANK0"
+STEP=$(field "$RANK1" "$JOB" 's["step"]')
+log "killed rank 0 ($RANK0); $RANK1 is left alone at step $STEP"
 start_peer p2 --join "$(addr_of "$RANK1")"
 # (the old world [rank 0, rank 1] is "running, two members" too until the
 # kill is seen: wait for the world that holds p2)
@@ -74,11 +76,13 @@ EPOCHS=$(field "$RANK1" "$JOB" 'len(s["metrics"]["epochs"])')
 [ "$EPOCHS" = 6 ] || fail "$EPOCHS epochs reported, not 6"
 ACC=$(field "$RANK1" "$JOB" 's["metrics"]["epochs"][-1]["test_acc"]')
 
-# the same job without faults ends at 0.8256 (three runs with the graft
-# and without, on three peers, gave it to the digit: this MLP has neither
-# batch-norm nor dropout, so only the sums' order depends on the world);
+# the same job without faults (three peers from the start) ends at 0.8279;
+# with the graft, at 0.8271 and 0.8338 in two runs here. The MLP has
+# neither batch-norm nor dropout, so only the sums' order depends on the
+# worlds, and the small learning rate keeps that from moving the end by
+# more than noise (at lr 0.05 two such runs ended 1.2 points apart);
 # SL_GRAFT_REFERENCE=1 runs that reference again instead of the constant
-REF_ACC=0.8256
+REF_ACC=0.8279
 if [ -n "${SL_GRAFT_REFERENCE:-}" ]; then
     JOB=$(ctl p2 submit "$(job_file calm)") || fail "submit of the reference job failed"
     wait_until 120 "the reference job is done" holds p2 "$JOB" 's["state"] == "done"'
@@ -86,5 +90,5 @@ if [ -n "${SL_GRAFT_REFERENCE:-}" ]; then
 fi
 log "test accuracy: $ACC with the graft, $REF_ACC without"
 python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 0.01 else 1)' \
-    "$ACC" "$REF_ACC" || fail "test accuracy $ACC with the graft is not within 1 point of $REF_ACC"
+    "$ACC" "$REF_ACC" || fail "test accuracy $ACC with the graft is not within a point of $REF_ACC"
 log "PASS (graft at step $STEP)"
