@@ -83,7 +83,7 @@ static sl_err idx_check(const uint8_t *b, size_t len, int ndims, const char *nam
 static sl_err idx_build(uint8_t *img, size_t img_len, const char *img_name, uint8_t *lab,
                         size_t lab_len, const char *lab_name, bool own, sl_nn_data_t **out,
                         char *why, size_t why_len) {
-    uint32_t id[3], ld[3];
+    uint32_t id[3] = {0}, ld[3] = {0};
     size_t ih, lh;
     sl_err err = idx_check(img, img_len, 3, img_name, "images", id, &ih, why, why_len);
     if (err == SL_OK)

@@ -106,7 +106,7 @@ sl_err sl_store_spread_join(const sl_store_msg_t *deltas, size_t count, size_t m
     for (size_t i = 0; i < count; i++) {
         uint64_t s;
         sl_store_range_t rg;
-        size_t off;
+        size_t off = 0; /* (the first pass read every head: this one cannot fail) */
         uint32_t n;
         delta_head(deltas[i].body, deltas[i].len, &s, &rg, &off, &n);
         sl_mpack_write_raw(&w, deltas[i].body + off, deltas[i].len - off);
