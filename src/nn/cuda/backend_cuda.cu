@@ -28,129 +28,6 @@
 
 #include "nn/cuda/cuda_internal.h"
 
-/* Present when the executable exports it (linked with -rdynamic). */
-extern "C" void sl_log(int level, const char *id, const char *fmt, ...) __attribute__((weak));
-
-static void report(int level, const char *id, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void report(int level, const char *id, const char *fmt, ...) {
-    char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (sl_log)
-        sl_log(level, id, "%s", msg);
-    else
-        fprintf(stderr, "starling cuda: %s: %s\n", id, msg);
-}
-
-/* ---- errors ---- */
-
-sl_err sl_cuda_map(cudaError_t e) {
-    switch (e) {
-    case cudaSuccess:
-        return SL_OK;
-    case cudaErrorMemoryAllocation:
-        return SL_ENOMEM;
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorInitializationError:
-    case cudaErrorDeviceUninitialized:
-    case cudaErrorNoKernelImageForDevice:
-    case cudaErrorUnsupportedPtxVersion:
-    case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-    case cudaErrorSystemNotReady:
-    case cudaErrorStubLibrary:
-    case cudaErrorECCUncorrectable:
-    case cudaErrorNvlinkUncorrectable:
-    case cudaErrorHardwareStackError:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorCudartUnloading:
-        return SL_ENODEV;
-    case cudaErrorInvalidValue:
-    case cudaErrorInvalidConfiguration:
-    case cudaErrorInvalidDevicePointer:
-    case cudaErrorInvalidMemcpyDirection:
-    case cudaErrorInvalidResourceHandle:
-        return SL_EINVAL;
-    case cudaErrorNotSupported:
-        return SL_EUNSUPPORTED;
-    default: /* illegal address, launch failure, assert: a bug here */
-        return SL_EINTERNAL;
-    }
-}
-
-sl_err sl_cuda_map_blas(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_SUCCESS:
-        return SL_OK;
-    case CUBLAS_STATUS_ALLOC_FAILED:
-        return SL_ENOMEM;
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-        return SL_ENODEV;
-    case CUBLAS_STATUS_INVALID_VALUE:
-        return SL_EINVAL;
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-    case CUBLAS_STATUS_LICENSE_ERROR:
-        return SL_EUNSUPPORTED;
-    default: /* mapping error, execution failed, internal error */
-        return SL_EINTERNAL;
-    }
-}
-
-/* Whether an error leaves the device (context) unusable: those are kept
- * and returned by every later op. A refused argument or allocation is
- * returned once and the instance stays usable. */
-static bool sticky(sl_err err) { return err == SL_ENODEV || err == SL_EINTERNAL; }
-
-sl_err sl_cuda_fail(sl_cuda_t *c, cudaError_t e, const char *what) {
-    sl_err err = sl_cuda_map(e);
-    if (err == SL_OK)
-        return SL_OK;
-    report(3, "CUDA-ERROR", "%s failed: %s (%s, %d)", what, cudaGetErrorString(e),
-           cudaGetErrorName(e), (int)e);
-    if (c && c->deferred == SL_OK && sticky(err))
-        c->deferred = err;
-    return err;
-}
-
-sl_err sl_cuda_fail_blas(sl_cuda_t *c, cublasStatus_t s, const char *what) {
-    sl_err err = sl_cuda_map_blas(s);
-    if (err == SL_OK)
-        return SL_OK;
-    report(3, "CUDA-CUBLAS-ERROR", "%s failed: %s (%d)", what, cublasGetStatusString(s),
-           (int)s);
-    if (c && c->deferred == SL_OK && sticky(err))
-        c->deferred = err;
-    return err;
-}
-
-sl_err sl_cuda_launched(sl_cuda_t *c, const char *what) {
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? SL_OK : sl_cuda_fail(c, e, what);
-}
-
-/* The device this thread last made current through sl_cuda_enter. */
-static thread_local int current_device = -1;
-
-sl_err sl_cuda_enter(sl_cuda_t *c) {
-    if (c->deferred != SL_OK)
-        return c->deferred;
-    if (current_device != c->device) {
-        cudaError_t e = cudaSetDevice(c->device);
-        if (e != cudaSuccess)
-            return sl_cuda_fail(c, e, "cudaSetDevice");
-        current_device = c->device;
-    }
-    return SL_OK;
-}
-
 /* ---- lifecycle ---- */
 
 static void cuda_close(void **self);
@@ -174,7 +51,7 @@ static sl_err cuda_open(void **self, int threads, char *desc, size_t desc_len) {
         char *end;
         long v = strtol(env, &end, 10);
         if (*end || v < 0 || v >= count) {
-            report(3, "CUDA-DEVICE", "SL_CUDA_DEVICE=%s: want an ordinal in 0..%d", env,
+            sl_cuda_report(3, "CUDA-DEVICE", "SL_CUDA_DEVICE=%s: want an ordinal in 0..%d", env,
                    count - 1);
             return SL_ENODEV;
         }
@@ -185,7 +62,7 @@ static sl_err cuda_open(void **self, int threads, char *desc, size_t desc_len) {
     if (e != cudaSuccess)
         return sl_cuda_fail(NULL, e, "cudaGetDeviceProperties");
     if (prop.major < 8) {
-        report(4, "CUDA-ARCH", "%s is sm_%d%d; this build has code for sm_80 and later only",
+        sl_cuda_report(4, "CUDA-ARCH", "%s is sm_%d%d; this build has code for sm_80 and later only",
                prop.name, prop.major, prop.minor);
         return SL_ENODEV;
     }

@@ -22,6 +22,11 @@ typedef struct {
     sl_err deferred;     /* first sticky (device-fatal) error; every later op returns it */
 } sl_cuda_t;
 
+/* Logs through sl_log when the executable exports it, else on stderr
+ * (cuda_errors.cu). */
+void sl_cuda_report(int level, const char *id, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Maps a CUDA runtime status to sl_err (SL_OK for cudaSuccess). */
 sl_err sl_cuda_map(cudaError_t e);
 /* Maps a cuBLAS status to sl_err. */
