@@ -161,7 +161,7 @@ const char *sl_ring_link_error(const sl_ring_link_t *l) {
 /* ---- Open and close ---- */
 
 static sl_err monitor(sl_ring_link_t *l, void *sock, const char *name, void **pair) {
-    char ep[64];
+    char ep[96]; /* (room for any name: gcc cannot bound it) */
     snprintf(ep, sizeof ep, "inproc://sl-ring-%s", name);
     if (zmq_socket_monitor(sock, ep, MON_EVENTS) != 0)
         return SL_EIO;
