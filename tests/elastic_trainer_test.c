@@ -51,36 +51,6 @@ static int next_port;
 static sl_elastic_job_t job;
 static char job_id[SL_ELASTIC_JOB_ID_LEN + 1];
 
-/* ---- the data set: a slice of Fashion-MNIST as IDX files ---- */
-
-static void put_be32(FILE *f, uint32_t v) {
-    uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    fwrite(b, 1, 4, f);
-}
-
-static bool write_idx(const sl_nn_data_t *d, size_t n, const char *images, const char *labels) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/data/%s", dir, images);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return false;
-    put_be32(f, 0x803);
-    put_be32(f, (uint32_t)n);
-    put_be32(f, 28);
-    put_be32(f, 28);
-    fwrite(d->images_u8, 1, n * 784, f);
-    bool ok = fclose(f) == 0;
-    snprintf(path, sizeof path, "%s/data/%s", dir, labels);
-    f = fopen(path, "wb");
-    if (!f)
-        return false;
-    put_be32(f, 0x801);
-    put_be32(f, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
-        fputc(d->labels[i], f);
-    return fclose(f) == 0 && ok;
-}
-
 /* ---- trainers and what they report ---- */
 
 typedef struct {
@@ -627,8 +597,10 @@ int main(void) {
     char sub[300];
     snprintf(sub, sizeof sub, "%s/data", dir);
     mkdir(sub, 0755);
-    CHECK(write_idx(train, TRAIN_N, "train-images-idx3-ubyte", "train-labels-idx1-ubyte"));
-    CHECK(write_idx(test, TEST_N, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"));
+    CHECK(sl_test_write_idx(train, TRAIN_N, sub, "train-images-idx3-ubyte",
+                            "train-labels-idx1-ubyte"));
+    CHECK(sl_test_write_idx(test, TEST_N, sub, "t10k-images-idx3-ubyte",
+                            "t10k-labels-idx1-ubyte"));
     sl_nn_data_destroy(&train);
     sl_nn_data_destroy(&test);
     char text[1024];

@@ -111,3 +111,32 @@ void sl_test_swim_timing(sl_swim_config_t *cfg) {
     cfg->timing.suspicion_mult = 5; /* dead after 1-3 s of suspicion unrefuted */
     cfg->timing.gossip_interval_ms = 20;
 }
+
+static void put_be32(FILE *f, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    fwrite(b, 1, 4, f);
+}
+
+bool sl_test_write_idx(const sl_nn_data_t *d, size_t n, const char *dir, const char *images,
+                       const char *labels) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, images);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return false;
+    put_be32(f, 0x803);
+    put_be32(f, (uint32_t)n);
+    put_be32(f, 28);
+    put_be32(f, 28);
+    fwrite(d->images_u8, 1, n * 784, f);
+    bool ok = fclose(f) == 0;
+    snprintf(path, sizeof path, "%s/%s", dir, labels);
+    f = fopen(path, "wb");
+    if (!f)
+        return false;
+    put_be32(f, 0x801);
+    put_be32(f, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        fputc(d->labels[i], f);
+    return fclose(f) == 0 && ok;
+}

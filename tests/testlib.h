@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "starling/common.h"
+#include "starling/nn.h"
 #include "starling/swim.h"
 
 #define SL_TEST_SKIP 77
@@ -86,6 +87,11 @@ long sl_test_unhex(const char *hex, uint8_t *out, size_t out_cap);
  * test's placement does not change under it. Tests that need a death
  * detected stop the peer (it leaves) or shorten these themselves. */
 void sl_test_swim_timing(sl_swim_config_t *cfg);
+
+/* Writes the first n samples of d as an IDX pair, DIR/IMAGES and
+ * DIR/LABELS (28x28 images, as the data set loader reads them). */
+bool sl_test_write_idx(const sl_nn_data_t *d, size_t n, const char *dir, const char *images,
+                       const char *labels);
 
 /* Number of seeds a simulation test runs: $SL_SEEDS, else `fallback`. */
 int sl_test_seed_count(int fallback);
