@@ -280,6 +280,72 @@ static void test_random_events(void) {
     }
 }
 
+/* A fleet whose peers come and go with new addresses: a table that holds
+ * eight at once meets 3,000 and never fills, its ids stay below eight,
+ * every held key is found under its id, a forgotten one is gone, and
+ * rounds pick only members held and up. */
+static void test_forget(void) {
+    sl_store_round_t *r;
+    CHECK_OK(sl_store_round_new(&(sl_store_round_config_t){.max_peers = 8}, 5, &r));
+    sl_rng_t rng;
+    sl_rng_seed(&rng, 42);
+    enum { SLOTS = 6 };
+    int held[SLOTS]; /* the address number each slot holds (-1: none) */
+    uint32_t id[SLOTS];
+    for (int k = 0; k < SLOTS; k++)
+        held[k] = -1;
+    int next = 0;
+    uint64_t t = 0, old;
+    char key[32];
+    while (next < 3000) {
+        int k = (int)sl_rng_below(&rng, SLOTS);
+        if (held[k] < 0) { /* a new peer, with a key longer or shorter than the last */
+            held[k] = next++;
+            snprintf(key, sizeof key, "tcp://10.%d.0.%d:%d", held[k] % 97, held[k], 7000 + k);
+            CHECK_OK(sl_store_round_peer(r, key, strlen(key), true, &id[k]));
+            CHECK(id[k] < 8);
+            sl_store_round_set_up(r, id[k], true);
+            sl_store_round_heard(r, id[k], 100 + (uint64_t)held[k], sl_rng_below(&rng, 3), &old);
+            CHECK_INT(old, 0); /* a new peer, not a forgotten one's leftovers */
+        } else if (sl_rng_below(&rng, 2)) { /* it leaves and is forgotten */
+            snprintf(key, sizeof key, "tcp://10.%d.0.%d:%d", held[k] % 97, held[k], 7000 + k);
+            sl_store_round_forget(r, id[k]);
+            uint32_t gone;
+            CHECK_ERR(sl_store_round_peer(r, key, strlen(key), false, &gone), SL_ENOTFOUND);
+            CHECK_STR(sl_store_round_peer_key(r, id[k]), "");
+            CHECK(!sl_store_round_peer_up(r, id[k]));
+            held[k] = -1;
+        }
+        for (int j = 0; j < SLOTS; j++) {
+            if (held[j] < 0)
+                continue;
+            uint32_t got;
+            snprintf(key, sizeof key, "tcp://10.%d.0.%d:%d", held[j] % 97, held[j], 7000 + j);
+            CHECK_OK(sl_store_round_peer(r, key, strlen(key), false, &got));
+            CHECK_INT(got, id[j]);
+            CHECK_STR(sl_store_round_peer_key(r, got), key);
+        }
+        sl_store_round_pick_t p;
+        run(r, t += 100 * MS, 1 + sl_rng_below(&rng, 3), &p);
+        if (p.peer != SL_STORE_ROUND_NONE) {
+            bool ok = false;
+            for (int j = 0; j < SLOTS; j++)
+                ok |= held[j] >= 0 && id[j] == p.peer;
+            CHECK_MSG(ok, "picked id %u, which no member holds", p.peer);
+            sl_store_round_sent(r, &p);
+        }
+    }
+    CHECK(sl_store_round_peer_count(r) <= 8);
+    sl_store_round_stats_t st;
+    sl_store_round_stats(r, &st);
+    uint32_t n = 0;
+    for (int k = 0; k < SLOTS; k++)
+        n += held[k] >= 0;
+    CHECK_INT(st.peers, n);
+    CHECK_INT(st.up, n);
+    sl_store_round_destroy(&r);
+}
+
 /* Rounds at rest and while the state changes cost the same at 10 and at
  * 1,000 members (no pass over them): timed, with a wide margin. */
 static double round_ns(uint32_t members, bool changing) {
@@ -333,6 +399,7 @@ int main(void) {
     sl_test_run("fresh_then_idle", test_fresh_then_idle);
     sl_test_run("silent_at_rest_and_refresh", test_silent_at_rest_and_refresh);
     sl_test_run("random_events", test_random_events);
+    sl_test_run("forget", test_forget);
     sl_test_run("cost_flat", test_cost_flat);
     return sl_test_finish();
 }

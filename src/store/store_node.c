@@ -658,13 +658,14 @@ static void update_live(sl_store_node_t *sn) {
         uint64_t rid = known ? sl_store_round_peer_rid(sn->round, id) : 0;
         live[n++] = rid ? rid : sl_hash64(m.addr.ptr, m.addr.len, 77) | (1ull << 63);
     }
-    /* members that left or were reaped: their replica ids go for good */
+    /* members that left or were reaped: their replica ids go for good,
+       and the round forgets them (a returning one is met anew) */
     for (uint32_t k = 0; k < sl_store_round_peer_count(sn->round); k++) {
         if (k < sn->seen_cap && sn->seen[k] == pass)
             continue;
-        sl_store_round_set_up(sn->round, k, false);
         if (sl_store_round_peer_rid(sn->round, k))
             sl_store_retire(sn->store, sl_store_round_peer_rid(sn->round, k));
+        sl_store_round_forget(sn->round, k);
     }
     qsort(live, n, sizeof *live, u64_cmp);
     if (n == sn->live_count && (n == 0 || memcmp(live, sn->live, n * sizeof *live) == 0)) {

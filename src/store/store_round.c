@@ -19,19 +19,23 @@ typedef struct {
     uint32_t key_off;    /* its key in `keys` */
     uint32_t pos;        /* its index in `order` while up (NONE: not up) */
     uint32_t upos;       /* its index in `urgent` while urgent (NONE: not) */
-    uint32_t fp_next;    /* next peer in its heard_fp's chain (NONE: last) */
+    uint32_t fp_next;    /* next peer in its heard_fp's chain (NONE: last); forgotten:
+                            the next free id */
     uint32_t fp_prev;    /* previous one (NONE: first) */
-    uint16_t key_len;    /* key bytes */
+    uint16_t key_len;    /* key bytes (0: forgotten, the id free) */
 } peer_t;
 
 struct sl_store_round {
     sl_store_round_config_t cfg; /* periods and limits, defaults filled in */
     sl_rng_t rng;                /* peer choice */
     peer_t *peers;               /* by id */
-    uint32_t count;              /* peers */
+    uint32_t count;              /* ids handed out (forgotten ones included) */
+    uint32_t used;               /* of them held by a peer */
+    uint32_t free_head;          /* a free id (NONE: none), chained by fp_next */
     uint32_t cap;                /* allocated */
     char *keys;                  /* every key, NUL-terminated, one after another */
     size_t keys_len;             /* bytes used */
+    size_t keys_dead;            /* of them forgotten peers' (compacted past half) */
     size_t keys_cap;             /* allocated */
     uint32_t *index;             /* open addressing by key: 1 + id, 0 empty */
     uint32_t index_cap;          /* slots, a power of two (0: none yet) */
@@ -68,6 +72,7 @@ sl_err sl_store_round_new(const sl_store_round_config_t *cfg, uint64_t seed,
                                             : SL_STORE_ROUND_MAX_PEERS;
     sl_rng_seed(&r->rng, seed);
     r->epoch = 1;
+    r->free_head = NONE;
     *out = r;
     return SL_OK;
 }
@@ -89,13 +94,16 @@ void sl_store_round_destroy(sl_store_round_t **rp) {
 /* ---- the table ---- */
 
 static const char *key_of(const sl_store_round_t *r, const peer_t *p) {
-    return r->keys + p->key_off;
+    return p->key_len ? r->keys + p->key_off : "";
+}
+
+static uint32_t key_home(const sl_store_round_t *r, const void *key, size_t len) {
+    return (uint32_t)sl_hash64(key, len, 0x524e44) & (r->index_cap - 1); /* "RND" */
 }
 
 static uint32_t key_slot(const sl_store_round_t *r, const void *key, size_t len) {
     uint32_t mask = r->index_cap - 1;
-    uint32_t i = (uint32_t)sl_hash64(key, len, 0x524e44) & mask; /* "RND" */
-    for (;; i = (i + 1) & mask) {
+    for (uint32_t i = key_home(r, key, len);; i = (i + 1) & mask) {
         uint32_t v = r->index[i];
         if (!v)
             return i;
@@ -156,6 +164,8 @@ static sl_err grow_hashes(sl_store_round_t *r, uint32_t need) {
     memset(heads, 0xff, cap * sizeof *heads); /* NONE */
     for (uint32_t k = 0; k < r->count; k++) {
         peer_t *p = &r->peers[k];
+        if (!p->key_len)
+            continue; /* free: keeps its place in the free chain */
         idx[key_slot(r, key_of(r, p), p->key_len)] = k + 1;
         p->fp_next = p->fp_prev = NONE;
         fp_link(r, k);
@@ -177,12 +187,12 @@ sl_err sl_store_round_peer(sl_store_round_t *r, const void *key, size_t len, boo
     }
     if (!create)
         return SL_ENOTFOUND;
-    if (r->count >= r->cfg.max_peers)
+    if (r->used >= r->cfg.max_peers)
         return SL_EBUSY;
-    sl_err err = grow_hashes(r, r->count + 1);
+    sl_err err = grow_hashes(r, r->used + 1);
     if (err)
         return err;
-    if (r->count == r->cap) {
+    if (r->free_head == NONE && r->count == r->cap) {
         uint32_t cap = r->cap ? 2 * r->cap : 16;
         peer_t *p = sl_realloc(r->peers, cap * sizeof *p);
         if (!p)
@@ -208,7 +218,12 @@ sl_err sl_store_round_peer(sl_store_round_t *r, const void *key, size_t len, boo
         r->keys = k;
         r->keys_cap = cap;
     }
-    uint32_t n = r->count++;
+    uint32_t n = r->free_head;
+    if (n != NONE)
+        r->free_head = r->peers[n].fp_next;
+    else
+        n = r->count++;
+    r->used++;
     peer_t *p = &r->peers[n];
     memset(p, 0, sizeof *p);
     p->key_off = (uint32_t)r->keys_len;
@@ -220,6 +235,62 @@ sl_err sl_store_round_peer(sl_store_round_t *r, const void *key, size_t len, boo
     r->index[key_slot(r, key, len)] = n + 1;
     *id = n;
     return SL_OK;
+}
+
+/* Takes the slot at `hole` out of the key index: each key further along
+ * the probe run moves back into the hole when its home is not between
+ * the hole and it, so every lookup's probe stays unbroken (no tombstones). */
+static void index_remove(sl_store_round_t *r, uint32_t hole) {
+    uint32_t mask = r->index_cap - 1;
+    for (uint32_t j = (hole + 1) & mask; r->index[j]; j = (j + 1) & mask) {
+        const peer_t *q = &r->peers[r->index[j] - 1];
+        uint32_t home = key_home(r, key_of(r, q), q->key_len);
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            r->index[hole] = r->index[j];
+            hole = j;
+        }
+    }
+    r->index[hole] = 0;
+}
+
+/* Copies the held keys to the front of `keys` once forgotten ones fill
+ * half of it: O(ids), paid for by as many bytes forgotten. */
+static void keys_compact(sl_store_round_t *r) {
+    if (r->keys_dead * 2 < r->keys_len)
+        return;
+    size_t at = 0;
+    char *k = sl_malloc(r->keys_cap); /* ids are not in key order: a new buffer */
+    if (!k)
+        return; /* compacted at a later forget */
+    for (uint32_t id = 0; id < r->count; id++) {
+        peer_t *p = &r->peers[id];
+        if (!p->key_len)
+            continue;
+        memcpy(k + at, key_of(r, p), p->key_len + 1u);
+        p->key_off = (uint32_t)at;
+        at += p->key_len + 1u;
+    }
+    sl_free(r->keys);
+    r->keys = k;
+    r->keys_len = at;
+    r->keys_dead = 0;
+}
+
+void sl_store_round_forget(sl_store_round_t *r, uint32_t id) {
+    assert(id < r->count);
+    peer_t *p = &r->peers[id];
+    if (!p->key_len)
+        return;
+    sl_store_round_set_up(r, id, false);
+    fp_unlink(r, id);
+    index_remove(r, key_slot(r, key_of(r, p), p->key_len));
+    r->keys_dead += p->key_len + 1u;
+    memset(p, 0, sizeof *p); /* key_len 0: free, reads as "" */
+    p->pos = p->upos = p->fp_prev = NONE;
+    p->fp_next = r->free_head;
+    r->free_head = id;
+    r->used--;
+    keys_compact(r);
 }
 
 uint32_t sl_store_round_peer_count(const sl_store_round_t *r) { return r->count; }
@@ -439,7 +510,7 @@ void sl_store_round_sent(sl_store_round_t *r, const sl_store_round_pick_t *pick)
 
 void sl_store_round_stats(const sl_store_round_t *r, sl_store_round_stats_t *out) {
     *out = r->st;
-    out->peers = r->count;
+    out->peers = r->used;
     out->up = r->end[FRESH];
     out->urgent = r->urgent_count;
     out->agree = r->end[AGREE];
@@ -458,9 +529,18 @@ sl_err sl_store_round_check(const sl_store_round_t *r) {
         return broken("class boundaries out of order", NONE);
     if (r->urgent_count > r->end[FRESH])
         return broken("more urgent than up members", NONE);
-    uint32_t up = 0, urgent = 0, chained = 0;
+    uint32_t up = 0, urgent = 0, chained = 0, held = 0, free = 0;
+    for (uint32_t id = r->free_head; id != NONE; id = r->peers[id].fp_next)
+        if (id >= r->count || r->peers[id].key_len || ++free > r->count)
+            return broken("free chain", id);
     for (uint32_t id = 0; id < r->count; id++) {
         const peer_t *p = &r->peers[id];
+        if (!p->key_len) {
+            if (p->pos != NONE || p->upos != NONE || p->heard_fp || p->rid)
+                return broken("a free id in use", id);
+            continue;
+        }
+        held++;
         if (p->pos != NONE) {
             up++;
             if (p->pos >= r->end[FRESH] || r->order[p->pos] != id)
@@ -480,7 +560,8 @@ sl_err sl_store_round_check(const sl_store_round_t *r) {
             return broken("key not indexed", id);
         chained += p->heard_fp != 0;
     }
-    if (up != r->end[FRESH] || urgent != r->urgent_count)
+    if (up != r->end[FRESH] || urgent != r->urgent_count || held != r->used ||
+        held + free != r->count)
         return broken("counts disagree", NONE);
     uint32_t linked = 0;
     for (uint32_t c = 0; c < r->fp_cap; c++)

@@ -40,8 +40,10 @@
 
 /* Fast rounds after each change of our state. */
 #define SL_STORE_ROUND_ACTIVE 5
-/* Peers a table holds at most (members ever met; never removed). */
-#define SL_STORE_ROUND_MAX_PEERS 1024
+/* Peers a table holds at most by default: members, and those not yet
+ * forgotten (sl_store_round_forget). A bound on what hostile membership
+ * records can make it allocate, far above any fleet's size. */
+#define SL_STORE_ROUND_MAX_PEERS 16384
 /* Bytes of a peer's key (its store address). */
 #define SL_STORE_ROUND_MAX_KEY 128
 /* No peer (sl_store_round_pick_t.peer). */
@@ -54,7 +56,7 @@ typedef struct {
     uint32_t idle_ms;       /* SUMMARY period once our state stopped changing (0: 1000) */
     uint32_t refresh_ms;    /* a SUMMARY even to members that agree (0: 30000) */
     uint32_t active_rounds; /* fast rounds after a change (0: SL_STORE_ROUND_ACTIVE) */
-    uint32_t max_peers;     /* table size limit (0: SL_STORE_ROUND_MAX_PEERS) */
+    uint32_t max_peers;     /* table size limit (0: SL_STORE_ROUND_MAX_PEERS; at most 64x it) */
 } sl_store_round_config_t;
 
 typedef enum {
@@ -83,7 +85,7 @@ typedef struct {
     uint64_t digests_sent;   /* DIGESTs the caller said it sent */
     uint64_t summaries_sent; /* SUMMARYs the caller said it sent */
     uint64_t rounds_silent;  /* idle rounds that found every member agreeing */
-    uint32_t peers;          /* peers in the table */
+    uint32_t peers;          /* peers in the table (not forgotten) */
     uint32_t up;             /* of them members now (candidates) */
     uint32_t urgent;         /* of them urgent */
     uint32_t agree;          /* up members whose fingerprint is ours */
@@ -100,11 +102,18 @@ void sl_store_round_destroy(sl_store_round_t **rp);
 /* The id of the peer with this key, made (not a member, nothing heard)
  * when `create` and it is new. SL_ENOTFOUND: absent and not made;
  * SL_EINVAL: key empty or over SL_STORE_ROUND_MAX_KEY; SL_EBUSY: the
- * table is full; SL_ENOMEM. Ids are 0, 1, ... in order of creation and
- * stay valid for the core's life. */
+ * table is full; SL_ENOMEM. An id stays the peer's until it is
+ * forgotten; a new peer takes the lowest free one, so ids stay below the
+ * largest number of peers the table held at once. */
 sl_err sl_store_round_peer(sl_store_round_t *r, const void *key, size_t len, bool create,
                            uint32_t *id);
-/* Peers in the table (ids 0 .. count-1). */
+/* Forgets a peer that left or was reaped (the caller has retired its
+ * replica id): its id and its key's room are reused. A fleet whose spot
+ * instances come with new addresses meets new peers for ever; a table of
+ * everyone ever met would fill up, and every pass over it would grow. */
+void sl_store_round_forget(sl_store_round_t *r, uint32_t id);
+/* Ids are below this; a forgotten one reads as a peer with the key "",
+ * no replica id, not up. */
 uint32_t sl_store_round_peer_count(const sl_store_round_t *r);
 /* A peer's key (NUL-terminated), and the replica id it last told (0: none). */
 const char *sl_store_round_peer_key(const sl_store_round_t *r, uint32_t id);
