@@ -1,44 +1,53 @@
 /* A study on a simulated fleet: N peers run the real study turn
  * (src/study/turn.c: the daemon's decisions, leadership, the scheduler's
- * writes, claims, renewals, releases, a trial's state) and the cores it
- * calls (spec, searcher, scheduler, rounds, claims) on a virtual clock,
- * with simulated training time, under random kills (the round leader
- * among them, and a peer killed between its trial's last report and its
- * result), pauses (SIGSTOP: a peer neither trains nor talks, then
- * carries on), restarts and partitions, over many seeds. Each peer takes
- * a turn every step as the daemon does (study_node.c's study_turn): its
- * workers' reports, then sl_turn_jobs, sl_turn_lead and sl_turn_claims,
- * the actions of each carried out on its replica before the next. The
- * workers (training, a report per epoch, the result, the release at a
- * rung) are simulated here, as study_node.c's drain_job would write them.
+ * writes, claims, renewals, releases) over the real live view
+ * (src/study/live.c: a study's keys in, each trial's parts, its claim
+ * join, merged result, rung, metrics and state out) and the cores they
+ * call (spec, searcher, scheduler, rounds, claims, the key and value
+ * codecs), on a virtual clock, with simulated training time, under random
+ * kills (the round leader among them, and a peer killed between its
+ * trial's last report and its result), pauses (SIGSTOP: a peer neither
+ * trains nor talks, then carries on), restarts and partitions, over many
+ * seeds. Each peer takes a turn every step as the daemon does
+ * (study_node.c's study_turn): its live view refreshed, its workers'
+ * reports, then sl_turn_jobs, sl_turn_lead and sl_turn_claims, each on
+ * the view the live view gives (sl_study_live_turn_view, _turn_job), the
+ * actions of each carried out as store writes before the next. The
+ * workers (training, a report per epoch, the checkpoint, the result, the
+ * release at a rung) are simulated here, and write the keys study_node.c's
+ * drain_job writes.
  *
- * The replicated store is still modelled in the test: every peer holds a
- * replica whose fields are joins (proposals: a set; target rung: max;
- * claim: sl_claim_merge, the join the live view makes of the peers'
- * registers; metrics: a grow-only map; checkpoint: max; failures: a set
- * of claim epochs; result: sl_result_merge; stop, finished: or), persisted
- * across crashes, and anti-entropy merges one peer's replica into another
- * at random while they can reach each other. Membership: a peer deems
- * another alive while it has heard from it in the last 1.5 s.
+ * What is still modelled: the replicated store and membership. Every
+ * peer holds a replica of the study's keys (study_keys.c's, with the
+ * values the daemon writes: records, claim registers, reports, results,
+ * ...) as last-writer-wins registers (a global write counter for the
+ * store's timestamps), persisted across crashes; anti-entropy copies what
+ * changed in one peer's replica into another's at random while they can
+ * reach each other. Every key that changes in a replica goes to that
+ * peer's live view, as the store node's listener tells the daemon's; a
+ * peer restarted reads its replica whole into a fresh live view. A peer
+ * deems another alive while it has heard from it in the last 1.5 s,
+ * suspect after 400 ms.
  *
  * Checked (INVARIANTS.md): T1 every trial ends done or failed, none left
  * running; T2 every metric reported is in the final store; T3 claim
- * epochs only grow in every replica, a worker never keeps working once its
- * replica shows a higher epoch, and when quiet at most one peer works on a
- * trial; T4 every promotion is justified by the leader's view when made,
- * and a synchronous scheduler (sh) ends exactly as its fault-free run;
- * T5 the study finishes once quiet; R1 two peers with the same view never
- * both lead a round (who leads is the turn's answer); R2 every proposal
- * slot holds exactly one trial and the budget is met, across leader
- * changes. Each checker has a planted bug (a test-only switch, planted in
- * what the test gives the turn or in how it carries out the turn's
- * actions) and a test that shows it firing. The test used to run a model
- * of the turn (its own lead, take_claims and derive_state); the model
- * paused a Hyperband trial of bracket 1 or above at its rung where the
- * real rule left it pending for ever, a bug this test found once it ran
- * the real turn; and once its peers could be killed between a trial's
- * last report and its result, it found such a trial left for ever
- * (neither claimable nor paused), which the leader now closes.
+ * epochs only grow in every live view, a worker never keeps working once
+ * its view shows a higher epoch, and when quiet at most one peer works on
+ * a trial; T4 every promotion is justified by the leader's view when
+ * made, and a synchronous scheduler (sh) ends exactly as its fault-free
+ * run; T5 the study finishes once quiet; R1 two peers with the same view
+ * never both lead a round (who leads is the turn's answer); R2 every
+ * proposal slot holds exactly one trial and the budget is met, across
+ * leader changes. Each checker has a planted bug (a test-only switch,
+ * planted in what the test gives the turn or in how it carries out the
+ * turn's actions) and a test that shows it firing. The test used to run
+ * a model of the turn (its own lead, take_claims and derive_state), then
+ * a model of the live view (each trial's state from a replica of joins);
+ * the model paused a Hyperband trial of bracket 1 or above at its rung
+ * where the real rule left it pending for ever, a bug this test found
+ * once it ran the real turn; and once its peers could be killed between
+ * a trial's last report and its result, it found such a trial left for
+ * ever (neither claimable nor paused), which the leader now closes.
  *
  * A failing seed is printed (SL_VERBOSE=1: the trials as peer 0 sees them
  * when a study does not finish); SL_SEEDS=N runs N seeds; SL_SEED=S one. */
@@ -49,6 +58,8 @@
 #include "starling/hash.h"
 #include "starling/round.h"
 #include "starling/study.h"
+#include "study/live.h"
+#include "study/study_keys.h"
 #include "study/turn.h"
 #include "testlib.h"
 
@@ -67,7 +78,7 @@
 typedef enum {
     BUG_NONE = 0,
     BUG_T1_SKIP_STOPS,     /* leader drops STOP decisions but still finishes */
-    BUG_T2_METRICS_BY_CLAIM, /* metrics kept per claim epoch; a new claim starts empty */
+    BUG_T2_METRICS_BY_CLAIM, /* a new claim starts the trial's metrics anew (deletes them) */
     BUG_T3_IGNORE_EPOCH,   /* workers ignore a higher claim epoch */
     BUG_T3_SAME_EPOCH,     /* workers ignore losing their epoch to another owner */
     BUG_T4_EXTRA_PROMOTION, /* leader promotes one extra paused trial */
@@ -78,33 +89,34 @@ typedef enum {
     BUG_R2_ORDINAL_SKEW    /* proposal ordinals depend on the leader */
 } bug_t;
 
-/* The content of a proposal (immutable, content-addressed). */
+/* The content of a proposal (immutable, content-addressed): what the
+ * simulated training reads. */
 typedef struct {
     char id[SL_TRIAL_ID_LEN + 1]; /* trial id */
     uint64_t ordinal;             /* proposal slot */
-    int bracket;                  /* bracket */
-    int rung0;                    /* first rung */
     sl_config_t config;           /* configuration */
 } prop_t;
 
-/* One trial in one replica. */
+/* One key of a replica: a last-writer-wins register. */
 typedef struct {
-    bool known;             /* the proposal is in this replica */
-    int rung;               /* target rung (max register) */
-    sl_claim_t claim;       /* claim register */
-    uint32_t metrics;       /* bit e-1: metric of epoch e recorded (grow-only) */
-    uint64_t metrics_claim; /* BUG_T2 only: claim epoch the metric map belongs to */
-    int ckpt;               /* epochs in the latest checkpoint (max) */
-    uint64_t fails;         /* set of claim epochs (bit min(e,63)) that failed on their own */
-    bool has_result;        /* result present */
-    sl_result_t result;     /* result register */
-    bool stop;              /* the leader asked it to stop (or) */
-} rtrial_t;
+    char *key;        /* the key (NUL-terminated) */
+    size_t key_len;   /* bytes */
+    char *val;        /* its value; NULL: deleted */
+    size_t val_len;   /* bytes */
+    uint64_t stamp;   /* the write's time (the world's write counter): the higher wins */
+} kv_t;
 
-/* A peer's replica of the study. */
+/* A peer's replica of the study's keys (the store, modelled). */
 typedef struct {
-    rtrial_t t[MAX_T]; /* by registry index */
-    bool finished;     /* study finished (or) */
+    kv_t *e;            /* entries */
+    size_t count;       /* used */
+    size_t cap;         /* allocated */
+    uint32_t *index;    /* open addressing by key: entry + 1, 0 = empty */
+    size_t index_cap;   /* slots (a power of two, > 2 * count) */
+    uint32_t *log;      /* entries in the order they changed here (anti-entropy sends
+                           what changed since it last met a peer) */
+    size_t log_count;   /* used */
+    size_t log_cap;     /* allocated */
 } replica_t;
 
 /* A trial a peer is training. */
@@ -116,21 +128,25 @@ typedef struct {
     uint64_t renew_ms; /* next lease renewal (the turn's) */
 } job_t;
 
+typedef struct world world_t;
+
 typedef struct {
     char id[16];                 /* "peer-N" */
+    int index;                   /* N */
+    world_t *w;                  /* its world (for the live view's questions) */
     bool up;                     /* running */
     int64_t paused_until;        /* SIGSTOPped until then: no steps, no messages */
     int64_t down_until;          /* restart time when down */
     replica_t rep;               /* persisted replica */
+    live_t live;                 /* its live view (volatile: read whole after a restart) */
+    sl_live_env_t env;           /* what the live view asks of it */
     job_t jobs[2];               /* running trials (volatile) */
     int job_count;               /* used */
     int64_t heard[PEERS];        /* last time it heard from each peer */
-    uint64_t last_epoch[MAX_T];  /* T3: claim epochs only grow in this replica */
-    uint64_t claimable_since[MAX_T]; /* when it saw each trial claimable (0: not; volatile;
-                                        the turn keeps it) */
+    uint64_t last_epoch[MAX_T];  /* T3: claim epochs only grow in this view */
 } peer_t;
 
-typedef struct {
+struct world {
     uint64_t seed;
     bug_t bug;
     bool faults;
@@ -140,6 +156,8 @@ typedef struct {
     prop_t props[MAX_T];  /* registry of proposals */
     int prop_count;
     peer_t peers[PEERS];
+    size_t sent[PEERS][PEERS]; /* anti-entropy: how much of p's log q has had */
+    uint64_t stamp;       /* the last write's stamp */
     int group[PEERS];     /* partition side */
     int64_t heal_at;      /* partition ends */
     int64_t now;
@@ -161,7 +179,7 @@ typedef struct {
     uint64_t led_round[PEERS]; /* the round it led */
     sl_study_members_t members; /* a peer's members for its turn */
     sl_turn_out_t out;    /* a turn phase's actions */
-} world_t;
+};
 
 static void violate(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void violate(world_t *w, const char *fmt, ...) {
@@ -222,134 +240,199 @@ static int epoch_ms(const world_t *w, int t) {
 /* Trials that fail on their own at epoch 1, every time. */
 static bool bad_trial(const world_t *w, int t) { return w->props[t].ordinal % 9 == 4; }
 
-/* The last epoch with a recorded metric. */
-static int recorded(const rtrial_t *r) {
-    int e = 0;
-    for (int i = 0; i < MAX_E; i++)
-        if (r->metrics >> i & 1)
-            e = i + 1;
-    return e;
-}
+/* ---- the store, modelled: a replica of last-writer-wins keys ---- */
 
-/* ---- the store model: joins ---- */
-
-static void merge_trial(const world_t *w, rtrial_t *a, const rtrial_t *b) {
-    if (!b->known)
-        return;
-    a->known = true;
-    if (b->rung > a->rung)
-        a->rung = b->rung;
-    sl_claim_t c;
-    sl_claim_merge(&a->claim, &b->claim, &c);
-    a->claim = c;
-    if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
-        if (b->metrics_claim > a->metrics_claim) {
-            a->metrics = b->metrics;
-            a->metrics_claim = b->metrics_claim;
-        } else if (b->metrics_claim == a->metrics_claim) {
-            a->metrics |= b->metrics;
-        }
-    } else {
-        a->metrics |= b->metrics;
+static size_t rep_slot(const replica_t *r, const char *key, size_t kl) {
+    size_t mask = r->index_cap - 1, at = (size_t)sl_hash64(key, kl, 7) & mask;
+    while (r->index[at]) {
+        const kv_t *e = &r->e[r->index[at] - 1];
+        if (e->key_len == kl && !memcmp(e->key, key, kl))
+            break;
+        at = (at + 1) & mask;
     }
-    if (b->ckpt > a->ckpt)
-        a->ckpt = b->ckpt;
-    a->fails |= b->fails;
-    a->stop = a->stop || b->stop;
-    if (b->has_result) {
-        if (a->has_result) {
-            sl_result_t r;
-            sl_result_merge(&a->result, &b->result, &r);
-            a->result = r;
-        } else {
-            a->result = b->result;
-            a->has_result = true;
+    return at;
+}
+
+static kv_t *rep_find(const replica_t *r, const char *key, size_t kl) {
+    if (!r->index_cap)
+        return NULL;
+    size_t at = rep_slot(r, key, kl);
+    return r->index[at] ? &r->e[r->index[at] - 1] : NULL;
+}
+
+static void *grow(void *p, size_t *cap, size_t want, size_t size) {
+    if (want <= *cap)
+        return p;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < want)
+        nc *= 2;
+    void *n = realloc(p, nc * size);
+    if (!n)
+        abort(); /* (a test's allocation) */
+    *cap = nc;
+    return n;
+}
+
+/* Sets `key` to `val` (NULL: deleted) written at `stamp`, unless it holds
+ * a later write. true: it changed. */
+static bool rep_set(replica_t *r, const char *key, size_t kl, const char *val, size_t vl,
+                    uint64_t stamp) {
+    kv_t *e = rep_find(r, key, kl);
+    if (e && e->stamp >= stamp)
+        return false;
+    if (!e) {
+        if (r->index_cap < 2 * r->count + 2) {
+            size_t cap = r->index_cap;
+            free(r->index);
+            r->index = NULL;
+            r->index_cap = 0;
+            r->index = grow(NULL, &r->index_cap, cap ? 2 * cap : 256, sizeof *r->index);
+            memset(r->index, 0, r->index_cap * sizeof *r->index);
+            for (size_t i = 0; i < r->count; i++)
+                r->index[rep_slot(r, r->e[i].key, r->e[i].key_len)] = (uint32_t)i + 1;
         }
+        r->e = grow(r->e, &r->cap, r->count + 1, sizeof *r->e);
+        e = &r->e[r->count++];
+        memset(e, 0, sizeof *e);
+        e->key = malloc(kl + 1);
+        if (!e->key)
+            abort();
+        memcpy(e->key, key, kl);
+        e->key[kl] = 0;
+        e->key_len = kl;
+        r->index[rep_slot(r, key, kl)] = (uint32_t)r->count;
     }
+    free(e->val);
+    e->val = NULL;
+    if (val) {
+        e->val = malloc(vl + 1);
+        if (!e->val)
+            abort();
+        memcpy(e->val, val, vl);
+        e->val[vl] = 0;
+    }
+    e->val_len = vl;
+    e->stamp = stamp;
+    r->log = grow(r->log, &r->log_cap, r->log_count + 1, sizeof *r->log);
+    r->log[r->log_count++] = (uint32_t)(e - r->e);
+    return true;
 }
 
-static void merge_replica(const world_t *w, replica_t *a, const replica_t *b) {
-    for (int i = 0; i < w->prop_count; i++)
-        merge_trial(w, &a->t[i], &b->t[i]);
-    a->finished = a->finished || b->finished;
+static void rep_fini(replica_t *r) {
+    for (size_t i = 0; i < r->count; i++) {
+        free(r->e[i].key);
+        free(r->e[i].val);
+    }
+    free(r->e);
+    free(r->index);
+    free(r->log);
+    memset(r, 0, sizeof *r);
 }
 
-/* ---- a peer's view ---- */
+/* A key changed in peer p's replica: its live view takes it, as the store
+ * node's listener tells the daemon's. */
+static void told(world_t *w, int p, const kv_t *e) {
+    peer_t *me = &w->peers[p];
+    sl_study_live_set(&me->live, &w->spec, (const uint8_t *)e->key, e->key_len,
+                      (const uint8_t *)e->val, e->val_len, e->val != NULL);
+}
 
-typedef struct {
-    sl_trial_t trials[MAX_T];
-    double curves[MAX_T][MAX_E];
-    int map[MAX_T]; /* view index -> registry index */
-    size_t count;
-    int capacity;
-    sl_turn_open_t open[MAX_T]; /* the open trials, for the turn */
-    sl_turn_view_t tv;          /* the turn's view of them */
-} view_t;
+/* Peer p writes `key` (val NULL: deletes it). */
+static void put(world_t *w, int p, const char *key, const char *val, size_t vl) {
+    replica_t *r = &w->peers[p].rep;
+    if (rep_set(r, key, strlen(key), val, vl, ++w->stamp))
+        told(w, p, rep_find(r, key, strlen(key)));
+}
 
-static bool has_job(const peer_t *me, int t) {
+/* Anti-entropy: what changed in p's replica since q last had it, into q's. */
+static void sync_into(world_t *w, int p, int q) {
+    const replica_t *a = &w->peers[p].rep;
+    replica_t *b = &w->peers[q].rep;
+    for (size_t i = w->sent[p][q]; i < a->log_count; i++) {
+        const kv_t *e = &a->e[a->log[i]];
+        if (rep_set(b, e->key, e->key_len, e->val, e->val_len, e->stamp))
+            told(w, q, rep_find(b, e->key, e->key_len));
+    }
+    w->sent[p][q] = a->log_count;
+}
+
+/* The key of trial t (kind, n, peer as sl_study_key_build takes them). */
+static const char *tkey(const world_t *w, sl_study_key_kind kind, int t, uint64_t n,
+                        const char *peer) {
+    static char key[SL_STUDY_KEY_MAX];
+    if (sl_study_key_build(key, sizeof key, kind, w->study_id, t >= 0 ? w->props[t].id : NULL, n,
+                           peer) != SL_OK)
+        abort();
+    return key;
+}
+
+static void put_str(world_t *w, int p, const char *key, const char *val) {
+    put(w, p, key, val, strlen(val));
+}
+
+static void put_claim(world_t *w, int p, int t, const sl_claim_t *c) {
+    char val[512];
+    size_t len;
+    if (sl_claim_encode(c, val, sizeof val, &len) == SL_OK)
+        put(w, p, tkey(w, SL_STUDY_KEY_CLAIM, t, 0, w->peers[p].id), val, len);
+}
+
+static void put_result(world_t *w, int p, int t, const sl_result_t *r) {
+    char val[1024];
+    size_t len;
+    if (sl_result_encode(r, val, sizeof val, &len) == SL_OK)
+        put(w, p, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
+}
+
+/* ---- a peer's live view ---- */
+
+/* What the live view asks: membership as peer `ctx` sees it, and its
+ * jobs. */
+static sl_live_member member_of(void *ctx, const char *name) {
+    const peer_t *me = ctx;
+    int q = peer_index(me->w, name);
+    if (q < 0)
+        return SL_LIVE_UNKNOWN;
+    if (!alive_in_view(me->w, me->index, q))
+        return SL_LIVE_GONE;
+    return suspect_in_view(me->w, me->index, q) ? SL_LIVE_SUSPECT : SL_LIVE_ALIVE;
+}
+
+static bool runs(void *ctx, const char *study, const char *trial) {
+    (void)study;
+    const peer_t *me = ctx;
     for (int k = 0; k < me->job_count; k++)
-        if (me->jobs[k].t == t)
+        if (!strcmp(me->w->props[me->jobs[k].t].id, trial))
             return true;
     return false;
 }
 
-/* Peer p's view of the study, as the daemon's live view derives it from
- * its replica: each trial's state by the turn core's rule. */
-static void build_view(world_t *w, int p, view_t *v) {
+/* The daemon's sl_study_live_refresh: a live view read whole after a
+ * restart (stale), then the rows that changed and the open trials'
+ * states derived. */
+static void refresh(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    v->count = 0;
-    v->capacity = 0;
-    size_t nopen = 0;
+    if (me->live.stale) {
+        sl_study_live_reset(&me->live);
+        for (size_t i = 0; i < me->rep.count; i++)
+            if (me->rep.e[i].val)
+                told(w, p, &me->rep.e[i]);
+    }
+    sl_study_live_derive(&me->live, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
+}
+
+/* The row of trial t in peer p's live view, or NULL. */
+static trial_row_t *row_of(world_t *w, int p, int t) {
+    return sl_study_live_find(&w->peers[p].live, w->props[t].id);
+}
+
+/* The slots peer p's view counts (the scheduler's capacity). */
+static int capacity(const world_t *w, int p) {
+    int n = 0;
     for (int q = 0; q < PEERS; q++)
         if (alive_in_view(w, p, q))
-            v->capacity += w->concurrency;
-    for (int i = 0; i < w->prop_count; i++) {
-        const rtrial_t *r = &me->rep.t[i];
-        if (!r->known)
-            continue;
-        sl_trial_t *t = &v->trials[v->count];
-        memset(t, 0, sizeof *t);
-        memcpy(t->id, w->props[i].id, sizeof t->id);
-        t->ordinal = w->props[i].ordinal;
-        t->bracket = w->props[i].bracket;
-        t->rung = r->rung;
-        t->config = w->props[i].config;
-        t->epochs_done = recorded(r);
-        for (int e = 0; e < MAX_E; e++)
-            v->curves[v->count][e] = (r->metrics >> e & 1) ? train_metric(w, i, e + 1) : NAN;
-        t->curve = v->curves[v->count];
-        t->curve_len = MAX_E;
-        for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
-            t->objectives[o] = NAN;
-        if (t->epochs_done > 0)
-            t->objectives[0] = train_metric(w, i, t->epochs_done);
-        bool has_claim = r->claim.epoch > 0;
-        int owner = has_claim ? peer_index(w, r->claim.owner) : -1;
-        bool owner_alive = has_claim && (owner < 0 || alive_in_view(w, p, owner));
-        bool owner_suspect = owner_alive && owner >= 0 && suspect_in_view(w, p, owner);
-        bool mine = has_job(me, i);
-        t->state = sl_turn_trial_state(&w->spec, t, &r->claim, has_claim,
-                                       r->has_result ? &r->result : NULL, owner_alive, mine,
-                                       me->id, (uint64_t)w->now);
-        if (!r->has_result)
-            v->open[nopen++] = (sl_turn_open_t){.id = w->props[i].id, .t = t,
-                                                .claim = r->claim, .has_claim = has_claim,
-                                                .stop = r->stop, .owner_alive = owner_alive,
-                                                .owner_suspect = owner_suspect, .mine = mine,
-                                                .claimable_ms = &me->claimable_since[i]};
-        v->map[v->count] = i;
-        v->count++;
-    }
-    uint64_t lapse = UINT64_MAX;
-    for (size_t o = 0; o < nopen; o++) {
-        const sl_claim_t *c = &v->open[o].claim;
-        if (v->open[o].has_claim && !c->released && c->lease_expiry_ms > (uint64_t)w->now &&
-            c->lease_expiry_ms < lapse)
-            lapse = c->lease_expiry_ms;
-    }
-    v->tv = (sl_turn_view_t){.study_id = w->study_id, .spec = &w->spec, .trials = v->trials,
-                             .trial_count = v->count, .open = v->open, .open_count = nopen,
-                             .finished = me->rep.finished, .next_lapse_ms = lapse};
+            n += w->concurrency;
+    return n;
 }
 
 /* The members peer p's turn sees: those alive in its view, each with the
@@ -401,32 +484,42 @@ static void drop_job(peer_t *me, int k) {
     me->jobs[k] = me->jobs[--me->job_count];
 }
 
-/* Each job whose epoch ended: its report, checkpoint and outcome, as the
- * daemon writes a worker's events (a result when done or failed, the
- * claim released unless done). */
+/* Each job whose epoch ended: its report, checkpoint and outcome, written
+ * as the daemon writes a worker's events (a result when done or failed,
+ * the claim released unless done). */
 static void work(world_t *w, int p) {
     peer_t *me = &w->peers[p];
     for (int k = 0; k < me->job_count; k++) {
         job_t *j = &me->jobs[k];
-        rtrial_t *r = &me->rep.t[j->t];
-        if (w->now < j->epoch_end)
+        trial_row_t *r = row_of(w, p, j->t);
+        const sl_trial_t *tr = r ? sl_study_live_trial(&me->live, r) : NULL;
+        if (w->now < j->epoch_end || !tr)
             continue;
         int e = j->next_epoch;
-        if (e > MAX_E) {
-            violate(w, "test: epoch %d over %d", e, MAX_E);
+        if (e > MAX_E || e > w->spec.max_epochs) {
+            violate(w, "test: epoch %d over %d", e, w->spec.max_epochs);
             return;
         }
         bool failed = bad_trial(w, j->t) && e == 1;
         if (failed) /* counted once per claim epoch */
-            r->fails |= 1ull << (j->epoch < 63 ? j->epoch : 63);
-        sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, r->rung, e, failed,
-                                                    __builtin_popcountll(r->fails));
+            put_str(w, p, tkey(w, SL_STUDY_KEY_FAIL, j->t, j->epoch, NULL), "diverged at epoch 1");
+        sl_epoch_outcome out =
+            sl_claim_after_epoch(&w->spec, tr->rung, e, failed, (int)r->fail_count);
         if (!failed) {
-            r->metrics |= 1u << (e - 1);
+            sl_report_t rep = {.epoch = e, .metric_count = 1};
+            snprintf(rep.metrics[0].name, sizeof rep.metrics[0].name, "val_acc");
+            rep.metrics[0].value = train_metric(w, j->t, e);
+            char line[SL_REPORT_LINE_MAX];
+            size_t len;
+            if (sl_report_encode(&rep, line, sizeof line, &len) == SL_OK)
+                put(w, p, tkey(w, SL_STUDY_KEY_METRIC, j->t, (uint64_t)e, NULL), line, len);
             w->reported[j->t][e - 1] = true;
         }
-        if (sl_claim_checkpoint_due(&w->spec, e, out) && e > r->ckpt)
-            r->ckpt = e;
+        if (sl_claim_checkpoint_due(&w->spec, e, out) && e > r->ck_epoch) {
+            char man[64];
+            snprintf(man, sizeof man, "{\"epoch\":%d}", e);
+            put_str(w, p, tkey(w, SL_STUDY_KEY_CKPT, j->t, 0, NULL), man);
+        }
         if (out == SL_EPOCH_DONE && w->faults && w->now < w->faults_until &&
             sl_rng_below(&w->rng, 8) == 0) {
             /* killed between its last report and its result (a worker's
@@ -445,17 +538,13 @@ static void work(world_t *w, int p) {
             copy_id(res.writer, sizeof res.writer, me->id);
             snprintf(res.reason, sizeof res.reason, "%s",
                      out == SL_EPOCH_DONE ? "completed" : "diverged at epoch 1");
-            if (r->has_result)
-                sl_result_merge(&r->result, &res, &r->result);
-            else
-                r->result = res;
-            r->has_result = true;
+            put_result(w, p, j->t, &res);
         }
         if (out != SL_EPOCH_CONTINUE) {
-            sl_claim_t rel;
-            if (out != SL_EPOCH_DONE &&
-                sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
-                r->claim = rel;
+            sl_claim_t cur, rel; /* (study_node.c's job_release) */
+            if (out != SL_EPOCH_DONE && sl_study_live_claim(r, &cur) &&
+                sl_claim_release(&cur, me->id, j->epoch, &rel) == SL_OK)
+                put_claim(w, p, j->t, &rel);
             drop_job(me, k--);
             continue;
         }
@@ -471,25 +560,18 @@ static void work(world_t *w, int p) {
  * gathers the jobs a phase ended (indexes into the jobs it was given). */
 static void apply(world_t *w, int p, const sl_turn_out_t *out, bool *drop) {
     peer_t *me = &w->peers[p];
-    replica_t *rep = &me->rep;
     for (size_t i = 0; i < out->count; i++) {
         const sl_turn_action_t *a = &out->items[i];
         int t = a->trial_id[0] ? find_prop(w, a->trial_id) : -1;
         switch (a->kind) {
         case SL_TURN_WRITE_CLAIM:
-            if (t >= 0) /* (this peer's register, joined with the others') */
-                sl_claim_merge(&rep->t[t].claim, &a->claim, &rep->t[t].claim);
+            if (t >= 0) /* (this peer's register) */
+                put_claim(w, p, t, &a->claim);
             break;
         case SL_TURN_WRITE_RECORD: {
-            uint64_t ordinal = a->trial.ordinal;
-            char id[SL_TRIAL_ID_LEN + 1];
-            memcpy(id, a->trial_id, sizeof id);
-            if (w->bug == BUG_R2_ORDINAL_SKEW && p % 2 == 1) {
-                ordinal += 1; /* the bug: slots depend on the leader */
-                snprintf(id, sizeof id, "%016llx",
-                         (unsigned long long)sl_mix64(strtoull(a->trial_id, NULL, 16) + 1));
-            }
-            t = find_prop(w, id);
+            sl_trial_t rec = a->trial;
+            if (w->bug == BUG_R2_ORDINAL_SKEW && p % 2 == 1)
+                rec.ordinal += 1; /* the bug: slots depend on the leader */
             if (t < 0) {
                 if (w->prop_count == MAX_T) {
                     violate(w, "test: over %d trials", MAX_T);
@@ -497,51 +579,51 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out, bool *drop) {
                 }
                 t = w->prop_count++;
                 prop_t *pr = &w->props[t];
-                memcpy(pr->id, id, sizeof pr->id);
-                pr->ordinal = ordinal;
-                pr->bracket = a->trial.bracket;
-                pr->rung0 = a->trial.rung;
+                memcpy(pr->id, a->trial_id, sizeof pr->id);
+                pr->ordinal = a->trial.ordinal;
                 pr->config = a->trial.config;
             }
-            rep->t[t].known = true;
-            if (a->trial.rung > rep->t[t].rung)
-                rep->t[t].rung = a->trial.rung;
+            char val[SL_STUDY_RECORD_MAX];
+            size_t len;
+            if (sl_trial_record_encode(&w->spec, &rec, val, sizeof val, &len) == SL_OK)
+                put(w, p, tkey(w, SL_STUDY_KEY_RECORD, t, 0, NULL), val, len);
             break;
         }
         case SL_TURN_WRITE_RUNG:
-            if (t >= 0 && a->rung > rep->t[t].rung) {
-                rep->t[t].rung = a->rung;
-                w->promotions++;
+            if (t >= 0) {
+                const char *key = tkey(w, SL_STUDY_KEY_RUNG, t, (uint64_t)a->rung, NULL);
+                w->promotions += rep_find(&me->rep, key, strlen(key)) == NULL;
+                put_str(w, p, key, a->reason);
             }
             break;
         case SL_TURN_WRITE_STOP:
             if (t >= 0)
-                rep->t[t].stop = true;
+                put_str(w, p, tkey(w, SL_STUDY_KEY_STOP, t, 0, NULL), a->reason);
             break;
         case SL_TURN_WRITE_RESULT:
-            if (t < 0)
-                break;
-            if (rep->t[t].has_result)
-                sl_result_merge(&rep->t[t].result, &a->result, &rep->t[t].result);
-            else
-                rep->t[t].result = a->result;
-            rep->t[t].has_result = true;
+            if (t >= 0)
+                put_result(w, p, t, &a->result);
             break;
-        case SL_TURN_WRITE_FINISHED: rep->finished = true; break;
+        case SL_TURN_WRITE_FINISHED:
+            put_str(w, p, tkey(w, SL_STUDY_KEY_FINISHED, -1, 0, NULL), a->reason);
+            break;
         case SL_TURN_JOB_START: {
-            if (t < 0 || me->job_count == (int)(sizeof me->jobs / sizeof me->jobs[0])) {
+            trial_row_t *r = t >= 0 ? row_of(w, p, t) : NULL;
+            if (!r || me->job_count == (int)(sizeof me->jobs / sizeof me->jobs[0])) {
                 violate(w, "test: %s starts a job it has no room for", me->id);
                 break;
             }
-            rtrial_t *r = &rep->t[t];
-            if (w->bug == BUG_T2_METRICS_BY_CLAIM) {
-                r->metrics = 0; /* the bug: a new claim starts a new metric map */
-                r->metrics_claim = a->claim.epoch;
-            }
+            if (w->bug == BUG_T2_METRICS_BY_CLAIM) /* the bug: a new claim starts anew */
+                for (int e = 1; e <= w->spec.max_epochs; e++) {
+                    const char *key = tkey(w, SL_STUDY_KEY_METRIC, t, (uint64_t)e, NULL);
+                    const kv_t *kv = rep_find(&me->rep, key, strlen(key));
+                    if (kv && kv->val)
+                        put(w, p, key, NULL, 0);
+                }
             job_t *j = &me->jobs[me->job_count++];
             j->t = t;
             j->epoch = a->claim.epoch;
-            j->next_epoch = r->ckpt + 1; /* resume from the latest checkpoint */
+            j->next_epoch = r->ck_epoch + 1; /* resume from the latest checkpoint */
             j->epoch_end = w->now + epoch_ms(w, t);
             j->renew_ms = (uint64_t)w->now + w->spec.lease_ms / 3;
             break;
@@ -561,7 +643,7 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out, bool *drop) {
 
 /* Planted bugs of the leader's phase: STOPs dropped (T1), one promotion
  * too many (T4). */
-static void plant_lead(world_t *w, const view_t *v, sl_turn_out_t *out) {
+static void plant_lead(world_t *w, const sl_turn_view_t *v, sl_turn_out_t *out) {
     if (w->bug == BUG_T1_SKIP_STOPS) {
         size_t k = 0;
         for (size_t i = 0; i < out->count; i++)
@@ -573,7 +655,7 @@ static void plant_lead(world_t *w, const view_t *v, sl_turn_out_t *out) {
     if (w->bug == BUG_T4_EXTRA_PROMOTION) {
         /* promote the worst paused trial at rung 0 as well */
         int worst = -1;
-        for (size_t i = 0; i < v->count; i++)
+        for (size_t i = 0; i < v->trial_count; i++)
             if (v->trials[i].state == SL_TRIAL_PAUSED && v->trials[i].rung == 0 &&
                 (worst < 0 || v->trials[i].objectives[0] < v->trials[worst].objectives[0]))
                 worst = (int)i;
@@ -581,7 +663,7 @@ static void plant_lead(world_t *w, const view_t *v, sl_turn_out_t *out) {
         for (size_t i = 0; worst >= 0 && i < out->count; i++)
             dup |= out->items[i].kind == SL_TURN_WRITE_RUNG &&
                    strcmp(out->items[i].trial_id, v->trials[worst].id) == 0;
-        if (worst >= 0 && !dup && v->count >= 3 && out->count < out->cap) {
+        if (worst >= 0 && !dup && v->trial_count >= 3 && out->count < out->cap) {
             sl_turn_action_t *a = &out->items[out->count++];
             memset(a, 0, sizeof *a);
             a->kind = SL_TURN_WRITE_RUNG;
@@ -604,10 +686,12 @@ static void plant_claims(world_t *w, int p, sl_turn_out_t *out) {
             a->why == SL_TURN_CLAIM_ORPHAN)
             continue; /* nor given back by its owner restarted */
         if (take || a->kind == SL_TURN_JOB_START) {
-            int t = find_prop(w, a->trial_id);
-            const sl_claim_t *c = &me->rep.t[t].claim;
-            int owner = c->owner[0] ? peer_index(w, c->owner) : -1;
-            sl_claim_status st = sl_claim_status_of(c, me->id, (uint64_t)w->now,
+            trial_row_t *r = sl_study_live_find(&me->live, a->trial_id);
+            sl_claim_t c;
+            if (!r || !sl_study_live_claim(r, &c))
+                memset(&c, 0, sizeof c);
+            int owner = c.owner[0] ? peer_index(w, c.owner) : -1;
+            sl_claim_status st = sl_claim_status_of(&c, me->id, (uint64_t)w->now,
                                                     owner >= 0 && alive_in_view(w, p, owner));
             bool over = st == SL_CLAIM_OWNER_DEAD || st == SL_CLAIM_LAPSED;
             if (over && w->bug == BUG_T5_NO_TAKEOVER)
@@ -619,30 +703,34 @@ static void plant_claims(world_t *w, int p, sl_turn_out_t *out) {
     out->count = k;
 }
 
-/* Peer p's turn: its workers' reports, then the turn's three phases,
- * each one's actions carried out before the next is decided. */
+/* Peer p's turn: its live view refreshed, its workers' reports, then the
+ * turn's three phases, each one's actions carried out before the view is
+ * derived again for the next (study_node.c's study_turn). */
 static void turn(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    static view_t v;
+    live_t *lv = &me->live;
     sl_turn_out_t *out = &w->out;
     uint64_t now = (uint64_t)w->now;
+    refresh(w, p);
     work(w, p);
+    if (!me->up)
+        return; /* (killed between a report and its result) */
+    refresh(w, p);
     /* the jobs */
-    build_view(w, p, &v);
     sl_turn_job_t tj[2];
     bool drop[2] = {false, false};
     int nj = me->job_count;
     for (int k = 0; k < nj; k++) {
         const job_t *j = &me->jobs[k];
-        const rtrial_t *r = &me->rep.t[j->t];
         tj[k] = (sl_turn_job_t){.trial_id = w->props[j->t].id, .epoch = j->epoch,
-                                .renew_ms = j->renew_ms, .last_epoch = j->next_epoch - 1,
-                                .found = r->known, .claim = r->claim,
-                                .has_claim = r->claim.epoch > 0, .has_result = r->has_result,
-                                .stop = r->stop};
+                                .renew_ms = j->renew_ms, .last_epoch = j->next_epoch - 1};
+        sl_study_live_turn_job(lv, tj[k].trial_id, &tj[k]);
     }
+    sl_turn_view_t v = {.study_id = w->study_id, .spec = &w->spec, .trials = lv->trials,
+                        .trial_count = lv->trial_count, .cancelled = lv->cancelled,
+                        .finished = lv->finished};
     sl_turn_out_clear(out);
-    if (sl_turn_jobs(&v.tv, tj, (size_t)nj, me->id, now, out) != SL_OK) {
+    if (sl_turn_jobs(&v, tj, (size_t)nj, me->id, now, out) != SL_OK) {
         violate(w, "turn: jobs phase failed");
         return;
     }
@@ -650,19 +738,23 @@ static void turn(world_t *w, int p) {
     for (int k = nj - 1; k >= 0; k--) /* (from the end: drop_job moves the last) */
         if (drop[k])
             drop_job(me, k);
-    if (me->rep.finished)
+    if (lv->finished)
         return;
     /* the leader */
-    build_view(w, p, &v);
+    refresh(w, p);
     build_members(w, p);
-    sl_turn_members_load(&v.tv, &w->members, me->id, me->job_count);
+    if (sl_study_live_turn_view(lv, w->study_id, &w->spec, &me->env, &v) != SL_OK) {
+        violate(w, "turn: no view");
+        return;
+    }
+    sl_turn_members_load(&v, &w->members, me->id, me->job_count);
     sl_turn_out_clear(out);
-    if (sl_turn_lead(&v.tv, &w->members, me->id, now, out) != SL_OK) {
+    if (sl_turn_lead(&v, &w->members, me->id, now, out) != SL_OK) {
         violate(w, "turn: lead phase failed");
         return;
     }
-    sl_sched_view_t sv = {.study_id = w->study_id, .trials = v.trials, .trial_count = v.count,
-                          .capacity = v.capacity};
+    sl_sched_view_t sv = {.study_id = w->study_id, .trials = lv->trials,
+                          .trial_count = lv->trial_count, .capacity = capacity(w, p)};
     if (out->led) {
         w->led[p] = true;
         w->led_round[p] = sl_sched_round(&w->spec, &sv);
@@ -676,13 +768,17 @@ static void turn(world_t *w, int p) {
             violate(w, "T4: %s (leader %s)", why, me->id);
     }
     apply(w, p, out, NULL);
-    if (me->rep.finished)
+    if (lv->finished)
         return;
     /* the claims (a simulated peer has caught up: its replica is the
        store's) */
-    build_view(w, p, &v);
+    refresh(w, p);
+    if (sl_study_live_turn_view(lv, w->study_id, &w->spec, &me->env, &v) != SL_OK) {
+        violate(w, "turn: no view");
+        return;
+    }
     sl_turn_out_clear(out);
-    if (sl_turn_claims(&v.tv, &w->members, me->id, now, true, out) != SL_OK) {
+    if (sl_turn_claims(&v, &w->members, me->id, now, true, out) != SL_OK) {
         violate(w, "turn: claims phase failed");
         return;
     }
@@ -696,7 +792,8 @@ static void crash(world_t *w, int p, int64_t down_ms) {
     peer_t *me = &w->peers[p];
     me->up = false;
     me->job_count = 0; /* volatile state gone; the replica is on disk */
-    memset(me->claimable_since, 0, sizeof me->claimable_since);
+    sl_study_live_fini(&me->live);
+    me->live.stale = true; /* read whole at its first turn back */
     me->down_until = w->now + down_ms;
     w->last_fault = w->now;
 }
@@ -730,19 +827,18 @@ static void inject_faults(world_t *w) {
         /* kill the leader of the current round as peer 0..N sees it, or anyone */
         int victim = (int)sl_rng_below(rng, PEERS);
         if (sl_rng_below(rng, 2)) {
-            view_t *v = malloc(sizeof *v);
             int obs = (int)sl_rng_below(rng, PEERS);
-            if (v && w->peers[obs].up) {
-                build_view(w, obs, v);
-                sl_sched_view_t sv = {.study_id = w->study_id, .trials = v->trials,
-                                      .trial_count = v->count, .capacity = v->capacity};
+            const live_t *lv = &w->peers[obs].live;
+            if (w->peers[obs].up && !lv->stale) { /* (its view as of its last turn) */
+                sl_sched_view_t sv = {.study_id = w->study_id, .trials = lv->trials,
+                                      .trial_count = lv->trial_count,
+                                      .capacity = capacity(w, obs)};
                 int l = leader_of(w, obs, sl_sched_round(&w->spec, &sv));
                 if (l >= 0) {
                     victim = l;
                     w->leader_kills++;
                 }
             }
-            free(v);
         }
         if (w->peers[victim].up)
             crash(w, victim, 300 + (int64_t)sl_rng_below(rng, 3000));
@@ -797,21 +893,34 @@ static const char *evo_json =
     " \"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"max\"}],"
     " \"budget\": {\"trials\": 24}, \"retries\": 1}";
 
+/* Trial t's claim as peer p's live view joins it (0: none, or its view is
+ * not read yet after a restart). */
+static uint64_t claim_epoch(world_t *w, int p, int t) {
+    trial_row_t *r = row_of(w, p, t);
+    sl_claim_t c;
+    return r && sl_study_live_claim(r, &c) ? c.epoch : 0;
+}
+
 static void checks_step(world_t *w) {
-    /* T3: claim epochs only grow in every replica; no worker holds an
-     * epoch below its replica's; when quiet, one worker per trial */
+    /* T3: claim epochs only grow in every live view; no worker holds an
+     * epoch below its view's; when quiet, one worker per trial */
     for (int p = 0; p < PEERS; p++) {
         peer_t *me = &w->peers[p];
+        if (!me->up || me->live.stale)
+            continue; /* (no view: down, or not read since its restart) */
         for (int i = 0; i < w->prop_count; i++) {
-            if (me->rep.t[i].claim.epoch < me->last_epoch[i])
+            uint64_t e = claim_epoch(w, p, i);
+            if (e < me->last_epoch[i])
                 violate(w, "T3: %s's claim epoch of trial %d went back", me->id, i);
-            me->last_epoch[i] = me->rep.t[i].claim.epoch;
+            me->last_epoch[i] = e;
         }
-        for (int k = 0; k < me->job_count; k++)
-            if (me->rep.t[me->jobs[k].t].claim.epoch > me->jobs[k].epoch)
+        for (int k = 0; k < me->job_count; k++) {
+            uint64_t e = claim_epoch(w, p, me->jobs[k].t);
+            if (e > me->jobs[k].epoch)
                 violate(w, "T3: %s works on trial %d at epoch %llu after seeing epoch %llu",
                         me->id, me->jobs[k].t, (unsigned long long)me->jobs[k].epoch,
-                        (unsigned long long)me->rep.t[me->jobs[k].t].claim.epoch);
+                        (unsigned long long)e);
+        }
     }
     /* quiet: every peer up, no partition, no fault for a lease and a
      * detection period; two workers on one trial (claims that crossed
@@ -850,9 +959,43 @@ static void checks_step(world_t *w) {
         }
 }
 
-static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, bug_t bug) {
-    sl_study_members_fini(&w->members); /* (a run before this one's) */
+/* Whether peer p's replica holds what peer 0's does. */
+static bool same_replica(const world_t *w, int p) {
+    const replica_t *a = &w->peers[0].rep, *b = &w->peers[p].rep;
+    if (a->count != b->count)
+        return false;
+    for (size_t i = 0; i < a->count; i++) {
+        const kv_t *x = &a->e[i], *y = rep_find(b, x->key, x->key_len);
+        if (!y || y->stamp != x->stamp)
+            return false;
+    }
+    return true;
+}
+
+/* The trials as peer 0's live view shows them (SL_VERBOSE). */
+static void dump(world_t *w) {
+    live_t *lv = &w->peers[0].live;
+    for (size_t i = 0; i < lv->trial_count; i++) {
+        const sl_trial_t *t = &lv->trials[i];
+        const trial_row_t *r = &lv->rows[lv->trial_row[i]];
+        printf("  %s ord %llu br %d rung %d %s epochs %d claim %s/%llu rel %d stop %d res %d\n",
+               t->id, (unsigned long long)t->ordinal, t->bracket, t->rung,
+               sl_trial_state_name(t->state), t->epochs_done, r->claim.owner,
+               (unsigned long long)r->claim.epoch, r->claim.released, r->stop, r->has_result);
+    }
+}
+
+static void world_fini(world_t *w) {
+    sl_study_members_fini(&w->members);
     sl_turn_out_fini(&w->out);
+    for (int p = 0; p < PEERS; p++) {
+        rep_fini(&w->peers[p].rep);
+        sl_study_live_fini(&w->peers[p].live);
+    }
+}
+
+static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, bug_t bug) {
+    world_fini(w); /* (a run before this one's) */
     memset(w, 0, sizeof *w);
     sl_turn_out_init(&w->out);
     w->seed = seed;
@@ -870,8 +1013,12 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
     w->faults_until = FAULTS_UNTIL_MS / 3 * (1 + (int64_t)(seed % 3));
     sl_rng_seed(&w->rng, seed * 7919 + 17);
     for (int p = 0; p < PEERS; p++) {
-        snprintf(w->peers[p].id, sizeof w->peers[p].id, "peer-%d", p);
-        w->peers[p].up = true;
+        peer_t *me = &w->peers[p];
+        snprintf(me->id, sizeof me->id, "peer-%d", p);
+        me->index = p;
+        me->w = w;
+        me->up = true;
+        me->env = (sl_live_env_t){.self = me->id, .member = member_of, .runs = runs, .ctx = me};
     }
     for (w->now = 0; w->now < DEADLINE_MS && !w->violation[0]; w->now += STEP_MS) {
         inject_faults(w);
@@ -884,7 +1031,7 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         for (int p = 0; p < PEERS; p++)
             for (int q = 0; q < PEERS; q++)
                 if (p != q && connected(w, p, q) && sl_rng_below(&w->rng, 10) < 4)
-                    merge_replica(w, &w->peers[q].rep, &w->peers[p].rep);
+                    sync_into(w, p, q);
         /* each peer: its turn */
         memset(w->led, 0, sizeof w->led);
         for (int p = 0; p < PEERS && !w->violation[0]; p++)
@@ -894,7 +1041,7 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         /* done: every peer up, finished, idle */
         bool all = w->now >= w->faults_until && !w->heal_at;
         for (int p = 0; p < PEERS && all; p++)
-            all = running(w, p) && w->peers[p].rep.finished && w->peers[p].job_count == 0;
+            all = running(w, p) && w->peers[p].live.finished && w->peers[p].job_count == 0;
         if (all) {
             w->finished_all = true;
             break;
@@ -904,80 +1051,74 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         return;
     /* T5: finished once quiet */
     if (!w->finished_all) {
-        int open = 0;
-        for (int i = 0; i < w->prop_count; i++)
-            open += !w->peers[0].rep.t[i].has_result;
-        violate(w, "T5: not finished by %d s (%d trials open in peer-0's replica)",
-                DEADLINE_MS / 1000, open);
-        if (getenv("SL_VERBOSE")) {
-            static view_t dv;
-            build_view(w, 0, &dv);
-            for (size_t i = 0; i < dv.count; i++) {
-                const rtrial_t *r = &w->peers[0].rep.t[dv.map[i]];
-                printf("  %s ord %llu br %d rung %d %s epochs %d claim %s/%llu rel %d stop %d res %d\n",
-                       dv.trials[i].id, (unsigned long long)dv.trials[i].ordinal, dv.trials[i].bracket,
-                       dv.trials[i].rung, sl_trial_state_name(dv.trials[i].state),
-                       dv.trials[i].epochs_done, r->claim.owner, (unsigned long long)r->claim.epoch,
-                       r->claim.released, r->stop, r->has_result);
-            }
-        }
+        refresh(w, 0);
+        violate(w, "T5: not finished by %d s (%zu trials open in peer-0's view)",
+                DEADLINE_MS / 1000, w->peers[0].live.open_count);
+        if (getenv("SL_VERBOSE"))
+            dump(w);
         return;
     }
-    /* converge the replicas, then check the end state */
+    /* converge the replicas, then check the end state as peer 0's live
+       view shows it */
     for (int round = 0; round < 2; round++)
         for (int p = 0; p < PEERS; p++)
             for (int q = 0; q < PEERS; q++)
                 if (p != q)
-                    merge_replica(w, &w->peers[q].rep, &w->peers[p].rep);
-    const replica_t *fin = &w->peers[0].rep;
+                    sync_into(w, p, q);
+    for (int p = 0; p < PEERS; p++)
+        refresh(w, p);
+    live_t *fin = &w->peers[0].live;
     for (int i = 0; i < w->prop_count; i++) {
-        const rtrial_t *r = &fin->t[i];
+        trial_row_t *r = row_of(w, 0, i);
+        const sl_trial_t *t = r ? sl_study_live_trial(fin, r) : NULL;
         /* T1 */
-        if (!r->has_result)
+        if (!t || !r->has_result)
             violate(w, "T1: trial %d (%s, rung %d, %d epochs) has no outcome", i, w->props[i].id,
-                    r->rung, recorded(r));
+                    t ? t->rung : -1, t ? t->epochs_done : 0);
         else if (r->result.state != SL_TRIAL_DONE && r->result.state != SL_TRIAL_FAILED)
             violate(w, "T1: trial %d ends %s", i, sl_trial_state_name(r->result.state));
         /* T2 */
-        for (int e = 0; e < MAX_E; e++)
-            if (w->reported[i][e] && !(r->metrics >> e & 1))
+        for (int e = 0; e < w->spec.max_epochs; e++)
+            if (w->reported[i][e] && !(r && r->has_report[e]))
                 violate(w, "T2: trial %d lost the metric of epoch %d", i, e + 1);
-        for (int p = 1; p < PEERS; p++)
-            if (memcmp(&w->peers[p].rep.t[i], r, sizeof *r) != 0)
-                violate(w, "store: replicas differ on trial %d once quiet", i);
     }
+    for (int p = 1; p < PEERS; p++)
+        if (!same_replica(w, p))
+            violate(w, "store: %s's replica differs from peer-0's once quiet", w->peers[p].id);
     /* R2: every slot once, the budget met */
     for (uint64_t o = 0; o < w->spec.budget_trials; o++) {
         int n = 0;
-        for (int i = 0; i < w->prop_count; i++)
-            n += w->props[i].ordinal == o && fin->t[i].known;
+        for (size_t i = 0; i < fin->trial_count; i++)
+            n += fin->trials[i].ordinal == o;
         if (n != 1)
             violate(w, "R2: proposal slot %llu holds %d trials", (unsigned long long)o, n);
     }
-    if ((uint32_t)w->prop_count != w->spec.budget_trials)
-        violate(w, "R2: %d trials proposed for a budget of %u", w->prop_count,
+    if (fin->trial_count != w->spec.budget_trials)
+        violate(w, "R2: %zu trials proposed for a budget of %u", fin->trial_count,
                 w->spec.budget_trials);
 }
 
 /* The end state a synchronous scheduler must reproduce: per trial id, the
- * rung, the outcome and the epochs. */
-static bool same_outcome(const world_t *a, const world_t *b, char *why, size_t why_len) {
+ * rung, the outcome and the epochs (as peer 0's live view shows them). */
+static bool same_outcome(world_t *a, world_t *b, char *why, size_t why_len) {
     if (a->prop_count != b->prop_count) {
         snprintf(why, why_len, "%d trials vs %d", a->prop_count, b->prop_count);
         return false;
     }
     for (int i = 0; i < a->prop_count; i++) {
-        int j = find_prop(b, a->props[i].id);
-        if (j < 0) {
+        trial_row_t *x = row_of(a, 0, i);
+        trial_row_t *y = sl_study_live_find(&b->peers[0].live, a->props[i].id);
+        const sl_trial_t *tx = x ? sl_study_live_trial(&a->peers[0].live, x) : NULL;
+        const sl_trial_t *ty = y ? sl_study_live_trial(&b->peers[0].live, y) : NULL;
+        if (!tx || !ty) {
             snprintf(why, why_len, "trial %s missing", a->props[i].id);
             return false;
         }
-        const rtrial_t *x = &a->peers[0].rep.t[i], *y = &b->peers[0].rep.t[j];
-        if (x->rung != y->rung || x->result.state != y->result.state ||
-            recorded(x) != recorded(y)) {
+        if (tx->rung != ty->rung || x->result.state != y->result.state ||
+            tx->epochs_done != ty->epochs_done) {
             snprintf(why, why_len, "trial %s: rung %d/%d, %s/%s, %d/%d epochs", a->props[i].id,
-                     x->rung, y->rung, sl_trial_state_name(x->result.state),
-                     sl_trial_state_name(y->result.state), recorded(x), recorded(y));
+                     tx->rung, ty->rung, sl_trial_state_name(x->result.state),
+                     sl_trial_state_name(y->result.state), tx->epochs_done, ty->epochs_done);
             return false;
         }
     }
@@ -1115,5 +1256,7 @@ int main(void) {
     sl_test_run("planted_t5", test_planted_t5);
     sl_test_run("planted_r1", test_planted_r1);
     sl_test_run("planted_r2", test_planted_r2);
+    world_fini(&W);
+    world_fini(&W0);
     return sl_test_finish();
 }

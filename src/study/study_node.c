@@ -532,40 +532,11 @@ static void due_at(uint64_t *due, uint64_t ms) {
 }
 
 /* The turn core's view of study `c` (study/turn.h), from its live view
- * as last refreshed: the open trials with what the core reads of them.
- * Borrowed from the live view until its next refresh or write. */
+ * as last refreshed (sl_study_live_turn_view). Borrowed from the live
+ * view until its next refresh or write. */
 static sl_err view_build(sl_study_node_t *sn, cached_t *c, sl_turn_view_t *v) {
-    live_t *lv = &c->live;
-    if (lv->open_count > sn->turn_open_cap) {
-        size_t cap = sn->turn_open_cap ? sn->turn_open_cap : 64;
-        while (cap < lv->open_count)
-            cap *= 2;
-        sl_turn_open_t *n = sl_realloc(sn->turn_open, cap * sizeof *n);
-        if (!n)
-            return SL_ENOMEM;
-        sn->turn_open = n;
-        sn->turn_open_cap = cap;
-    }
-    for (size_t o = 0; o < lv->open_count; o++) {
-        trial_row_t *r = &lv->rows[lv->open[o]];
-        sn->turn_open[o] = (sl_turn_open_t){
-            .id = r->id,
-            .t = &lv->trials[r->tix - 1],
-            .claim = r->claim,
-            .has_claim = r->has_claim,
-            .has_result = r->has_result,
-            .stop = r->stop,
-            .owner_alive = r->has_claim && sl_study_node_alive(sn, r->claim.owner),
-            .owner_suspect = r->has_claim && sl_study_node_suspect(sn, r->claim.owner),
-            .mine = sl_study_node_job(sn, c->id, r->id) != NULL,
-            .claimable_ms = &r->claimable_ms};
-    }
-    *v = (sl_turn_view_t){.study_id = c->id, .spec = &c->spec, .trials = lv->trials,
-                          .trial_count = lv->trial_count, .open = sn->turn_open,
-                          .open_count = lv->open_count, .cancelled = lv->cancelled,
-                          .finished = lv->finished, .start_ms = lv->start_ms,
-                          .next_lapse_ms = lv->next_lapse_ms};
-    return SL_OK;
+    sl_live_env_t env = sl_study_live_env(sn);
+    return sl_study_live_turn_view(&c->live, c->id, &c->spec, &env, v);
 }
 
 /* Carries out a turn phase's actions in order: the store writes (the
@@ -675,19 +646,13 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         job_t *j = &sn->jobs[i];
         if (!j->study[0] || strcmp(j->study, c->id))
             continue;
-        trial_row_t *r = sl_study_live_find(lv, j->trial);
         sl_turn_job_t *x = &tj[nj];
         memset(x, 0, sizeof *x);
         x->trial_id = j->trial;
         x->epoch = j->epoch;
         x->renew_ms = j->renew_ms;
         x->last_epoch = j->last_epoch;
-        if (r) {
-            x->found = true;
-            x->has_claim = sl_study_live_claim(r, &x->claim);
-            x->has_result = r->has_result;
-            x->stop = r->stop;
-        }
+        sl_study_live_turn_job(lv, j->trial, x);
         jobs[nj++] = j;
     }
     sl_turn_view_t v = {.study_id = c->id, .spec = spec, .trials = lv->trials,
@@ -1052,7 +1017,6 @@ void sl_study_node_destroy(sl_study_node_t **snp) {
     }
     sl_study_ckpt_fini(sn);
     sl_study_members_fini(&sn->members);
-    sl_free(sn->turn_open);
     sl_turn_out_fini(&sn->turn_out);
     if (sn->orphan_count == 0) { /* abandoned threads may still read the data sets */
         sl_study_data_destroy(&sn->data); /* and write to the wake pipe */

@@ -1,7 +1,8 @@
 /* Internals shared by the study node's files: study_node.c (the loop),
  * study_ctl.c (the control commands), study_ckpt.c (checkpoints),
- * study_store.c (its keys in the store) and study_view.c (the live view),
- * each calling only those after it in this list. */
+ * study_store.c (its keys in the store) and study_view.c (the live view's
+ * daemon side, over its pure core study/live.h), each calling only those
+ * after it in this list. */
 #ifndef STARLING_STUDY_NODE_INTERNAL_H
 #define STARLING_STUDY_NODE_INTERNAL_H
 
@@ -10,6 +11,7 @@
 #include "starling/study.h"
 #include "starling/study_node.h"
 #include "starling/swim.h"
+#include "study/live.h"
 #include "study/study_keys.h"
 #include "study/study_worker.h"
 #include "study/turn.h"
@@ -48,78 +50,6 @@
  * rest of the members' functions are the turn core's, study/turn.h).
  * SL_ENOMEM: `ms` is empty. */
 sl_err sl_study_members_alive(const sl_swim_t *sw, sl_study_members_t *ms);
-
-/* A part of a trial kept by the key it came from: a key rewritten
- * replaces its part, a key deleted removes it. key_hash is the hash of
- * the key's text after the trial id. */
-typedef struct {
-    uint64_t key_hash;            /* which claim/P key */
-    sl_claim_t claim;             /* peer P's register */
-} claim_part_t;
-
-typedef struct {
-    uint64_t key_hash;            /* which res/W@E key */
-    sl_result_t result;           /* the result it holds */
-} result_part_t;
-
-/* What the replica holds of one trial, kept across turns by the live
- * view: each key of the trial updates it when it changes (the store
- * node's listener), so a turn never reads the whole study. */
-typedef struct {
-    char id[SL_TRIAL_ID_LEN + 1]; /* trial id */
-    uint32_t tix;                 /* its sl_trial_t in live->trials, + 1; 0: no record yet */
-    int rec_rung;                 /* the rung its record names */
-    uint64_t rec_hash;            /* hash of the record's bytes (0: none) */
-    uint32_t rung_keys;           /* bit R: a rung/R key (a promotion) */
-    double *curve;                /* scheduler metric per epoch (max_epochs), NaN = none */
-    sl_report_t *reports;         /* report per epoch (max_epochs); NULL until the first */
-    bool *has_report;             /* which epochs have one */
-    claim_part_t *claims;         /* every peer's claim register */
-    uint32_t claim_count;         /* entries */
-    result_part_t *results;       /* every result written */
-    uint32_t result_count;        /* entries */
-    uint64_t *fails;              /* key hashes of its fail/E keys */
-    uint32_t fail_count;          /* entries: the failures recorded */
-    bool stop;                    /* the leader asked it to stop */
-    int ck_epoch;                 /* epoch of the replicated checkpoint (0 = none) */
-    sl_claim_t claim;             /* derived: the join of the claim registers */
-    bool has_claim;               /* derived: one was seen */
-    sl_result_t result;           /* derived: the results merged */
-    bool has_result;              /* derived: one was seen */
-    bool dirty;                   /* a key changed since it was derived (in live->dirty) */
-    uint32_t open_at;             /* its place in live->open, + 1; 0: not open */
-    uint64_t claimable_ms;        /* wall ms since when this peer has seen it claimable (0: not) */
-} trial_row_t;
-
-/* A study as this replica shows it, kept up to date key by key. Rows
- * never move (their index is stable); the trials with a record are also
- * in `trials`, contiguous, which the cores read as they are. */
-typedef struct {
-    trial_row_t *rows;            /* every trial with a key under study/S/t/ */
-    size_t count;                 /* used */
-    size_t cap;                   /* allocated */
-    uint32_t *index;              /* open addressing by trial id: row + 1, 0 = empty */
-    size_t index_cap;             /* slots (a power of two, > 2 * count) */
-    sl_trial_t *trials;           /* trials with a record, states derived */
-    uint32_t *trial_row;          /* the row of each */
-    size_t trial_count;           /* used */
-    size_t trial_cap;             /* allocated */
-    uint32_t *dirty;              /* rows whose keys changed since the last refresh */
-    size_t dirty_count;           /* used */
-    size_t dirty_cap;             /* allocated */
-    uint32_t *open;               /* rows with a record and no result: their state moves
-                                     with time and membership, not only with their keys */
-    size_t open_count;            /* used */
-    size_t open_cap;              /* allocated */
-    bool cancelled;               /* cancel key present */
-    bool finished;                /* finished key present */
-    uint64_t start_ms;            /* submit time */
-    uint64_t next_lapse_ms;       /* the earliest lease of an open trial still to lapse
-                                     (wall ms; UINT64_MAX: none), from the last refresh */
-    bool stale;                   /* read the whole study again at the next refresh */
-    uint64_t applied;             /* keys applied (stats) */
-    uint64_t rescans;             /* whole reads (stats) */
-} live_t;
 
 /* A trial in a view (the control commands' copy of the live view). */
 typedef struct {
@@ -240,8 +170,6 @@ struct sl_study_node {
     ck_pending_t pending[MAX_PENDING]; /* checkpoints waiting for their copies */
     ck_restore_t *restores;          /* checkpoint fetches under way */
     sl_study_members_t members;      /* the members of the last turn (kept for its arrays) */
-    sl_turn_open_t *turn_open;       /* the turn view's open trials (kept for the array) */
-    size_t turn_open_cap;            /* allocated */
     sl_turn_out_t turn_out;          /* a turn phase's actions (kept for the array) */
 };
 
@@ -273,32 +201,20 @@ sl_err sl_study_node_log_key(sl_study_node_t *sn, const char *study, const char 
 void sl_study_view_fini(view_t *v);
 sl_err sl_study_view_build(sl_study_node_t *sn, const char *id, view_t *v);
 
-/* The live view (src/study/study_view.c). apply: key `key` of the study now
- * holds `val` (NULL: gone). refresh: reads the whole study when it is
- * stale, derives the rows whose keys changed and the state of every open
- * one. find: the row of a trial, or NULL. check: compares the live view
- * with a fresh read of the store (debug builds call it every turn); false
- * with `why` on a difference. */
+/* The live view's daemon side (src/study/study_view.c; the core is
+ * study/live.h). apply: key `key` of the study now holds `val` (present)
+ * or is gone. refresh: reads the whole study when it is stale, then
+ * derives the rows whose keys changed and the state of every open one,
+ * with swim's members and this node's jobs. check: compares the live
+ * view with a fresh read of the store (debug builds call it every turn);
+ * false with `why` on a difference. env: what the core asks of the node
+ * (sl_live_env_t, valid while `sn` is). */
 void sl_study_live_apply(sl_study_node_t *sn, cached_t *c, const uint8_t *key, size_t key_len,
                          const uint8_t *val, size_t val_len, bool present);
 void sl_study_live_refresh(sl_study_node_t *sn, cached_t *c, uint64_t now_ms);
-trial_row_t *sl_study_live_find(live_t *lv, const char *trial_id);
 bool sl_study_live_check(sl_study_node_t *sn, cached_t *c, uint64_t now_ms, char *why,
                          size_t why_len);
-void sl_study_live_fini(live_t *lv);
-/* The join of the trial's claim registers as they are now (before the
- * refresh derives it); false when it has none. */
-bool sl_study_live_claim(const trial_row_t *r, sl_claim_t *out);
-/* The trial's sl_trial_t, or NULL before its record. */
-static inline sl_trial_t *sl_study_live_trial(live_t *lv, const trial_row_t *r) {
-    return r->tix ? &lv->trials[r->tix - 1] : NULL;
-}
-/* Whether `owner` is alive in this peer's view (one not heard of yet
- * counts as alive: its lease decides). */
-bool sl_study_node_alive(sl_study_node_t *sn, const char *owner);
-/* `owner` is another member membership holds SUSPECT (alive to the view,
- * but a probe of it went unanswered: the turn may take its trials over). */
-bool sl_study_node_suspect(sl_study_node_t *sn, const char *owner);
+sl_live_env_t sl_study_live_env(sl_study_node_t *sn);
 /* This peer's running job of a trial, or NULL. */
 job_t *sl_study_node_job(sl_study_node_t *sn, const char *study, const char *trial);
 /* Checkpoints (src/study/study_ckpt.c). Write stores the directory's files as
@@ -317,10 +233,6 @@ typedef void (*sl_study_ckpt_done_fn)(sl_study_node_t *sn, void *ctx, int epoch,
 void sl_study_ckpt_restore(sl_study_node_t *sn, const char *study, const char *trial,
                            const char *dir, sl_study_ckpt_done_fn done, void *ctx);
 void sl_study_ckpt_fini(sl_study_node_t *sn);
-/* A checkpoint manifest's epoch: a whole number in 1..SL_STUDY_MAX_EPOCHS,
- * or 0 when the manifest (another peer's write) has none such
- * (src/study/study_view.c, which reads it for the rows). */
-int sl_study_manifest_epoch(const cJSON *manifest);
 /* A trial's log: every owner's run in claim-epoch order (this peer's
  * running job from its buffer), appended to `out`. */
 sl_err sl_study_node_log(sl_study_node_t *sn, const char *study, const char *trial,
