@@ -497,6 +497,90 @@ static void test_view(void) {
     sl_elastic_records_destroy(&r);
 }
 
+static void add_world(sl_elastic_records_t *r, uint64_t round, uint64_t parent,
+                      uint64_t graft) {
+    sl_elastic_world_t w = {.id = {round, "a"}, .count = 2, .members = {"a", "b"}};
+    if (parent)
+        w.parent = (sl_elastic_ref_t){parent, "a"};
+    if (graft)
+        w.graft = (sl_elastic_ref_t){graft, "a"};
+    uint8_t buf[SL_ELASTIC_VALUE_MAX];
+    size_t n;
+    char key[SL_ELASTIC_KEY_MAX];
+    CHECK_OK(sl_elastic_world_encode(&w, 3, buf, sizeof buf, &n));
+    snprintf(key, sizeof key, "job/" J "/w/%llu/a", (unsigned long long)round);
+    add_ok(r, key, buf, n);
+}
+
+static void add_ack(sl_elastic_records_t *r, const char *peer, uint64_t round, uint64_t tip) {
+    sl_elastic_ack_t a = {.world = {round, "a"}, .step = round, .has_state = tip > 0};
+    if (tip)
+        a.tip = a.state_world = (sl_elastic_ref_t){tip, "a"};
+    uint8_t buf[SL_ELASTIC_VALUE_MAX];
+    size_t n;
+    char key[SL_ELASTIC_KEY_MAX];
+    CHECK_OK(sl_elastic_ack_encode(&a, buf, sizeof buf, &n));
+    snprintf(key, sizeof key, "job/" J "/ack/%llu/%s", (unsigned long long)round, peer);
+    add_ok(r, key, buf, n);
+}
+
+/* The pruned view (docs/elastic.md): a chain of five worlds of a, b, each
+ * acked by both, is pruned at the head's parent; the records below it go,
+ * and each peer's newest ack below it is remembered. A record below the
+ * anchor read afterwards is left out and makes the records stale, as does
+ * a world that carries on a world below it. */
+static void test_prune(void) {
+    sl_elastic_records_t *r = NULL;
+    CHECK_OK(sl_elastic_records_new(J, 3, &r));
+    for (uint64_t i = 1; i <= 5; i++) {
+        add_world(r, i, i - 1, 0);
+        add_ack(r, "a", i, i - 1);
+        add_ack(r, "b", i, i - 1);
+    }
+    sl_elastic_view_t view;
+    memset(&view, 0, sizeof view);
+    sl_elastic_records_view(r, &view);
+    CHECK_INT(view.anchor.round, 0);
+    bool moved;
+    CHECK_OK(sl_elastic_records_prune(r, &moved));
+    CHECK(moved);
+    sl_elastic_records_view(r, &view);
+    CHECK_INT(view.anchor.round, 4);   /* the head's parent */
+    CHECK_INT(view.world_count, 2);    /* 4 and 5 */
+    CHECK_INT(view.ack_count, 4);
+    CHECK_INT(view.past_count, 2);     /* a and b: their acks of round 3 */
+    CHECK_STR(view.past[0].peer, "a");
+    CHECK_INT(view.past[0].tip.round, 3);
+    CHECK(view.past[0].tip_in_lineage && view.past[0].state_in_lineage);
+    CHECK_INT(view.past[0].from_none, 0); /* it acked an established world */
+    sl_elastic_ref_t head;
+    CHECK_OK(sl_elastic_head(&view, &head));
+    CHECK_INT(head.round, 5);
+    CHECK_OK(sl_elastic_records_prune(r, &moved));
+    CHECK(!moved); /* the head's parent already */
+    CHECK(!sl_elastic_records_stale(r));
+
+    /* a world past the anchor naming a base below it: stale */
+    add_world(r, 6, 0, 2);
+    CHECK(sl_elastic_records_stale(r));
+    sl_elastic_records_destroy(&r);
+
+    /* a record below the anchor, new to the records: left out, stale */
+    CHECK_OK(sl_elastic_records_new(J, 3, &r));
+    for (uint64_t i = 1; i <= 5; i++) {
+        add_world(r, i, i - 1, 0);
+        add_ack(r, "a", i, i - 1);
+        add_ack(r, "b", i, i - 1);
+    }
+    CHECK_OK(sl_elastic_records_prune(r, &moved));
+    add_ack(r, "c", 2, 0);
+    CHECK_INT(sl_elastic_records_left_out(r), 1);
+    CHECK(sl_elastic_records_stale(r));
+    sl_elastic_records_view(r, &view);
+    CHECK_INT(view.ack_count, 4);
+    sl_elastic_records_destroy(&r);
+}
+
 /* job/J/ckpt: a builtin job's names one blob, a command job's its files. */
 static void test_ckpt(void) {
     const char *hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -536,5 +620,6 @@ int main(void) {
     sl_test_run("malformed", test_malformed);
     sl_test_run("view", test_view);
     sl_test_run("ckpt", test_ckpt);
+    sl_test_run("prune", test_prune);
     return sl_test_finish();
 }

@@ -10,6 +10,7 @@
  * core under random faults. */
 #include <stdlib.h>
 
+#include "elastic/elastic_internal.h"
 #include "starling/elastic.h"
 #include "testlib.h"
 
@@ -743,6 +744,171 @@ static void test_bad_views(void) {
     sl_elastic_destroy(&e); /* idempotent on NULL */
 }
 
+/* ---- a long job: the pruned view ---- */
+
+#define LONG_JOB "0123456789abcdef"
+
+/* One store every peer reads (sl_elastic_records, pruned after every
+ * tick as a node prunes its own), the peers' cores and trainers. */
+typedef struct {
+    sl_elastic_records_t *recs;
+    sl_elastic_t *core[NP];
+    bool up[NP];
+    sl_elastic_local_t local[NP];
+    sl_elastic_ref_t world_of[NP]; /* the world it trains in (round 0: none) */
+    size_t worlds;                 /* worlds sealed */
+    size_t walked_max;             /* the most records one turn took in */
+    int64_t now;
+} long_t;
+
+static void long_add(long_t *l, sl_elastic_key_kind kind, uint64_t round, const char *peer,
+                     const uint8_t *val, size_t len) {
+    sl_elastic_key_t k = {.kind = kind, .round = round};
+    memcpy(k.job, LONG_JOB, sizeof k.job);
+    snprintf(k.peer, sizeof k.peer, "%s", peer);
+    char key[SL_ELASTIC_KEY_MAX], why[200];
+    size_t key_len;
+    CHECK_OK(sl_elastic_key_build(&k, key, sizeof key, &key_len));
+    sl_err err = sl_elastic_records_add(l->recs, key, key_len, val, len, why, sizeof why);
+    CHECK_MSG(err == SL_OK, "%s refused: %s", key, why);
+}
+
+static void long_boot(long_t *l, int p) {
+    sl_elastic_config_t cfg = {.job_id = LONG_JOB, .min_nodes = 3, .max_nodes = 4,
+                               .settle_ms = 200, .ack_timeout_ms = 2000};
+    CHECK_OK(sl_elastic_new(&cfg, ids[p], &l->core[p]));
+    l->up[p] = true;
+    memset(&l->world_of[p], 0, sizeof l->world_of[p]);
+}
+
+static void long_tick(long_t *l) {
+    for (int p = 0; p < NP; p++) {
+        if (!l->up[p])
+            continue;
+        sl_elastic_view_t v;
+        memset(&v, 0, sizeof v);
+        sl_elastic_records_view(l->recs, &v);
+        sl_round_member_t m[NP];
+        for (int q = 0; q < NP; q++)
+            m[q] = (sl_round_member_t){.id = ids[q], .alive = l->up[q]};
+        v.members = m;
+        v.member_count = NP;
+        v.synced = true;
+        sl_elastic_out_t out;
+        CHECK_OK(sl_elastic_step(l->core[p], &v, &l->local[p], l->now, &out));
+        if (sl_elastic_walked(l->core[p]) > l->walked_max)
+            l->walked_max = sl_elastic_walked(l->core[p]);
+        for (size_t i = 0; i < out.count; i++) {
+            const sl_elastic_action_t *a = &out.actions[i];
+            uint8_t buf[SL_ELASTIC_VALUE_MAX];
+            size_t len;
+            switch (a->kind) {
+            case SL_ELASTIC_WRITE_VOL:
+                CHECK_OK(sl_elastic_vol_encode(&a->vol, buf, sizeof buf, &len));
+                long_add(l, SL_ELASTIC_KEY_VOL, 0, ids[p], buf, len);
+                break;
+            case SL_ELASTIC_WRITE_WORLD:
+                CHECK_OK(sl_elastic_world_encode(&a->world, 4, buf, sizeof buf, &len));
+                long_add(l, SL_ELASTIC_KEY_WORLD, a->world.id.round, ids[p], buf, len);
+                l->worlds++;
+                break;
+            case SL_ELASTIC_WRITE_ACK:
+                CHECK_OK(sl_elastic_ack_encode(&a->ack, buf, sizeof buf, &len));
+                long_add(l, SL_ELASTIC_KEY_ACK, a->ack.world.round, ids[p], buf, len);
+                break;
+            case SL_ELASTIC_START:
+                l->world_of[p] = a->world.id;
+                l->local[p].step = a->start_step;
+                l->local[p].has_state = true;
+                break;
+            case SL_ELASTIC_STOP: memset(&l->world_of[p], 0, sizeof l->world_of[p]); break;
+            }
+        }
+    }
+    l->now += 50;
+    for (int p = 0; p < NP; p++)
+        if (l->up[p] && l->world_of[p].round) {
+            l->local[p].step++;
+            l->local[p].state_world = l->world_of[p];
+        }
+    bool moved;
+    CHECK_OK(sl_elastic_records_prune(l->recs, &moved));
+}
+
+/* Ticks until a world of `size` trains (every up peer in it agrees). */
+static bool long_until(long_t *l, int size) {
+    for (int t = 0; t < 200; t++) {
+        long_tick(l);
+        int n = 0;
+        sl_elastic_ref_t w = {0};
+        bool same = true;
+        for (int p = 0; p < NP; p++)
+            if (l->up[p] && l->world_of[p].round) {
+                same &= n == 0 || sl_elastic_ref_eq(&w, &l->world_of[p]);
+                w = l->world_of[p];
+                n++;
+            }
+        if (n == size && same)
+            return true;
+    }
+    return false;
+}
+
+/* 3000 world changes at a world size of 4 (about 10,000 acks, where a
+ * view holds 4096): the job keeps taking new worlds, and a turn takes in
+ * as many records at the end as after the first changes. Four peers, at
+ * least three in a world: a member dies, the other three go on, it comes
+ * back, the four go on. */
+static void test_long_job_pruned_view(void) {
+    static long_t L;
+    memset(&L, 0, sizeof L);
+    CHECK_OK(sl_elastic_records_new(LONG_JOB, 4, &L.recs));
+    for (int p = 0; p < 4; p++)
+        long_boot(&L, p);
+    CHECK(long_until(&L, 4));
+    size_t early = 0;
+    int victim = 0;
+    while (L.worlds < 3000) {
+        /* a member of the world dies for a while */
+        while (!L.world_of[victim].round)
+            victim = (victim + 1) % NP;
+        sl_elastic_destroy(&L.core[victim]);
+        L.up[victim] = false;
+        memset(&L.world_of[victim], 0, sizeof L.world_of[victim]);
+        memset(&L.local[victim], 0, sizeof L.local[victim]);
+        if (!long_until(&L, 3)) {
+            CHECK_MSG(false, "no world of 3 after %zu worlds", L.worlds);
+            break;
+        }
+        long_boot(&L, victim);
+        if (!long_until(&L, 4)) {
+            CHECK_MSG(false, "no world of 4 after %zu worlds", L.worlds);
+            break;
+        }
+        victim = (victim + 1) % NP;
+        if (L.worlds >= 100 && !early) {
+            early = L.walked_max; /* the first changes' turns, anchor moving */
+            L.walked_max = 0;
+        }
+    }
+    sl_elastic_view_t v;
+    memset(&v, 0, sizeof v);
+    sl_elastic_records_view(L.recs, &v);
+    printf("  %zu worlds sealed; a turn took in at most %zu records after the first 100 (%zu "
+           "before); the view holds %zu worlds, %zu acks, anchor round %llu\n", L.worlds,
+           L.walked_max, early, v.world_count, v.ack_count, (unsigned long long)v.anchor.round);
+    CHECK(L.worlds >= 3000);
+    CHECK(v.anchor.round > 2900);   /* the anchor moved with the job */
+    CHECK(L.walked_max <= early);   /* flat: no more than the first changes took */
+    CHECK(L.walked_max <= 40);      /* a few worlds of 4 and their acks */
+    CHECK(v.world_count <= 8);
+    CHECK(v.past_count == 4);       /* one memory per peer */
+    CHECK(sl_elastic_records_left_out(L.recs) == 0);
+    for (int p = 0; p < NP; p++)
+        sl_elastic_destroy(&L.core[p]);
+    sl_elastic_records_destroy(&L.recs);
+}
+
 int main(void) {
     sl_log_set_level(SL_LOG_WARNING);
     sl_test_run("first_world_and_changes", test_first_world_and_changes);
@@ -766,6 +932,7 @@ int main(void) {
     sl_test_run("graft_takes_the_state", test_graft_takes_the_state);
     sl_test_run("no_graft_while_rank_0_is_alive", test_no_graft_while_rank_0_is_alive);
     sl_test_run("bad_views", test_bad_views);
+    sl_test_run("long_job_pruned_view", test_long_job_pruned_view);
     reset();
     return sl_test_finish();
 }

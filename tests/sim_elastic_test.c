@@ -55,6 +55,7 @@
 #define SETTLE_MS 300
 #define ACK_TIMEOUT_MS 3000
 #define SYNC_ALONE_MS 2000    /* a peer that hears nobody seals a root after this */
+#define LONG_MS 30000         /* one seed in four: faults this much longer */
 
 typedef struct {
     sl_elastic_world_t w;  /* the record */
@@ -86,6 +87,12 @@ typedef struct {
     sl_elastic_ref_t broken;  /* trainer: the world whose collective broke here */
     int64_t booted;           /* when it last started */
     bool synced;              /* merged another replica since (or alone for SYNC_ALONE_MS) */
+    sl_elastic_ref_t anchor;  /* its pruned view: records below it left out (volatile, as
+                                 the node's records: a restart reads the replica again) */
+    sl_elastic_past_t past[MAXP]; /* what its view keeps of each peer's acks below it */
+    size_t past_count;        /* entries */
+    uint64_t wbits_at[MAX_W / 64]; /* the replica when the anchor was set */
+    uint64_t abits_at[MAX_A / 64];
 } peer_t;
 
 typedef struct {
@@ -115,6 +122,10 @@ typedef struct {
     char violation[320];
     /* figures */
     int kills, leader_kills, pauses, partitions, starts, redone;
+    int anchor_moves;         /* a peer's anchor moved */
+    int anchor_resets;        /* a peer read its whole replica again (a record the
+                                 pruned view could not judge) */
+    uint64_t anchor_round;    /* the newest anchor a peer held */
     int dropped_steps;        /* steps applied in lineages dropped in the end (a
                                  graft whose world went on on the other side) */
     uint64_t total_steps;
@@ -166,6 +177,17 @@ static int carried(const world_t *w, int x) {
     return wd->graft.round ? find_wrec(w, &wd->graft) : -1;
 }
 
+/* The root of x's tree, by parents (the status's root is the anchor in a
+ * pruned view). */
+static int root_of(const world_t *w, int x) {
+    for (int n = 0; x >= 0 && n < MAX_W; n++) {
+        if (!w->worlds[x].w.parent.round)
+            return x;
+        x = find_wrec(w, &w->worlds[x].w.parent);
+    }
+    return -1;
+}
+
 /* Whether world sx is x or one of the worlds x carries on, back to its
  * first root through every graft. */
 static bool carries(const world_t *w, int x, int sx) {
@@ -182,16 +204,25 @@ static const sl_elastic_ack_t *va[MAX_A];
 static sl_elastic_vol_t vv[MAXP];
 static sl_round_member_t vm[MAXP];
 
-/* Peer p's view (p < 0: the union of every replica, all alive). */
-static void build_view(world_t *w, int p, sl_elastic_view_t *v) {
+/* Peer p's view (p < 0: the union of every replica, all alive), pruned
+ * at its anchor or (full) the whole replica. */
+static void build_view_of(world_t *w, int p, bool full, sl_elastic_view_t *v) {
     memset(v, 0, sizeof *v);
     size_t nw = 0, na = 0, nv = 0;
+    uint64_t cut = p >= 0 && !full ? w->peers[p].anchor.round : 0;
     for (int i = 0; i < w->nw; i++)
-        if (p < 0 || (w->peers[p].wbits[i / 64] >> (i % 64) & 1))
+        if ((p < 0 || (w->peers[p].wbits[i / 64] >> (i % 64) & 1)) &&
+            w->worlds[i].w.id.round >= cut)
             vw[nw++] = &w->worlds[i].w;
     for (int i = 0; i < w->na; i++)
-        if (p < 0 || (w->peers[p].abits[i / 64] >> (i % 64) & 1))
+        if ((p < 0 || (w->peers[p].abits[i / 64] >> (i % 64) & 1)) &&
+            w->acks[i].world.round >= cut)
             va[na++] = &w->acks[i];
+    if (cut) {
+        v->anchor = w->peers[p].anchor;
+        v->past = w->peers[p].past;
+        v->past_count = w->peers[p].past_count;
+    }
     for (int q = 0; q < w->n; q++) {
         uint64_t r = 0;
         if (p >= 0) {
@@ -218,6 +249,128 @@ static void build_view(world_t *w, int p, sl_elastic_view_t *v) {
     v->members = vm;
     v->member_count = (size_t)w->n;
     v->synced = p < 0 || w->peers[p].synced || w->now - w->peers[p].booted >= SYNC_ALONE_MS;
+}
+
+static void build_view(world_t *w, int p, sl_elastic_view_t *v) { build_view_of(w, p, false, v); }
+
+/* ---- the pruned view (E6) ---- */
+
+static bool trace; /* SL_TRACE=1: every action of every peer */
+
+/* Peer p moves its anchor as far as its view allows (a node does after
+ * its turns). */
+static bool no_prune; /* SL_NO_PRUNE=1: every view whole (to compare) */
+
+static void prune(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    if (no_prune)
+        return;
+    static sl_elastic_view_t v;
+    build_view(w, p, &v);
+    sl_elastic_ref_t anchor;
+    sl_elastic_past_t past[MAXP];
+    size_t n;
+    sl_err err = sl_elastic_anchor(&v, &anchor, past, MAXP, &n);
+    if (err) {
+        violate(w, "core: %s's anchor: %s", me->id, sl_errname(err));
+        return;
+    }
+    if (anchor.round && anchor.round < me->anchor.round)
+        violate(w, "E6: %s's anchor goes back from round %llu to %llu", me->id,
+                (unsigned long long)me->anchor.round, (unsigned long long)anchor.round);
+    if (sl_elastic_ref_eq(&anchor, &me->anchor))
+        return;
+    me->anchor = anchor;
+    memcpy(me->past, past, n * sizeof *past);
+    me->past_count = n;
+    memcpy(me->wbits_at, me->wbits, sizeof me->wbits);
+    memcpy(me->abits_at, me->abits, sizeof me->abits);
+    w->anchor_moves++;
+    if (anchor.round > w->anchor_round)
+        w->anchor_round = anchor.round;
+    if (trace)
+        printf("%8.2f %s anchors at %llu/%s\n", w->now / 1000.0, me->id,
+               (unsigned long long)anchor.round, anchor.leader);
+}
+
+/* A record reached peer p's replica since its anchor was set that the
+ * pruned view cannot judge (sl_elastic_records_stale): one below the
+ * anchor, or a world carrying on one below it. It reads its whole
+ * replica again, as a node does. */
+static void check_stale(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    uint64_t cut = me->anchor.round;
+    if (!cut)
+        return;
+    bool stale = false;
+    for (int i = 0; i < w->nw && !stale; i++) {
+        const sl_elastic_world_t *wd = &w->worlds[i].w;
+        const sl_elastic_ref_t *b = wd->parent.round ? &wd->parent : &wd->graft;
+        if (!(me->wbits[i / 64] >> (i % 64) & 1))
+            continue;
+        bool fresh = !(me->wbits_at[i / 64] >> (i % 64) & 1);
+        stale = (fresh && wd->id.round < cut) ||
+                (wd->id.round >= cut && b->round && b->round < cut &&
+                 !sl_elastic_ref_eq(&wd->id, &me->anchor));
+    }
+    for (int i = 0; i < w->na && !stale; i++)
+        stale = (me->abits[i / 64] >> (i % 64) & 1) && !(me->abits_at[i / 64] >> (i % 64) & 1) &&
+                w->acks[i].world.round < cut;
+    if (!stale)
+        return;
+    if (trace)
+        printf("%8.2f %s reads its replica again (anchor %llu/%s)\n", w->now / 1000.0, me->id,
+               (unsigned long long)cut, me->anchor.leader);
+    memset(&me->anchor, 0, sizeof me->anchor);
+    me->past_count = 0;
+    w->anchor_resets++;
+}
+
+/* E6: what peer p's pruned view says is what its whole replica says: the
+ * same head, and for every world at or past the anchor the same
+ * established, dead and dropped. */
+static sl_elastic_status_t pruned_status[MAX_W], full_status[MAX_W];
+static sl_elastic_ref_t pruned_ids[MAX_W]; /* the pruned view's worlds (the views share vw) */
+
+static void check_pruned(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    check_stale(w, p);
+    if (!me->anchor.round)
+        return;
+    static sl_elastic_view_t pv, fv;
+    build_view_of(w, p, false, &pv);
+    size_t npw = pv.world_count;
+    for (size_t i = 0; i < npw; i++)
+        pruned_ids[i] = pv.worlds[i]->id;
+    sl_elastic_ref_t ph, fh;
+    if (sl_elastic_status_all(&pv, pruned_status) != SL_OK || sl_elastic_head(&pv, &ph) != SL_OK) {
+        violate(w, "E6: %s's pruned view is refused", me->id);
+        return;
+    }
+    build_view_of(w, p, true, &fv);
+    if (sl_elastic_status_all(&fv, full_status) != SL_OK || sl_elastic_head(&fv, &fh) != SL_OK) {
+        violate(w, "core: %s's replica is refused", me->id);
+        return;
+    }
+    if (!sl_elastic_ref_eq(&ph, &fh))
+        violate(w, "E6: %s's pruned view (anchor %llu/%s) has head %llu/%s, its replica %llu/%s",
+                me->id, (unsigned long long)me->anchor.round, me->anchor.leader,
+                (unsigned long long)ph.round, ph.leader, (unsigned long long)fh.round, fh.leader);
+    for (size_t i = 0, j = 0; i < npw; i++) {
+        while (j < fv.world_count && !sl_elastic_ref_eq(&fv.worlds[j]->id, &pruned_ids[i]))
+            j++;
+        if (j == fv.world_count)
+            break;
+        const sl_elastic_status_t *a = &pruned_status[i], *b = &full_status[j];
+        if (a->established != b->established || a->dead != b->dead || a->dropped != b->dropped)
+            violate(w, "E6: %s's pruned view (anchor %llu/%s) says world %llu/%s is %s%s%s, its "
+                       "replica %s%s%s", me->id, (unsigned long long)me->anchor.round,
+                    me->anchor.leader, (unsigned long long)pruned_ids[i].round,
+                    pruned_ids[i].leader, a->established ? "established " : "",
+                    a->dead ? "dead " : "", a->dropped ? "dropped" : "",
+                    b->established ? "established " : "", b->dead ? "dead " : "",
+                    b->dropped ? "dropped" : "");
+    }
 }
 
 /* ---- E4: the samples of a step, with the real schedule ---- */
@@ -335,7 +488,7 @@ static void start(world_t *w, int p, const sl_elastic_view_t *v, const sl_elasti
                 (unsigned long long)wd->id.round);
         return;
     }
-    int root = find_wrec(w, &st.root);
+    int root = root_of(w, x);
     if (!r->started) {
         r->started = true;
         r->start_step = a->start_step;
@@ -421,7 +574,6 @@ static void start(world_t *w, int p, const sl_elastic_view_t *v, const sl_elasti
     }
 }
 
-static bool trace; /* SL_TRACE=1: every action of every peer */
 
 static void print_action(const world_t *w, int p, const sl_elastic_action_t *a) {
     printf("%8.2f %s ", w->now / 1000.0, w->peers[p].id);
@@ -439,9 +591,11 @@ static void print_action(const world_t *w, int p, const sl_elastic_action_t *a) 
         printf("\n");
         break;
     case SL_ELASTIC_WRITE_ACK:
-        printf("acks %llu/%s (tip %llu/%s, step %llu%s)\n", (unsigned long long)a->ack.world.round,
-               a->ack.world.leader, (unsigned long long)a->ack.tip.round, a->ack.tip.leader,
-               (unsigned long long)a->ack.step, a->ack.has_state ? ", state" : "");
+        printf("acks %llu/%s (tip %llu/%s, step %llu%s %llu/%s)\n",
+               (unsigned long long)a->ack.world.round, a->ack.world.leader,
+               (unsigned long long)a->ack.tip.round, a->ack.tip.leader,
+               (unsigned long long)a->ack.step, a->ack.has_state ? ", state of" : ", none",
+               (unsigned long long)a->ack.state_world.round, a->ack.state_world.leader);
         break;
     case SL_ELASTIC_START:
         printf("starts %llu/%s rank %u at step %llu (source %d)\n",
@@ -455,6 +609,7 @@ static void print_action(const world_t *w, int p, const sl_elastic_action_t *a) 
 static void turn(world_t *w, int p) {
     peer_t *me = &w->peers[p];
     static sl_elastic_view_t v;
+    check_stale(w, p);
     build_view(w, p, &v);
     sl_elastic_local_t local = {me->step, me->has_state, me->state_world, me->broken};
     sl_elastic_out_t out;
@@ -656,6 +811,8 @@ static void crash(world_t *w, int p, int64_t down_ms) {
         printf("%8.2f %s crashes for %lld ms\n", w->now / 1000.0, me->id, (long long)down_ms);
     me->up = false;
     sl_elastic_destroy(&me->core);
+    memset(&me->anchor, 0, sizeof me->anchor); /* the records are read again */
+    me->past_count = 0;
     me->training = -1;
     me->has_state = false;
     me->down_until = w->now + down_ms;
@@ -771,6 +928,8 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
     if (w->max > SL_ELASTIC_MAX_NODES)
         w->max = SL_ELASTIC_MAX_NODES;
     w->faults_until = faults ? 8000 + (int64_t)sl_rng_below(&w->rng, 17000) : 0;
+    if (faults && seed % 4 == 0) /* a long job: its anchors move many times */
+        w->faults_until += LONG_MS;
     w->sched.seed = seed;
     w->sched.sample_count = 5 + sl_rng_below(&w->rng, 58);       /* 5..62 */
     w->sched.global_batch = 1 + (uint32_t)sl_rng_below(&w->rng, 9); /* 1..9 */
@@ -804,8 +963,15 @@ static void run(world_t *w, uint64_t seed, bool faults, sl_elastic_bug bug) {
             if (running(w, p))
                 turn(w, p);
         train(w);
-        if (w->now % 1000 == 0)
+        for (int p = 0; p < w->n && w->now % 200 == 0 && !w->violation[0]; p++)
+            if (running(w, p))
+                prune(w, p);
+        if (w->now % 1000 == 0) {
             check_union(w);
+            for (int p = 0; p < w->n && !w->violation[0]; p++)
+                if (running(w, p))
+                    check_pruned(w, p);
+        }
     }
     if (!w->violation[0]) {
         check_union(w); /* union_status is by registry index: the view's order */
@@ -888,10 +1054,11 @@ static void test_faults(void) {
         if (getenv("SL_VERBOSE"))
             printf("  seed %llu: %d peers, min %d, max %d: %d worlds started, %llu steps, "
                    "%d kills (%d leaders, %d for good), %d pauses, %d partitions, %d grafts, "
-                   "%d steps redone, %d dropped\n",
+                   "%d steps redone, %d dropped; %d anchor moves (to round %llu), %d re-reads\n",
                    (unsigned long long)seed, W.n, W.min, W.max, W.starts,
                    (unsigned long long)W.total_steps, W.kills, W.leader_kills, W.gone, W.pauses,
-                   W.partitions, W.grafts, W.redone, W.dropped_steps);
+                   W.partitions, W.grafts, W.redone, W.dropped_steps, W.anchor_moves,
+                   (unsigned long long)W.anchor_round, W.anchor_resets);
         kills += W.kills;
         leader_kills += W.leader_kills;
         pauses += W.pauses;
@@ -975,9 +1142,15 @@ static void test_planted_graft_kept(void) { planted(SL_ELASTIC_BUG_GRAFT_KEPT, "
 /* a graft starts without the state of the world it grafts onto */
 static void test_planted_graft_no_state(void) { planted(SL_ELASTIC_BUG_GRAFT_NO_STATE, "E3"); }
 
+/* a pruned view ignores grafts when it judges a state stepped below its
+ * anchor: a graft does not take the state of the world it grafts onto,
+ * where a peer whose view is whole does */
+static void test_planted_anchor_graft(void) { planted(SL_ELASTIC_BUG_ANCHOR_GRAFT, "E"); }
+
 int main(void) {
     sl_log_set_level(SL_LOG_WARNING);
     trace = getenv("SL_TRACE") != NULL;
+    no_prune = getenv("SL_NO_PRUNE") != NULL;
     sl_test_run("deterministic", test_deterministic);
     sl_test_run("fault_free", test_fault_free);
     sl_test_run("faults", test_faults);
@@ -989,6 +1162,7 @@ int main(void) {
     sl_test_run("planted_progress", test_planted_progress);
     sl_test_run("planted_graft_kept", test_planted_graft_kept);
     sl_test_run("planted_graft_no_state", test_planted_graft_no_state);
+    sl_test_run("planted_anchor_graft", test_planted_anchor_graft);
     int rc = sl_test_finish();
     free(W.worlds);
     free(W.acks);

@@ -87,6 +87,22 @@ typedef struct {
     uint64_t round;                   /* the first round it volunteers for */
 } sl_elastic_vol_t;
 
+/* A pruned view's memory of one peer's acks below its anchor (docs/elastic.md,
+ * "The pruned view"): the newest of them and what the full view says of it. */
+typedef struct {
+    char peer[SL_ELASTIC_ID_MAX + 1]; /* the peer */
+    sl_elastic_ref_t tip;             /* its newest ack below the anchor's round */
+    sl_elastic_ref_t state_world;     /* the state world that ack named */
+    uint8_t from_none;                /* its chain of acks from `tip` back to no world:
+                                         0 committed (it acked an established world),
+                                         2 through dead worlds only, 1 not known */
+    sl_elastic_ref_t source_world;    /* the state world `tip` started from (its
+                                         source's; round 0: none) */
+    bool tip_in_lineage;              /* `tip` is of the anchor's lineage */
+    bool state_in_lineage;            /* `state_world` is */
+    bool source_in_lineage;           /* `source_world` is */
+} sl_elastic_past_t;
+
 /* What the store holds of a job, and this peer's membership view. The
  * arrays are borrowed for the call. At most one world per (round, leader),
  * one ack per (round, peer), one volunteer record per peer. */
@@ -106,6 +122,13 @@ typedef struct {
                                          (a stale replica would join a world the
                                          others left, or seal a root beside a
                                          lineage it has not heard of) */
+    sl_elastic_ref_t anchor;          /* a pruned view: the world taken as established
+                                         (its record is among `worlds`); records of
+                                         rounds below it are left out. Round 0: the
+                                         full view (sl_elastic_anchor) */
+    const sl_elastic_past_t *past;    /* a pruned view: each peer's newest ack below
+                                         the anchor, sorted by peer */
+    size_t past_count;                /* entries */
 } sl_elastic_view_t;
 
 /* A job's rendezvous settings. */
@@ -206,7 +229,9 @@ typedef struct {
     bool all_acked;   /* every member acked it */
     bool trainable;   /* established, all acked, the newest established world
                          of the surviving lineage */
-    sl_elastic_ref_t root; /* the root of its lineage (round 0: unknown) */
+    sl_elastic_ref_t root; /* the root of its lineage (round 0: unknown; in a
+                              pruned view, the anchor for the worlds that
+                              descend from it) */
 } sl_elastic_status_t;
 
 sl_err sl_elastic_status(const sl_elastic_view_t *view, const sl_elastic_ref_t *world,
@@ -220,6 +245,19 @@ sl_err sl_elastic_status_all(const sl_elastic_view_t *view, sl_elastic_status_t 
  * round 0: none) of a lineage not dropped. Its lineage is the one that
  * survives. */
 sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out);
+
+/* The pruned view (docs/elastic.md, "The pruned view"): the newest world
+ * of the view that may be its anchor, and what a view pruned to it keeps
+ * of the acks below it. The anchor is an established world of the head's
+ * lineage, an ancestor of the head by parents, every world below whose
+ * round is established or dead, and past which no world of the view
+ * names a parent or graft below it. `past` (past_cap entries: the view's
+ * past_count plus ack_count is enough) gets one entry per peer with an
+ * ack below it, sorted by peer. *anchor is the view's own anchor when it
+ * cannot move, round 0 when a full view has none. SL_ENOMEM, SL_ETOOBIG
+ * (past_cap short), or SL_EINVAL as sl_elastic_step. */
+sl_err sl_elastic_anchor(const sl_elastic_view_t *view, sl_elastic_ref_t *anchor,
+                         sl_elastic_past_t *past, size_t past_cap, size_t *past_count);
 
 /* The invariant checker the simulator and debug builds call: SL_OK or
  * SL_EINTERNAL with the reason. */
@@ -485,9 +523,25 @@ void sl_elastic_records_destroy(sl_elastic_records_t **r);
  * keeps what it had) with the reason. */
 sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t key_len,
                               const void *val, size_t val_len, char *why, size_t why_len);
-/* Fills the view's worlds, acks, vols and cancelled (borrowed from `r`
- * until its next add or destroy); the caller sets members and synced. */
+/* Fills the view's worlds, acks, vols, cancelled and, once pruned, its
+ * anchor and past (borrowed from `r` until its next add, prune or
+ * destroy); the caller sets members and synced. */
 void sl_elastic_records_view(const sl_elastic_records_t *r, sl_elastic_view_t *view);
+/* Moves the records' anchor to the newest their view allows
+ * (sl_elastic_anchor; docs/elastic.md "The pruned view"): the world and
+ * ack records below it are dropped, and from then on a record below it is
+ * left out (counted), not kept. *moved: whether it moved. The view then
+ * carries the anchor and its past. SL_ENOMEM. */
+sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved);
+/* Records read and left out because they were below the anchor. */
+uint64_t sl_elastic_records_left_out(const sl_elastic_records_t *r);
+/* Whether a record arrived since the anchor was set that the pruned view
+ * cannot judge: one below the anchor (new to this replica: a partition's
+ * other side wrote it), or a world that carries on a world below it. The
+ * caller then reads the job's records again into new records (whole, and
+ * prunes again): the anchor's argument holds only for records that respect
+ * it. */
+bool sl_elastic_records_stale(const sl_elastic_records_t *r);
 
 #ifdef __cplusplus
 }

@@ -20,13 +20,21 @@ typedef enum {
                                          samples and drops the rest (E4 must fire) */
     SL_ELASTIC_BUG_GRAFT_KEPT = 7,    /* a graft is never dropped, when the world it
                                          grafts onto went on too (E5 must fire) */
-    SL_ELASTIC_BUG_GRAFT_NO_STATE = 8 /* a graft does not take the state of the world
+    SL_ELASTIC_BUG_GRAFT_NO_STATE = 8, /* a graft does not take the state of the world
                                          it grafts onto (E3 must fire) */
+    SL_ELASTIC_BUG_ANCHOR_GRAFT = 9   /* a pruned view ignores grafts when it asks
+                                         whether a state stepped below its anchor is of
+                                         a world's lineage: a graft onto the anchor's
+                                         lineage does not take it (E1 or E3 must fire) */
 } sl_elastic_bug;
 
 /* Plants a bug in every rendezvous core and schedule of this process
  * (tests only); sl_elastic_bug_now says which. */
 void sl_elastic_set_bug(sl_elastic_bug bug);
 sl_elastic_bug sl_elastic_bug_now(void);
+
+/* The world and ack records the core's last turn took in (and sorted):
+ * what a pruned view keeps flat however long the job runs (tests). */
+size_t sl_elastic_walked(const sl_elastic_t *e);
 
 #endif

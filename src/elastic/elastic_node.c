@@ -671,6 +671,15 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, uint64_t now, bool held
     if (sl_elastic_phase_of(j->core) == SL_ELASTIC_IDLE && j->trainer &&
         sl_elastic_trainer_in_world(j->trainer))
         return;
+    /* a record the pruned view cannot judge arrived (a partition's other
+       side wrote below the anchor): read the job's records whole again
+       (docs/elastic.md, "The pruned view") */
+    if (sl_elastic_records_stale(j->recs)) {
+        sl_log(SL_LOG_INFO, "ELASTIC-ANCHOR", "job %s: a record below the anchor arrived: "
+               "reading the job's records again", j->id);
+        if (sl_en_reload(en, j) != SL_OK)
+            return;
+    }
     sl_elastic_view_t v;
     memset(&v, 0, sizeof v);
     sl_elastic_records_view(j->recs, &v);
@@ -700,6 +709,14 @@ static void job_turn(sl_elastic_node_t *en, en_job_t *j, uint64_t now, bool held
         case SL_ELASTIC_START: start_world(en, j, &v, a); break;
         case SL_ELASTIC_STOP: stop_world(en, j, a->reason); break;
         }
+    }
+    /* the records below the newest anchor the view allows go: a turn's
+       cost does not grow with the job's history */
+    bool moved;
+    if (sl_elastic_records_prune(j->recs, &moved) == SL_OK && moved) {
+        sl_elastic_records_view(j->recs, &v);
+        sl_log(SL_LOG_DEBUG, "ELASTIC-ANCHOR", "job %s: anchored at round %llu/%s", j->id,
+               (unsigned long long)v.anchor.round, v.anchor.leader);
     }
     if (sl_elastic_phase_of(j->core) == SL_ELASTIC_CANCELLED)
         finish(en, j, "the job was cancelled");

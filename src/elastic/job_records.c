@@ -534,6 +534,12 @@ struct sl_elastic_records {
     sl_elastic_vol_t *vols;
     size_t vol_count, vol_cap;
     bool cancelled;
+    sl_elastic_ref_t anchor;   /* pruned below it (round 0: not pruned) */
+    sl_elastic_past_t *past;   /* what the core keeps of the acks below it */
+    size_t past_count;         /* entries */
+    uint64_t left_out;         /* records below the anchor read since it was set */
+    bool stale;                /* a record arrived that the pruned view cannot judge:
+                                  the records must be read again, whole */
 };
 
 sl_err sl_elastic_records_new(const char *job_id, uint32_t max_nodes,
@@ -559,6 +565,7 @@ void sl_elastic_records_destroy(sl_elastic_records_t **rp) {
     sl_free(r->acks);
     sl_free(r->ack_ptrs);
     sl_free(r->vols);
+    sl_free(r->past);
     sl_free(r);
     *rp = NULL;
 }
@@ -642,6 +649,16 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
         sl_elastic_world_t w;
         if ((err = sl_elastic_world_decode(&k, r->max_nodes, val, val_len, &w, why, why_len)))
             return err;
+        if (w.id.round < r->anchor.round) {
+            /* below the anchor, and new to this replica (a replica's records
+               are read once): what the view kept of the past may be wrong */
+            r->left_out++;
+            r->stale = true;
+            return SL_OK;
+        }
+        const sl_elastic_ref_t *base = w.parent.round ? &w.parent : &w.graft;
+        if (base->round && base->round < r->anchor.round && !sl_elastic_ref_eq(&w.id, &r->anchor))
+            r->stale = true; /* it carries on a world the view left out */
         for (size_t i = 0; i < r->world_count; i++)
             if (sl_elastic_ref_eq(&r->worlds[i].id, &w.id))
                 return sl_why(why, why_len, SL_EEXIST, "world: a second record of round %llu by %s",
@@ -661,6 +678,11 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
         sl_elastic_ack_t a;
         if ((err = sl_elastic_ack_decode(&k, val, val_len, &a, why, why_len)))
             return err;
+        if (a.world.round < r->anchor.round) {
+            r->left_out++;
+            r->stale = true;
+            return SL_OK;
+        }
         for (size_t i = 0; i < r->ack_count; i++)
             if (r->acks[i].world.round == a.world.round && strcmp(r->acks[i].peer, a.peer) == 0)
                 return sl_why(why, why_len, SL_EEXIST, "ack: a second record of round %llu by %s",
@@ -688,4 +710,50 @@ void sl_elastic_records_view(const sl_elastic_records_t *r, sl_elastic_view_t *v
     view->vols = r->vols;
     view->vol_count = r->vol_count;
     view->cancelled = r->cancelled;
+    view->anchor = r->anchor;
+    view->past = r->past;
+    view->past_count = r->past_count;
 }
+
+sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
+    *moved = false;
+    sl_elastic_view_t v;
+    memset(&v, 0, sizeof v);
+    sl_elastic_records_view(r, &v);
+    size_t cap = r->past_count + r->ack_count;
+    sl_elastic_past_t *past = sl_calloc(cap ? cap : 1, sizeof *past);
+    if (!past)
+        return SL_ENOMEM;
+    sl_elastic_ref_t anchor;
+    size_t n;
+    sl_err err = sl_elastic_anchor(&v, &anchor, past, cap, &n);
+    if (err || sl_elastic_ref_eq(&anchor, &r->anchor)) {
+        sl_free(past);
+        return err;
+    }
+    /* the records below it go; the pointer arrays follow the compaction */
+    size_t k = 0;
+    for (size_t i = 0; i < r->world_count; i++)
+        if (r->worlds[i].id.round >= anchor.round)
+            r->worlds[k++] = r->worlds[i];
+    r->world_count = k;
+    for (size_t i = 0; i < k; i++)
+        r->world_ptrs[i] = &r->worlds[i];
+    k = 0;
+    for (size_t i = 0; i < r->ack_count; i++)
+        if (r->acks[i].world.round >= anchor.round)
+            r->acks[k++] = r->acks[i];
+    r->ack_count = k;
+    for (size_t i = 0; i < k; i++)
+        r->ack_ptrs[i] = &r->acks[i];
+    sl_free(r->past);
+    r->past = past;
+    r->past_count = n;
+    r->anchor = anchor;
+    *moved = true;
+    return SL_OK;
+}
+
+uint64_t sl_elastic_records_left_out(const sl_elastic_records_t *r) { return r->left_out; }
+
+bool sl_elastic_records_stale(const sl_elastic_records_t *r) { return r->stale; }

@@ -56,12 +56,15 @@
  * where an older root some of whose members moved on might never gather
  * a majority again.
  *
- * Cost: each call sorts the job's records (O(n log n)) and memoises each
+ * Cost: each call sorts the view's records (O(n log n)) and memoises each
  * world's status: 4 us a turn with 3 worlds of 8 members, 115 us with 30,
- * 1.1 ms with 200 (-O2, this machine). The view must hold every record
- * back to the root (a world is established only if its parent is); a
- * pruned view needs an anchor taken as established (docs/elastic.md, "Not
- * yet"). */
+ * 1.1 ms with 200 (-O2, this machine). A long job's view is pruned at an
+ * anchor (sl_elastic_anchor, below; docs/elastic.md "The pruned view"):
+ * the records below it are left out, the anchor is taken as established
+ * and as the root of what descends from it, and each peer's newest ack
+ * below it is remembered (its tip, the states it may still hold, where
+ * its chain leads), so n is the records past the anchor, not the job's
+ * history. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +88,7 @@ struct sl_elastic {
     uint64_t settle_round;              /* leader: the round the settle window is for */
     int64_t settle_since_ms;            /* leader: when sealing first became possible */
     uint64_t sealed_round;              /* leader: the last round it sealed */
+    size_t walked;                      /* world and ack records its last turn took in */
 };
 
 bool sl_elastic_ref_eq(const sl_elastic_ref_t *a, const sl_elastic_ref_t *b) {
@@ -130,6 +134,9 @@ typedef struct {
     size_t nm;                       /* entries */
     int win_root;                    /* the surviving lineage's root, -1: none */
     int head;                        /* its newest established world, -1: none */
+    int anchor;                      /* a pruned view: the anchor's entry, -1: full view */
+    uint64_t cut;                    /* a pruned view: the anchor's round (records below
+                                        it are left out), 0: full view */
 } an_t;
 
 static int member_cmp(const void *a, const void *b) {
@@ -211,13 +218,32 @@ static const sl_elastic_ack_t *find_ack(const an_t *an, const char *peer, uint64
     return NULL;
 }
 
+/* A pruned view's memory of `peer`'s acks below the anchor, or NULL. */
+static const sl_elastic_past_t *past_of(const an_t *an, const char *peer) {
+    size_t lo = 0, hi = an->v->past_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(an->v->past[mid].peer, peer);
+        if (c == 0)
+            return &an->v->past[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 /* The world `peer` acked last (round 0: none). */
 static sl_elastic_ref_t tip_of(const an_t *an, const char *peer) {
     sl_elastic_ref_t t;
     memset(&t, 0, sizeof t);
     size_t lo = acks_from(an, peer), hi = acks_end(an, peer);
+    const sl_elastic_past_t *e;
     if (hi > lo)
         t = an->acks[hi - 1]->world;
+    else if (an->cut && (e = past_of(an, peer)) != NULL)
+        t = e->tip; /* it acked nothing since the anchor */
     return t;
 }
 
@@ -231,6 +257,17 @@ static bool is_member(const sl_elastic_world_t *w, const char *peer) {
 static bool established(an_t *an, int x);
 static bool dead(an_t *an, int x);
 
+/* A chain of acks that reaches below the anchor at tip `t` before it
+ * reaches `p`: only a root's base (no world) is behind the anchor, and
+ * the view remembers where each peer's newest ack below it leads. */
+static int chain_past(const an_t *an, const char *peer, const sl_elastic_ref_t *t,
+                      const sl_elastic_ref_t *p) {
+    const sl_elastic_past_t *e = past_of(an, peer);
+    if (p->round != 0 || !e || !sl_elastic_ref_eq(&e->tip, t))
+        return MAYBE; /* a base below the anchor, or a tip it does not know */
+    return e->from_none;
+}
+
 /* Whether `peer`'s chain of acks from tip `t` reaches back to `p`'s round
  * or before through dead worlds only: YES; it stops at an established
  * world after `p` (it committed to that one): NO; at a world not yet
@@ -239,6 +276,8 @@ static int chain(an_t *an, const char *peer, sl_elastic_ref_t t, const sl_elasti
     for (;;) {
         if (t.round <= p->round)
             return YES;
+        if (t.round < an->cut)
+            return chain_past(an, peer, &t, p);
         int x = find_world(an, &t);
         if (x < 0)
             return MAYBE;
@@ -265,7 +304,11 @@ static int continues(an_t *an, const char *peer, const sl_elastic_world_t *w,
     if (a)
         return chain(an, peer, a->tip, p);
     /* no ack yet: it never will continue p into w once it acked a round
-     * at or after w's, or an established world after p */
+     * at or after w's, or an established world after p (below the
+     * anchor: its chain from its newest ack there met one) */
+    const sl_elastic_past_t *e = p->round < an->cut ? past_of(an, peer) : NULL;
+    if (e && e->from_none == NO)
+        return NO;
     for (size_t i = acks_at(an, peer, p->round + 1);
          i < an->na && strcmp(an->acks[i]->peer, peer) == 0; i++) {
         const sl_elastic_ref_t *r = &an->acks[i]->world;
@@ -432,6 +475,82 @@ static bool in_lineage(an_t *an, int x, int sx) {
     return false;
 }
 
+/* Whether x's lineage reaches the anchor's tree (through the worlds its
+ * grafts graft onto): then the worlds below the anchor that are of the
+ * anchor's lineage are of x's too. */
+static bool reaches_anchor(an_t *an, int x) {
+    for (int r = root_of(an, x); r >= 0;) {
+        if (r == an->anchor)
+            return true;
+        const sl_elastic_ref_t *g = &an->worlds[r].w->graft;
+        int gx = g->round && g_bug != SL_ELASTIC_BUG_ANCHOR_GRAFT ? find_world(an, g) : -1;
+        if (gx < 0)
+            return false;
+        r = root_of(an, gx);
+    }
+    return false;
+}
+
+/* Whether the state that world `sw` stepped is of x's lineage. Below the
+ * anchor, from what the view remembers of each peer's newest ack there: a
+ * state changes only by a step (then its world is one the peer acked) or
+ * at a start (then it is the source's), and no world at or past the
+ * anchor steps a state to a world below it, so every state below the
+ * anchor that a peer can hold is one a peer held at its newest ack below
+ * it: the state it named, the one that world stepped, or the one that
+ * world started from. */
+static bool state_in_lineage(an_t *an, int x, const sl_elastic_ref_t *sw) {
+    if (sw->round >= an->cut) {
+        int sx = find_world(an, sw);
+        if (sx < 0)
+            return false;
+        if (g_bug == SL_ELASTIC_BUG_GRAFT_NO_STATE)
+            return root_of(an, sx) == root_of(an, x);
+        return in_lineage(an, x, sx);
+    }
+    if (!reaches_anchor(an, x))
+        return false;
+    for (size_t i = 0; i < an->v->past_count; i++) {
+        const sl_elastic_past_t *e = &an->v->past[i];
+        if ((sl_elastic_ref_eq(sw, &e->tip) && e->tip_in_lineage) ||
+            (sl_elastic_ref_eq(sw, &e->state_world) && e->state_in_lineage) ||
+            (sl_elastic_ref_eq(sw, &e->source_world) && e->source_in_lineage))
+            return true;
+    }
+    return false;
+}
+
+/* The rank whose state world x starts from (-1: none; *step its step),
+ * and the checkpoint step the continuers without a state name (start(),
+ * below, has the rule). */
+static int source_of(an_t *an, int x, uint64_t *step, uint64_t *ckpt) {
+    const sl_elastic_world_t *w = an->worlds[x].w;
+    uint64_t src_round = 0, src_step = 0;
+    int src = -1;
+    *ckpt = 0;
+    for (uint32_t i = 0; i < w->count; i++) {
+        const sl_elastic_ack_t *k = find_ack(an, w->members[i], w->id.round);
+        if (!k)
+            continue;
+        if (k->has_state && state_in_lineage(an, x, &k->state_world)) {
+            bool newer = src < 0 || k->state_world.round > src_round ||
+                         (k->state_world.round == src_round && k->step > src_step);
+            if (g_bug == SL_ELASTIC_BUG_LOWEST_STEP)
+                newer = src < 0 || k->step < src_step;
+            if (newer) {
+                src = (int)i;
+                src_round = k->state_world.round;
+                src_step = k->step;
+            }
+        } else if (!k->has_state && k->step > *ckpt &&
+                   continues(an, w->members[i], w, base_of(w)) == YES) {
+            *ckpt = k->step; /* the checkpoint it can restore */
+        }
+    }
+    *step = src_step;
+    return src;
+}
+
 static bool all_acked(an_t *an, const sl_elastic_world_t *w) {
     for (uint32_t i = 0; i < w->count; i++) {
         const sl_elastic_ack_t *a = find_ack(an, w->members[i], w->id.round);
@@ -455,7 +574,8 @@ static void an_free(an_t *an) {
 static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     memset(an, 0, sizeof *an);
     an->v = v;
-    an->win_root = an->head = -1;
+    an->win_root = an->head = an->anchor = -1;
+    an->cut = v->anchor.round;
     an->worlds = sl_calloc(v->world_count ? v->world_count : 1, sizeof *an->worlds);
     an->acks = sl_calloc(v->ack_count ? v->ack_count : 1, sizeof *an->acks);
     an->members = sl_calloc(v->member_count ? v->member_count : 1, sizeof *an->members);
@@ -468,13 +588,16 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
         if (!bounds_ok(w) || w->id.round == 0 || w->parent.round >= w->id.round ||
             w->graft.round >= w->id.round || (w->graft.round && w->parent.round))
             continue; /* not a world any peer would write */
+        if (w->id.round < an->cut)
+            continue; /* below the anchor: pruned */
         wnode_t *n = &an->worlds[an->nw++];
         n->w = w;
         n->est = n->dead = n->dropped = -1;
         n->root = -2;
     }
     for (size_t i = 0; i < v->ack_count; i++)
-        if (v->acks[i]->world.round > 0 && v->acks[i]->tip.round < v->acks[i]->world.round)
+        if (v->acks[i]->world.round > 0 && v->acks[i]->tip.round < v->acks[i]->world.round &&
+            v->acks[i]->world.round >= an->cut)
             an->acks[an->na++] = v->acks[i];
     for (size_t i = 0; i < v->member_count; i++)
         an->members[an->nm++] = &v->members[i];
@@ -487,6 +610,20 @@ static sl_err an_build(an_t *an, const sl_elastic_view_t *v) {
     for (size_t i = 1; i < an->na; i++)
         if (ack_cmp(&an->acks[i - 1], &an->acks[i]) == 0)
             goto bad;
+    for (size_t i = 1; i < v->past_count; i++)
+        if (strcmp(v->past[i - 1].peer, v->past[i].peer) >= 0)
+            goto bad;
+    if (an->cut) {
+        /* the anchor is taken as established and as the root of the
+         * worlds that descend from it: what is below it is left out */
+        an->anchor = find_world(an, &v->anchor);
+        if (an->anchor < 0)
+            goto bad;
+        wnode_t *n = &an->worlds[an->anchor];
+        n->est = 1;
+        n->dead = n->dropped = 0;
+        n->root = an->anchor;
+    }
     /* sorted: the last established world of a lineage not dropped is the
      * newest; its lineage survives (an established world's parents are
      * established, so its root is known) */
@@ -556,6 +693,126 @@ sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out) {
     return SL_OK;
 }
 
+/* ---- the pruned view (docs/elastic.md, "The pruned view") ---- */
+
+static int parent_of(an_t *an, int x) {
+    const sl_elastic_world_t *w = an->worlds[x].w;
+    return w->parent.round ? find_world(an, &w->parent) : -1;
+}
+
+/* Whether the view may be cut at world x: every world below x's round is
+ * decided (its status is final: what is kept of it is all any later
+ * record can ask), and no other world at or past it names a parent or
+ * graft below it (one would need what is cut). */
+static bool may_cut_at(an_t *an, int x, uint64_t undecided) {
+    uint64_t r = an->worlds[x].w->id.round;
+    if (r > undecided)
+        return false;
+    for (size_t i = 0; i < an->nw; i++) {
+        const sl_elastic_world_t *w = an->worlds[i].w;
+        const sl_elastic_ref_t *b = base_of(w);
+        if ((int)i != x && w->id.round >= r && b->round && b->round < r)
+            return false;
+    }
+    return true;
+}
+
+/* What the view pruned at world x keeps of `peer`'s acks below x's round:
+ * its newest ack there `k` (or, NULL, the entry of the view's own past). */
+static void past_entry(an_t *an, int x, const char *peer, const sl_elastic_ack_t *k,
+                       const sl_elastic_past_t *old, sl_elastic_past_t *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->peer, sizeof out->peer, "%s", peer);
+    if (k) {
+        sl_elastic_ref_t none;
+        memset(&none, 0, sizeof none);
+        out->tip = k->world;
+        out->state_world = k->state_world;
+        out->from_none = (uint8_t)chain(an, peer, k->world, &none);
+    } else {
+        out->tip = old->tip;
+        out->state_world = old->state_world;
+        out->from_none = old->from_none;
+    }
+    out->tip_in_lineage = state_in_lineage(an, x, &out->tip);
+    out->state_in_lineage = state_in_lineage(an, x, &out->state_world);
+    /* the state the world of that ack started from, the source's */
+    int wx = k ? find_world(an, &k->world) : -1;
+    uint64_t step, ckpt;
+    int src = wx >= 0 && all_acked(an, an->worlds[wx].w) ? source_of(an, wx, &step, &ckpt) : -1;
+    if (src >= 0) {
+        const char *m = an->worlds[wx].w->members[src];
+        out->source_world = find_ack(an, m, k->world.round)->state_world;
+        out->source_in_lineage = state_in_lineage(an, x, &out->source_world);
+    } else if (!k) {
+        out->source_world = old->source_world;
+        out->source_in_lineage = state_in_lineage(an, x, &old->source_world);
+    }
+}
+
+sl_err sl_elastic_anchor(const sl_elastic_view_t *view, sl_elastic_ref_t *anchor,
+                         sl_elastic_past_t *past, size_t past_cap, size_t *past_count) {
+    memset(anchor, 0, sizeof *anchor);
+    *past_count = 0;
+    an_t an;
+    sl_err err = an_build(&an, view);
+    if (err)
+        return err;
+    uint64_t undecided = UINT64_MAX; /* the lowest round of a world not yet decided */
+    for (size_t i = 0; i < an.nw; i++)
+        if (!established(&an, (int)i) && !dead(&an, (int)i) &&
+            an.worlds[i].w->id.round < undecided)
+            undecided = an.worlds[i].w->id.round;
+    int head = an.head;
+    /* the newest world before the head, along its parents, down to the
+     * view's own anchor */
+    int x = -1;
+    for (int y = head >= 0 ? parent_of(&an, head) : -1; y >= 0 && y != an.anchor;
+         y = parent_of(&an, y))
+        if (may_cut_at(&an, y, undecided)) {
+            x = y;
+            break;
+        }
+    if (x < 0) { /* it stays */
+        if (view->past_count > past_cap) {
+            err = SL_ETOOBIG;
+            goto done;
+        }
+        *anchor = view->anchor;
+        if (view->past_count)
+            memcpy(past, view->past, view->past_count * sizeof *past);
+        *past_count = view->past_count;
+        goto done;
+    }
+    uint64_t cut = an.worlds[x].w->id.round;
+    size_t n = 0, i = 0, j = 0;
+    while (i < an.na || j < view->past_count) {
+        /* the next peer in id order, from the acks and the old past */
+        const char *peer = i < an.na ? an.acks[i]->peer : view->past[j].peer;
+        if (j < view->past_count && strcmp(view->past[j].peer, peer) < 0)
+            peer = view->past[j].peer;
+        const sl_elastic_ack_t *k = NULL;
+        for (; i < an.na && strcmp(an.acks[i]->peer, peer) == 0; i++)
+            if (an.acks[i]->world.round < cut)
+                k = an.acks[i];
+        const sl_elastic_past_t *old = NULL;
+        if (j < view->past_count && strcmp(view->past[j].peer, peer) == 0)
+            old = &view->past[j++];
+        if (!k && !old)
+            continue; /* nothing of it below the cut */
+        if (n == past_cap) {
+            err = SL_ETOOBIG;
+            goto done;
+        }
+        past_entry(&an, x, peer, k, old, &past[n++]);
+    }
+    *anchor = an.worlds[x].w->id;
+    *past_count = n;
+done:
+    an_free(&an);
+    return err;
+}
+
 /* ---- the core ---- */
 
 sl_err sl_elastic_new(const sl_elastic_config_t *cfg, const char *self, sl_elastic_t **out) {
@@ -582,6 +839,8 @@ void sl_elastic_destroy(sl_elastic_t **e) {
 }
 
 sl_elastic_phase sl_elastic_phase_of(const sl_elastic_t *e) { return e->phase; }
+
+size_t sl_elastic_walked(const sl_elastic_t *e) { return e->walked; }
 
 sl_elastic_ref_t sl_elastic_current(const sl_elastic_t *e) { return e->cur; }
 
@@ -671,32 +930,11 @@ static void start(sl_elastic_t *e, an_t *an, int x, sl_elastic_out_t *out) {
     const sl_elastic_world_t *w = an->worlds[x].w;
     sl_elastic_action_t *a = emit(out, SL_ELASTIC_START);
     a->world = *w;
-    uint64_t src_round = 0, src_step = 0, ckpt = 0;
-    int src = -1;
-    for (uint32_t i = 0; i < w->count; i++) {
+    for (uint32_t i = 0; i < w->count; i++)
         if (strcmp(w->members[i], e->self) == 0)
             a->rank = i;
-
-        const sl_elastic_ack_t *k = find_ack(an, w->members[i], w->id.round);
-        if (!k)
-            continue;
-        int sx = k->has_state ? find_world(an, &k->state_world) : -1;
-        if (sx >= 0 && (g_bug == SL_ELASTIC_BUG_GRAFT_NO_STATE ? root_of(an, sx) == root_of(an, x)
-                                                                 : in_lineage(an, x, sx))) {
-            bool newer = src < 0 || k->state_world.round > src_round ||
-                         (k->state_world.round == src_round && k->step > src_step);
-            if (g_bug == SL_ELASTIC_BUG_LOWEST_STEP)
-                newer = src < 0 || k->step < src_step;
-            if (newer) {
-                src = (int)i;
-                src_round = k->state_world.round;
-                src_step = k->step;
-            }
-        } else if (!k->has_state && k->step > ckpt &&
-                   continues(an, w->members[i], w, base_of(w)) == YES) {
-            ckpt = k->step; /* the checkpoint it can restore */
-        }
-    }
+    uint64_t src_step, ckpt;
+    int src = source_of(an, x, &src_step, &ckpt);
     if (g_bug == SL_ELASTIC_BUG_SORTED_RANKS) { /* the rank among the sorted ids */
         a->rank = 0;
         for (uint32_t i = 0; i < w->count; i++)
@@ -885,6 +1123,7 @@ sl_err sl_elastic_step(sl_elastic_t *e, const sl_elastic_view_t *view,
     sl_err err = an_build(&an, view);
     if (err)
         return err;
+    e->walked = an.nw + an.na;
     sl_elastic_ref_t tip = tip_of(&an, e->self);
     uint64_t max_round = tip.round;
     for (size_t i = 0; i < an.nw; i++)

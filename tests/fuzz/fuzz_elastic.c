@@ -9,7 +9,10 @@
  *     kind (worlds with max_nodes 4 and 32; ckpt records of both trainers)
  *   2 a job's entries, each [key length u8][key][value length u16 LE][value],
  *     added to one view (job 0123456789abcdef, max 4) that the core then
- *     reads: every world's status, the head, and one turn of a core
+ *     reads: every world's status, the head, and one turn of a core; a key
+ *     of length 0 prunes the view at its anchor (sl_elastic_records_prune)
+ *     before the entries after it are added, and the view is pruned once
+ *     more at the end (the pruned view, read the same way)
  * tests/fuzz/corpus/elastic/ holds seeds in this layout (v-*: the vectors
  * of proto/vectors/elastic/gen.py).
  *
@@ -148,6 +151,8 @@ static void one_entry(const uint8_t *data, size_t size) {
     }
 }
 
+static void read_view(sl_elastic_records_t *r);
+
 static void many_entries(const uint8_t *data, size_t size) {
     sl_elastic_records_t *r = NULL;
     if (sl_elastic_records_new(JOB, 4, &r) != SL_OK)
@@ -156,6 +161,12 @@ static void many_entries(const uint8_t *data, size_t size) {
     size_t i = 0;
     while (i < size) {
         size_t kl = data[i++];
+        bool moved;
+        if (kl == 0) {
+            if (sl_elastic_records_prune(r, &moved) == SL_ENOMEM)
+                abort();
+            continue;
+        }
         if (size - i < kl + 2)
             break;
         memcpy(key, data + i, kl);
@@ -167,6 +178,18 @@ static void many_entries(const uint8_t *data, size_t size) {
         sl_elastic_records_add(r, key, kl, data + i, vl, why, sizeof why);
         i += vl;
     }
+    read_view(r);
+    bool moved;
+    if (sl_elastic_records_prune(r, &moved) == SL_ENOMEM)
+        abort();
+    if (moved)
+        read_view(r);
+    sl_elastic_records_destroy(&r);
+}
+
+/* The core reads the view of `r`: every world's status, the head, the
+ * anchor it allows and two turns. */
+static void read_view(sl_elastic_records_t *r) {
     sl_elastic_view_t view;
     memset(&view, 0, sizeof view);
     sl_elastic_records_view(r, &view);
@@ -187,8 +210,16 @@ static void many_entries(const uint8_t *data, size_t size) {
         abort();
     sl_elastic_status_all(&view, st);
     free(st);
-    sl_elastic_ref_t head;
+    sl_elastic_ref_t head, anchor;
     sl_elastic_head(&view, &head);
+    size_t cap = view.past_count + view.ack_count, n;
+    sl_elastic_past_t *past = calloc(cap + 1, sizeof *past);
+    if (!past)
+        abort();
+    if (sl_elastic_anchor(&view, &anchor, past, cap, &n) == SL_OK &&
+        (n > cap || (anchor.round && anchor.round < view.anchor.round)))
+        fail("an anchor moves back, or its past overflows");
+    free(past);
     sl_elastic_config_t cfg = {.job_id = JOB, .min_nodes = 1, .max_nodes = 4,
                                .settle_ms = 300, .ack_timeout_ms = 5000};
     sl_elastic_t *core = NULL;
@@ -205,7 +236,6 @@ static void many_entries(const uint8_t *data, size_t size) {
         }
         sl_elastic_destroy(&core);
     }
-    sl_elastic_records_destroy(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
