@@ -1,20 +1,26 @@
-/* The ring all-reduce over ZeroMQ (src/elastic/ring_link.c): W = 1..4
- * ranks as threads on 127.0.0.1, each with its own link, against the
- * in-memory schedule (the harness of tests/elastic_ring_test.c, here run
- * in order): every rank ends with the oracle's bits, for lengths 0, below
- * W, not divisible by W, random and 16 MiB, small chunks and windows, and
- * several calls on one link. A keyed ring (CurveZMQ + ZAP) works; a rank
- * with the wrong key fails cleanly and so do the others; a message of
- * another job is a protocol error; a rank that dies mid-reduce ends the
- * others' all-reduce within the timeout. */
+/* The ring all-reduce's link (src/elastic/ring_link.c and its two
+ * transports, ring_tcp.c and ring_zmq.c): W = 1..4 ranks as threads on
+ * 127.0.0.1, each with its own link, against the in-memory schedule (the
+ * harness of tests/elastic_ring_test.c, here run in order): every rank
+ * ends with the oracle's bits, for lengths 0, below W, not divisible by
+ * W, random and 16 MiB, small chunks and windows, and several calls on
+ * one link. Every unkeyed case runs over plain TCP and over ZeroMQ. A
+ * keyed ring (ZeroMQ: CurveZMQ + ZAP) works; a rank with the wrong key
+ * fails cleanly and so do the others; a message of another job is a
+ * protocol error; a rank that dies mid-reduce ends the others' all-reduce
+ * within the timeout; over TCP, a stale connection of an older round and
+ * strangers that send garbage or nothing do not disturb the ring. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "elastic/ring_link.h"
+#include "elastic/ring_wire.h"
 #include "starling/platform.h"
 #include "starling/rng.h"
 #include "testlib.h"
@@ -137,6 +143,11 @@ static void *rank_main(void *arg) {
 
 static char eps_text[MAXW][64];
 static sl_rng_t rng;
+static sl_ring_transport_t transport; /* of the unkeyed cases run now */
+
+static const char *transport_name(sl_ring_transport_t t) {
+    return t == SL_RING_TCP ? "tcp" : t == SL_RING_ZMQ ? "zmq" : "auto";
+}
 
 /* W consecutive ports below 32768 that nothing listens on now, a
  * different block per run. */
@@ -170,7 +181,8 @@ static void setup(rank_t *ranks, uint32_t w, uint64_t count, size_t chunk_bytes,
             k->eps[i] = eps_text[i];
         k->cfg = (sl_ring_link_cfg_t){.job = 0x5157a11e, .round = 7, .world = w, .rank = r,
                                       .endpoints = k->eps, .chunk_bytes = chunk_bytes,
-                                      .window = window, .timeout_ms = 5000};
+                                      .window = window, .timeout_ms = 5000,
+                                      .transport = transport};
         k->count = count;
         k->divisor = (float)w;
         k->calls = 1;
@@ -193,6 +205,27 @@ static void release(rank_t *ranks, uint32_t w) {
         free(ranks[r].buf);
 }
 
+/* What the ranks' buffers must become (default chunk, divisor W). */
+static void want_of(rank_t *ranks, uint32_t w, float **want) {
+    for (uint32_t r = 0; r < w; r++) {
+        want[r] = malloc(ranks[r].count * sizeof(float) + 1);
+        memcpy(want[r], ranks[r].buf, ranks[r].count * sizeof(float));
+    }
+    oracle(w, ranks[0].count, SL_RING_LINK_CHUNK_BYTES / sizeof(float), (float)w, want);
+}
+
+/* Every rank succeeded with the oracle's bits; frees want. */
+static void check_want(rank_t *ranks, uint32_t w, float **want, const char *what) {
+    for (uint32_t r = 0; r < w; r++) {
+        CHECK_MSG(ranks[r].err == SL_OK, "rank %u %s: %s (%s)", r, what,
+                  sl_errname(ranks[r].err), ranks[r].why);
+        if (ranks[r].err == SL_OK)
+            CHECK_MSG(memcmp(ranks[r].buf, want[r], ranks[r].count * sizeof(float)) == 0,
+                      "rank %u %s differs from the oracle", r, what);
+        free(want[r]);
+    }
+}
+
 /* One all-reduce of `count` floats on W ranks: the oracle's bits everywhere. */
 static void same_as_oracle(uint32_t w, uint64_t count, size_t chunk_bytes, uint32_t window,
                            sl_rng_t *rng) {
@@ -207,8 +240,9 @@ static void same_as_oracle(uint32_t w, uint64_t count, size_t chunk_bytes, uint3
     oracle(w, count, chunk, (float)w, want);
     run(ranks, w);
     for (uint32_t r = 0; r < w; r++) {
-        CHECK_MSG(ranks[r].err == SL_OK, "W %u count %llu chunk %zu window %u: rank %u: %s (%s)",
-                  w, (unsigned long long)count, chunk_bytes, window, r,
+        CHECK_MSG(ranks[r].err == SL_OK,
+                  "%s: W %u count %llu chunk %zu window %u: rank %u: %s (%s)",
+                  transport_name(transport), w, (unsigned long long)count, chunk_bytes, window, r,
                   sl_errname(ranks[r].err), ranks[r].why);
         if (ranks[r].err == SL_OK)
             CHECK_MSG(memcmp(ranks[r].buf, want[r], count * sizeof(float)) == 0,
@@ -299,6 +333,7 @@ static void test_keyed(void) {
     setup(ranks, w, count, 0, 0, &rng);
     for (uint32_t r = 0; r < w; r++) {
         ranks[r].cfg.key = &key;
+        ranks[r].cfg.transport = SL_RING_AUTO; /* a key: zmq */
         want[r] = malloc(count * sizeof(float));
         memcpy(want[r], ranks[r].buf, count * sizeof(float));
     }
@@ -317,6 +352,7 @@ static void test_keyed(void) {
     setup(ranks, w, count, 0, 0, &rng);
     for (uint32_t r = 0; r < w; r++) {
         ranks[r].cfg.key = r == 1 ? &other : &key;
+        ranks[r].cfg.transport = SL_RING_AUTO;
         ranks[r].cfg.timeout_ms = 2000;
     }
     run(ranks, w);
@@ -338,6 +374,7 @@ static void test_keyed(void) {
     setup(ranks, w, count, 0, 0, &rng);
     for (uint32_t r = 0; r < w; r++) {
         ranks[r].cfg.key = r == 2 ? NULL : &key;
+        ranks[r].cfg.transport = SL_RING_ZMQ; /* (an open rank on tcp would not even dial) */
         ranks[r].cfg.timeout_ms = 2000;
     }
     run(ranks, w);
@@ -418,11 +455,25 @@ static void test_death(void) {
 
 static void test_args(void) {
     sl_ring_link_t *l = NULL;
-    sl_ring_link_cfg_t cfg = {.world = 2, .rank = 2};
+    sl_ring_link_cfg_t cfg = {.world = 2, .rank = 2, .transport = transport};
     CHECK_ERR(sl_ring_link_open(&cfg, &l), SL_EINVAL);
     cfg.rank = 0; /* no endpoints */
     CHECK_ERR(sl_ring_link_open(&cfg, &l), SL_EINVAL);
+    /* the transport by the key: tcp without one, zmq with one; tcp with a
+     * key would send it in the clear */
+    sl_net_key_t key;
+    CHECK_OK(sl_net_key_generate(&key));
     cfg = (sl_ring_link_cfg_t){.world = 1};
+    CHECK_OK(sl_ring_link_open(&cfg, &l));
+    CHECK(sl_ring_link_transport(l) == SL_RING_TCP);
+    sl_ring_link_close(&l);
+    cfg.key = &key;
+    CHECK_OK(sl_ring_link_open(&cfg, &l));
+    CHECK(sl_ring_link_transport(l) == SL_RING_ZMQ);
+    sl_ring_link_close(&l);
+    cfg.transport = SL_RING_TCP;
+    CHECK_ERR(sl_ring_link_open(&cfg, &l), SL_EINVAL);
+    cfg = (sl_ring_link_cfg_t){.world = 1, .transport = transport};
     CHECK_OK(sl_ring_link_open(&cfg, &l));
     float x[3] = {2, 4, 6};
     CHECK_ERR(sl_ring_link_allreduce(l, x, 3, 0), SL_EINVAL);
@@ -433,12 +484,17 @@ static void test_args(void) {
     /* an endpoint already bound: SL_EIO, no link */
     pick_endpoints(2, &rng);
     const char *eps[2] = {eps_text[0], eps_text[1]};
-    cfg = (sl_ring_link_cfg_t){.world = 2, .rank = 0, .endpoints = eps};
+    cfg = (sl_ring_link_cfg_t){.world = 2, .rank = 0, .endpoints = eps, .transport = transport};
     sl_ring_link_t *a = NULL, *b = (sl_ring_link_t *)&cfg;
     CHECK_OK(sl_ring_link_open(&cfg, &a));
     CHECK_ERR(sl_ring_link_open(&cfg, &b), SL_EIO);
     CHECK(b == NULL);
     sl_ring_link_close(&a);
+    /* an endpoint that is not tcp://HOST:PORT */
+    const char *bad[2] = {"tcp://127.0.0.1", eps_text[1]};
+    cfg.endpoints = bad;
+    CHECK(sl_ring_link_open(&cfg, &a) != SL_OK);
+    CHECK(a == NULL);
 }
 
 /* A world changes: rank 1's port is still held by its link of the round
@@ -449,15 +505,11 @@ static void test_stale_port(void) {
     rank_t ranks[MAXW];
     setup(ranks, 2, 100000, 0, 0, &rng);
     float *want[2];
-    for (uint32_t r = 0; r < 2; r++) {
-        want[r] = malloc(ranks[r].count * sizeof(float) + 1);
-        memcpy(want[r], ranks[r].buf, ranks[r].count * sizeof(float));
-    }
-    oracle(2, ranks[0].count, SL_RING_LINK_CHUNK_BYTES / sizeof(float), 2.0f, want);
+    want_of(ranks, 2, want);
     /* the old round's link on rank 1's endpoint */
     const char *old_eps[2] = {"tcp://127.0.0.1:1", eps_text[1]};
     sl_ring_link_cfg_t oc = {.job = 0x5157a11e, .round = 6, .world = 2, .rank = 1,
-                             .endpoints = old_eps, .timeout_ms = 5000};
+                             .endpoints = old_eps, .timeout_ms = 5000, .transport = transport};
     sl_ring_link_t *old = NULL;
     CHECK_OK(sl_ring_link_open(&oc, &old));
     pthread_t th[2];
@@ -469,14 +521,7 @@ static void test_stale_port(void) {
     pthread_create(&th[1], NULL, rank_main, &ranks[1]);
     for (int r = 0; r < 2; r++)
         pthread_join(th[r], NULL);
-    for (uint32_t r = 0; r < 2; r++) {
-        CHECK_MSG(ranks[r].err == SL_OK, "rank %u after a stale link on the port: %s (%s)", r,
-                  sl_errname(ranks[r].err), ranks[r].why);
-        if (ranks[r].err == SL_OK)
-            CHECK_MSG(memcmp(ranks[r].buf, want[r], ranks[r].count * sizeof(float)) == 0,
-                      "rank %u differs from the oracle", r);
-        free(want[r]);
-    }
+    check_want(ranks, 2, want, "after a stale link on the port");
     release(ranks, 2);
 }
 
@@ -498,7 +543,7 @@ static void test_abort(void) {
     pick_endpoints(2, &rng);
     const char *eps[2] = {eps_text[0], eps_text[1]};
     sl_ring_link_cfg_t c = {.job = 1, .round = 3, .world = 2, .rank = 0, .endpoints = eps,
-                            .timeout_ms = 20000};
+                            .timeout_ms = 20000, .transport = transport};
     abort_ctx_t a = {0};
     CHECK_OK(sl_ring_link_open(&c, &a.link));
     pthread_t th;
@@ -515,20 +560,148 @@ static void test_abort(void) {
     sl_ring_link_close(&a.link);
 }
 
+/* A raw connection to 127.0.0.1:port once something listens there
+ * (within 5 s), with a 5 s receive timeout; -1 if it never did. */
+static int dial_raw(unsigned port) {
+    uint64_t until = sl_plat_now_ns() + 5000000000ull;
+    while (sl_plat_now_ns() < until) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            struct timeval tv = {.tv_sec = 5};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            return fd;
+        }
+        if (fd >= 0)
+            close(fd);
+        struct timespec ts = {0, 10 * 1000000L}; /* a retry's pause, not a condition */
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Whether the link closed a raw connection (EOF or reset, not the 5 s
+ * timeout), reading whatever it sent first. */
+static bool closed_by_peer(int fd) {
+    char b[64];
+    for (;;) {
+        ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return true;
+        if (n < 0)
+            return false;
+    }
+}
+
+/* Over TCP, before rank 0 of round 7 reaches rank 1, three others do: a
+ * stranger that sends 40 bytes of garbage, rank 0's link of round 6 (a
+ * stale HELLO) and one that connects and says nothing. Rank 1 drops the
+ * first two (they see the connection close), the ring completes with the
+ * oracle's bits, and nothing anyone sent reached the buffer. */
+static void test_strangers(void) {
+    rank_t ranks[MAXW];
+    setup(ranks, 2, 300001, 0, 0, &rng);
+    float *want[2];
+    want_of(ranks, 2, want);
+    unsigned port1 = (unsigned)atoi(strrchr(eps_text[1], ':') + 1);
+    pthread_t th[2];
+    pthread_create(&th[1], NULL, rank_main, &ranks[1]);
+    int garbage = dial_raw(port1), stale = dial_raw(port1), silent = dial_raw(port1);
+    CHECK_MSG(garbage >= 0 && stale >= 0 && silent >= 0, "rank 1 never listened");
+    uint8_t junk[SL_RING_WIRE_FRAME_LEN + 8];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)sl_rng_below(&rng, 256);
+    uint8_t hello[SL_RING_WIRE_FRAME_LEN];
+    sl_ring_hdr_t h = {.job = ranks[0].cfg.job, .round = 6, .step = SL_RING_LINK_HELLO,
+                       .chunk = 0};
+    sl_ring_frame_put(hello, &h, 0);
+    CHECK(send(garbage, junk, sizeof junk, MSG_NOSIGNAL) == (ssize_t)sizeof junk);
+    CHECK(send(stale, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello);
+    pthread_create(&th[0], NULL, rank_main, &ranks[0]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    CHECK_MSG(closed_by_peer(garbage), "the garbage's connection was not closed");
+    CHECK_MSG(closed_by_peer(stale), "the stale round's connection was not closed");
+    check_want(ranks, 2, want, "beside strangers");
+    close(garbage);
+    close(stale);
+    close(silent);
+    release(ranks, 2);
+}
+
+/* proto/elastic.md 5.3's vectors: the TCP frames' 40-byte prefixes, and
+ * what the greeting check makes of a HELLO. */
+static void test_wire(void) {
+    struct {
+        sl_ring_hdr_t h;
+        uint64_t len;
+        const char *hex;
+    } v[] = {
+        {{0x5157a11e, 7, 0, SL_RING_LINK_HELLO, 0}, 0,
+         "1ea1575100000000070000000000000000000000feffffff00000000000000000000000000000000"},
+        {{0x5157a11e, 7, 0, SL_RING_LINK_WELCOME, 1}, 0,
+         "1ea1575100000000070000000000000000000000fdffffff01000000000000000000000000000000"},
+        {{0x5157a11e, 7, 2, 1, 3}, 262144,
+         "1ea15751000000000700000000000000020000000100000003000000000000000000040000000000"},
+        {{0x5157a11e, 7, 2, SL_RING_LINK_DONE, 0}, 0,
+         "1ea1575100000000070000000000000002000000ffffffff00000000000000000000000000000000"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        uint8_t f[SL_RING_WIRE_FRAME_LEN];
+        char hex[2 * sizeof f + 1];
+        sl_ring_frame_put(f, &v[i].h, v[i].len);
+        for (size_t j = 0; j < sizeof f; j++)
+            snprintf(hex + 2 * j, 3, "%02x", f[j]);
+        CHECK_MSG(strcmp(hex, v[i].hex) == 0, "vector %zu: %s", i, hex);
+        sl_ring_hdr_t back;
+        uint64_t len;
+        sl_ring_frame_get(f, &back, &len);
+        CHECK(memcmp(&back, &v[i].h, sizeof back) == 0 && len == v[i].len);
+    }
+    char why[200];
+    sl_ring_hdr_t hello = v[0].h;
+    CHECK(sl_ring_greet_check(&hello, 0, 0x5157a11e, 7, 0, why, sizeof why) == SL_RING_GREET_OK);
+    CHECK(sl_ring_greet_check(&hello, 0, 0x5157a11e, 8, 0, why, sizeof why) ==
+          SL_RING_GREET_STRAY); /* another round */
+    CHECK(sl_ring_greet_check(&hello, 0, 0x5157a11e, 7, 1, why, sizeof why) ==
+          SL_RING_GREET_STRAY); /* another rank */
+    CHECK(sl_ring_greet_check(&hello, 4, 0x5157a11e, 7, 0, why, sizeof why) ==
+          SL_RING_GREET_STRAY); /* a payload */
+    CHECK(sl_ring_greet_check(&hello, 0, 0x5157a11f, 7, 0, why, sizeof why) ==
+          SL_RING_GREET_FOREIGN);
+    CHECK(strstr(why, "a hello of job 000000005157a11e") != NULL);
+    CHECK_ERR(sl_ring_hdr_check(&v[2].h, true, 262144, &v[2].h, 262140, why, sizeof why),
+              SL_EPROTO);
+    CHECK(strstr(why, "with 262144 bytes") && strstr(why, "with 262140"));
+}
+
 int main(void) {
     uint64_t seed = getenv("SL_SEED") ? strtoull(getenv("SL_SEED"), NULL, 10)
                                       : sl_plat_now_ns() ^ (uint64_t)getpid();
     fprintf(stderr, "seed %llu (SL_SEED=%llu replays it)\n", (unsigned long long)seed,
             (unsigned long long)seed);
     sl_rng_seed(&rng, seed);
-    sl_test_run("args", test_args);
-    sl_test_run("lengths", test_lengths);
-    sl_test_run("chunks_and_windows", test_chunks_and_windows);
-    sl_test_run("calls", test_calls);
+    sl_test_run("wire", test_wire);
+    sl_ring_transport_t both[] = {SL_RING_TCP, SL_RING_ZMQ};
+    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) {
+        transport = both[i];
+        char name[64];
+#define RUN(t)                                                                           \
+    (snprintf(name, sizeof name, "%s_%s", #t, transport_name(transport)),                \
+     sl_test_run(name, test_##t))
+        RUN(args);
+        RUN(lengths);
+        RUN(chunks_and_windows);
+        RUN(calls);
+        RUN(mismatch);
+        RUN(death);
+        RUN(stale_port);
+        RUN(abort);
+#undef RUN
+    }
     sl_test_run("keyed", test_keyed);
-    sl_test_run("mismatch", test_mismatch);
-    sl_test_run("death", test_death);
-    sl_test_run("stale_port", test_stale_port);
-    sl_test_run("abort", test_abort);
+    transport = SL_RING_TCP;
+    sl_test_run("strangers_tcp", test_strangers);
     return sl_test_finish();
 }

@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""All-reduce bus bandwidth: Starling's ring over ZeroMQ against
-torch.distributed.all_reduce on gloo, W processes on loopback.
+"""All-reduce bus bandwidth: Starling's ring (its TCP and its ZeroMQ
+transport) against torch.distributed.all_reduce on gloo, W processes on
+loopback.
 
     python3 bench/elastic/allreduce.py --build build-ring [--worlds 2,4]
         [--sizes-mib 1,4,16,64] [--runs 3] [--iters 5]
-        [--python /usr/bin/python3 ...] [--sweep]
+        [--transports tcp,zmq] [--python /usr/bin/python3 ...] [--sweep]
 
 Each run starts W fresh processes per implementation (interleaved:
-starling, gloo, starling, gloo, ...). A process does 2 warm-up calls per
-size, then --iters timed ones; a call's time is the slowest rank's. The
-figure of a run is the median call; the table gives the median of the
-runs' figures. Bus bandwidth as nccl-tests define it: algbw = bytes /
-time, busbw = algbw * 2(W-1)/W. --sweep measures chunk sizes and windows
-of the ring instead (16 MiB; --sweep-chunks-kib, --sweep-windows). Gloo runs under every --python given (one
-column each) that imports torch; Debian's python3-torch is
-/usr/bin/python3.
+starling tcp, starling zmq, gloo, ..., the order reversed every other
+run). A process does 2 warm-up calls per size, then --iters timed ones; a
+call's time is the slowest rank's. The figure of a run is the median call;
+the table gives the median of the runs' figures. Bus bandwidth as
+nccl-tests define it: algbw = bytes / time, busbw = algbw * 2(W-1)/W.
+--transports: the ring's transports to run, one column each
+(sl-ring-bench --transport: tcp is what a cluster without a key uses, zmq
+the ZeroMQ link a keyed one uses, here without a key). --sweep measures
+chunk sizes and windows of the ring instead (16 MiB; --sweep-chunks-kib,
+--sweep-windows; the first transport).
+
+Gloo runs under every --python given (one column each) that imports
+torch. Default: Debian's python3-torch (/usr/bin/python3) and, if it
+exists, a venv with PyPI's current torch at /tmp/venv-torch, made with
+
+    python3 -m venv /tmp/venv-torch
+    /tmp/venv-torch/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu
 """
 import argparse
 import os
@@ -92,12 +102,13 @@ def run_world(cmds, timeout=600):
     return res
 
 
-def starling_cmds(a, w, sizes, chunk_kib=0, window=0, exe=None):
+def starling_cmds(a, w, sizes, chunk_kib=0, window=0, exe=None, transport=None):
     exe = exe or os.path.join(a.build, "sl-ring-bench")
     base = free_base(w)
+    extra = ["--transport", transport] if transport else []
     return [[exe, "--world", str(w), "--rank", str(r), "--port", str(base),
              "--sizes-mib", ",".join(map(str, sizes)), "--iters", str(a.iters),
-             "--warmup", "2", "--chunk-kib", str(chunk_kib), "--window", str(window)]
+             "--warmup", "2", "--chunk-kib", str(chunk_kib), "--window", str(window)] + extra
             for r in range(w)]
 
 
@@ -127,6 +138,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--python", action="append", default=None)
+    ap.add_argument("--transports", default="tcp,zmq",
+                    help="the ring's transports, one column each (tcp, zmq)")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--sweep-chunks-kib", default="64,256,1024")
     ap.add_argument("--sweep-windows", default="1,2,4,8,16")
@@ -150,51 +163,62 @@ def main():
                 for win in map(int, a.sweep_windows.split(",")):
                     figs = []
                     for _ in range(a.runs):
-                        r = run_world(starling_cmds(a, w, [16], ck, win))
+                        r = run_world(starling_cmds(a, w, [16], ck, win,
+                                                    transport=a.transports.split(",")[0]))
                         size = 16 << 20
                         figs.append(busbw(size, statistics.median(r[size]), w))
                     print(f"| {w} | {ck} | {win} | {statistics.median(figs):.2f} |", flush=True)
         return
 
     pys = []
-    for py in a.python or ["/usr/bin/python3"]:
+    default_pys = ["/usr/bin/python3"]
+    if os.path.exists("/tmp/venv-torch/bin/python"):
+        default_pys.append("/tmp/venv-torch/bin/python")
+    for py in a.python or default_pys:
         v = torch_version(py)
         if v:
             pys.append((py, v))
         else:
             print(f"# {py}: no torch, skipped")
-    impls = [("starling", None)] + [(f"gloo {v}", py) for py, v in pys]
+    transports = [t for t in a.transports.split(",") if t]
+    # (column, kind, argument): kind "ring" (argument: the transport),
+    # "gloo" (the python), "base" (another sl-ring-bench)
+    impls = [(f"starling {t}", "ring", t) for t in transports]
+    impls += [(f"gloo {v}", "gloo", py) for py, v in pys]
     if a.baseline:
-        impls.append(("starling-base", a.baseline))
+        impls.append(("starling-base", "base", a.baseline))
     figs = {}  # (impl, w, size) -> [busbw per run]
     loads = {}  # w -> [1-minute load average at the start of each run]
     for run in range(a.runs):
         for w in worlds:
             loads.setdefault(w, []).append(os.getloadavg()[0])
             order = impls if run % 2 == 0 else impls[::-1]
-            for name, py in order:
-                if py is None or name == "starling-base":
-                    cmds = starling_cmds(a, w, sizes, a.chunk_kib, a.window, py)
+            for name, kind, arg in order:
+                if kind == "ring":
+                    cmds = starling_cmds(a, w, sizes, a.chunk_kib, a.window, transport=arg)
+                elif kind == "base":
+                    cmds = starling_cmds(a, w, sizes, a.chunk_kib, a.window, exe=arg)
                 else:
-                    cmds = gloo_cmds(a, py, w, sizes)
+                    cmds = gloo_cmds(a, arg, w, sizes)
                 res = run_world(cmds)
                 for size, times in res.items():
                     figs.setdefault((name, w, size), []).append(busbw(size, statistics.median(times), w))
-    head = "| W | MiB | " + " | ".join(f"{n} busbw GB/s" for n, _ in impls)
-    head += " | " + " | ".join(f"starling / {n}" for n, _ in impls[1:]) + " | load |"
+    # ratios: each transport against every other column
+    pairs = [(i, j) for i in range(len(transports)) for j in range(i + 1, len(impls))]
+    head = "| W | MiB | " + " | ".join(f"{n} busbw GB/s" for n, _, _ in impls)
+    head += " | " + " | ".join(f"{impls[i][0]} / {impls[j][0]}" for i, j in pairs) + " | load |"
     print(head)
-    print("|" + "---|" * (2 + len(impls) + len(impls) - 1 + 1))
+    print("|" + "---|" * (2 + len(impls) + len(pairs) + 1))
     for w in worlds:
         for mib in sizes:
             size = mib << 20
-            med = [statistics.median(figs[(n, w, size)]) for n, _ in impls]
-            runs = [figs[(n, w, size)] for n, _ in impls]
+            med = [statistics.median(figs[(n, w, size)]) for n, _, _ in impls]
+            runs = [figs[(n, w, size)] for n, _, _ in impls]
             cells = [f"{m:.2f} ({', '.join(f'{x:.2f}' for x in r)})" for m, r in zip(med, runs)]
-            ratios = [f"{med[0] / m:.2f}" for m in med[1:]]
+            ratios = [f"{med[i] / med[j]:.2f}" for i, j in pairs]
             load = ", ".join(f"{x:.1f}" for x in loads[w])
             print(f"| {w} | {mib} | " + " | ".join(cells) + " | " + " | ".join(ratios) +
                   f" | {load} |")
-
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,12 @@
-/* sl-ring-bench: one rank of the ring all-reduce over ZeroMQ, timed.
+/* sl-ring-bench: one rank of the ring all-reduce, timed.
  *
  *   sl-ring-bench --world W --rank R --port P [--sizes-mib 1,4,16,64]
  *                 [--iters N] [--warmup N] [--chunk-kib C] [--window K]
+ *                 [--transport tcp|zmq]
  *
+ * --transport picks the link's transport (default: the link's own choice
+ * for a cluster without a key, tcp; zmq is the ZeroMQ link a keyed
+ * cluster uses, here without a key).
  * Rank r binds tcp://127.0.0.1:(P+r) and dials rank r+1. For each size,
  * after the warm-up calls (which also serve as a barrier), it prints one
  * line per size: `size_bytes seconds seconds ...`, each the wall time of
@@ -19,6 +23,7 @@ int main(int argc, char **argv) {
     uint32_t world = 0, rank = 0, port = 0, iters = 5, warmup = 2, window = 0;
     size_t chunk_kib = 0;
     const char *sizes = "1,4,16,64";
+    sl_ring_transport_t transport = SL_RING_AUTO;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--world"))
@@ -37,6 +42,8 @@ int main(int argc, char **argv) {
             chunk_kib = (size_t)atol(v);
         else if (!strcmp(k, "--window"))
             window = (uint32_t)atoi(v);
+        else if (!strcmp(k, "--transport") && (!strcmp(v, "tcp") || !strcmp(v, "zmq")))
+            transport = !strcmp(v, "tcp") ? SL_RING_TCP : SL_RING_ZMQ;
         else {
             fprintf(stderr, "sl-ring-bench: unknown option %s\n", k);
             return 2;
@@ -44,7 +51,8 @@ int main(int argc, char **argv) {
     }
     if (world == 0 || rank >= world || port == 0 || port + world > 65535) {
         fprintf(stderr, "usage: sl-ring-bench --world W --rank R --port P [--sizes-mib 1,4] "
-                        "[--iters N] [--warmup N] [--chunk-kib C] [--window K]\n");
+                        "[--iters N] [--warmup N] [--chunk-kib C] [--window K] "
+                        "[--transport tcp|zmq]\n");
         return 2;
     }
     char text[64][40];
@@ -57,7 +65,8 @@ int main(int argc, char **argv) {
     }
     sl_ring_link_cfg_t cfg = {.job = 1, .round = 1, .world = world, .rank = rank,
                               .endpoints = eps, .chunk_bytes = chunk_kib * 1024,
-                              .window = window, .timeout_ms = 30000};
+                              .window = window, .timeout_ms = 30000,
+                              .transport = transport};
     sl_ring_link_t *link = NULL;
     sl_err err = sl_ring_link_open(&cfg, &link);
     if (err != SL_OK) {

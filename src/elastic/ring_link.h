@@ -1,19 +1,23 @@
-/* The ring all-reduce over ZeroMQ: the I/O side of src/elastic/ring.c
- * (docs/elastic.md "The ring's transport").
+/* The ring all-reduce's link: the I/O side of src/elastic/ring.c
+ * (docs/elastic.md "The ring's transport", proto/elastic.md "The ring").
  *
- * Each rank of a world of W binds a ROUTER on its own endpoint and
- * connects one DEALER to rank+1's: it sends to rank+1 and receives from
- * rank-1, CurveZMQ with the cluster key's ZAP check when the cluster is
- * keyed. A message is two frames: a 32-byte header (job, round, call,
- * step, chunk; little-endian) and the float32 payload, checked against
- * what sl_ring_next says this rank receives next. Up to `window` messages
- * are sent ahead of this rank's receives (pipelining); sends go straight
- * from the caller's buffer (zmq_msg_init_data without a free function:
- * no copy, no allocation) and nothing is allocated per chunk by this code
- * (libzmq's decoder allocates each received payload). A call ends when
- * this rank has received everything and rank+1 said DONE (a header-only
- * message on the same connection, the other way): then nothing of the
- * caller's buffer is still on its way out.
+ * Each rank of a world of W listens on its own endpoint and connects to
+ * rank+1's: it sends to rank+1 and receives from rank-1. Two transports
+ * carry the same messages (a 32-byte header: job, round, call, step,
+ * chunk, little-endian, and the float32 payload, checked against what
+ * sl_ring_next says this rank receives next):
+ *   tcp  (src/elastic/ring_tcp.c) plain TCP, the socket I/O on the
+ *        caller's thread, each payload received straight into the buffer
+ *        (all-gather) or one scratch chunk (reduce-scatter); the default
+ *        for a cluster without a key;
+ *   zmq  (src/elastic/ring_zmq.c) a ZeroMQ DEALER/ROUTER pair, CurveZMQ
+ *        with the cluster key's ZAP check: always for a keyed cluster.
+ * The two-cursor pipelining, the adds and the call's end are one driver
+ * (ring_link.c). Up to `window` messages are sent ahead of this rank's
+ * receives; sends go straight from the caller's buffer (no copy). A call
+ * ends when this rank has received everything and rank+1 said DONE (a
+ * header-only message on the same connection, the other way): then
+ * nothing of the caller's buffer is still on its way out.
  *
  * Any error ends the link: the sockets are closed at once (the buffer is
  * no longer referenced when sl_ring_link_allreduce returns, whatever it
@@ -29,6 +33,7 @@
 #ifndef STARLING_ELASTIC_RING_LINK_H
 #define STARLING_ELASTIC_RING_LINK_H
 
+#include "elastic/ring_wire.h"
 #include "starling/elastic.h"
 #include "starling/net.h"
 
@@ -39,10 +44,13 @@ extern "C" {
 #define SL_RING_LINK_CHUNK_BYTES 262144 /* default bytes per message (docs/elastic.md) */
 #define SL_RING_LINK_WINDOW 1           /* default operations sent ahead of the receives */
 #define SL_RING_LINK_TIMEOUT_MS 10000   /* default: no progress this long ends the link */
-#define SL_RING_LINK_HEADER_LEN 32      /* bytes of a message's first frame */
-#define SL_RING_LINK_DONE 0xffffffffu   /* the step of a call's DONE (rank+1 to rank) */
-#define SL_RING_LINK_HELLO 0xfffffffeu  /* the step of a HELLO (rank to rank+1, each connection) */
-#define SL_RING_LINK_WELCOME 0xfffffffdu /* the step of its answer (rank+1 to rank) */
+
+/* Which transport a link uses (sl_ring_link_cfg_t.transport). */
+typedef enum {
+    SL_RING_AUTO = 0, /* tcp without a key (zmq if STARLING_RING_TRANSPORT=zmq), zmq with one */
+    SL_RING_ZMQ,      /* ZeroMQ (with or without a key) */
+    SL_RING_TCP       /* plain TCP; a key is then SL_EINVAL (it would not encrypt) */
+} sl_ring_transport_t;
 
 typedef struct {
     uint64_t job;                  /* the job's id, hashed (sl_hash of its name) */
@@ -50,18 +58,19 @@ typedef struct {
     uint32_t world;                /* ranks, >= 1 */
     uint32_t rank;                 /* this rank, < world */
     const char *const *endpoints;  /* world entries, "tcp://host:port", in rank order */
-    const char *bind;              /* where this rank's ROUTER binds; NULL: endpoints[rank] */
+    const char *bind;              /* where this rank listens; NULL: endpoints[rank] */
     const sl_net_key_t *key;       /* cluster key (CurveZMQ + ZAP), NULL when open */
     size_t chunk_bytes;            /* payload bytes per message (whole floats); 0: default */
     uint32_t window;               /* messages sent ahead of the receives, >= 1; 0: default */
     uint32_t timeout_ms;           /* no progress this long is SL_ETIMEDOUT; 0: default */
+    sl_ring_transport_t transport; /* SL_RING_AUTO: by the key */
 } sl_ring_link_cfg_t;
 
 typedef struct sl_ring_link sl_ring_link_t;
 
-/* Binds this rank's ROUTER and connects its DEALER to rank+1 (the
- * connection completes in the background; the first all-reduce waits for
- * it, within timeout_ms). A world of one opens no socket. */
+/* Binds this rank's endpoint and starts the connection to rank+1 (it
+ * completes later; the first all-reduce waits for it, within
+ * timeout_ms). A world of one opens no socket. */
 sl_err sl_ring_link_open(const sl_ring_link_cfg_t *cfg, sl_ring_link_t **out);
 
 /* All-reduces `count` floats in place with every other rank of the world
@@ -80,6 +89,10 @@ const char *sl_ring_link_error(const sl_ring_link_t *link);
  * link stays valid until sl_ring_link_close (by the thread that calls
  * sl_ring_link_allreduce). */
 void sl_ring_link_abort(sl_ring_link_t *link);
+
+/* The transport a link uses (SL_RING_ZMQ or SL_RING_TCP; a world of one
+ * says what it would have used). */
+sl_ring_transport_t sl_ring_link_transport(const sl_ring_link_t *link);
 
 /* Test switch: this rank fails with SL_ECLOSED, its sockets closed, at
  * its `sends`-th send from now (a rank that dies mid-reduce). */
