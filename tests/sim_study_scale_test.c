@@ -11,11 +11,17 @@
  * Each peer takes a turn every STEP_MS as the daemon does: its workers'
  * reports (an epoch of EPOCH_MS each; at a rung's end the owner promotes
  * and trains on when its view lets ASHA promote, as study_node.c's
- * continue_promoted), then sl_turn_jobs, sl_turn_lead, sl_turn_claims.
- * The store is a model: a peer's write reaches every peer up at the time
- * after 1-4 steps (push to all), a peer restarted merges a live peer's
- * replica (the store's catch-up). Membership: a peer down is suspect to
- * the others SUSPECT_AFTER_MS after it went down (the turn may then take
+ * continue_promoted), then sl_turn_jobs, sl_turn_lead, sl_turn_claims,
+ * each on the view the real live view gives (src/study/live.c, fed the
+ * keys and values the daemon writes). The store is a model
+ * (sim_replica.h: last-writer-wins keys): a peer's write of a trial
+ * carries the writer's keys of that trial and reaches every peer up at
+ * the time after 1-4 steps (push to all), a peer restarted merges a live
+ * peer's replica (the store's catch-up) and reads it whole into a fresh
+ * live view. It was a model of joins per trial with a view derived by the
+ * test; the real live view, fed this replica, gives the same runs
+ * (makespans and counts equal at seeds 1-6). Membership: a peer down is
+ * suspect to the others SUSPECT_AFTER_MS after it went down (the turn may then take
  * its trial over), dead DEAD_AFTER_MS after, alive again when back; a
  * peer up is wrongly suspected for FALSE_SUSPECT_MS now and then (its
  * trial taken over, it must stop: the double-work check).
@@ -36,7 +42,10 @@
 #include "starling/rng.h"
 #include "starling/round.h"
 #include "starling/study.h"
+#include "study/live.h"
+#include "study/study_keys.h"
 #include "study/turn.h"
+#include "sim_replica.h"
 #include "testlib.h"
 
 #define MAX_E 9
@@ -53,17 +62,6 @@
 #define DEADLINE_MS 600000
 #define DELAY_STEPS 4 /* a write arrives 1..DELAY_STEPS steps later */
 
-/* One trial in one replica: joins, as tests/sim_study_test.c's. */
-typedef struct {
-    bool known;         /* its record is here */
-    int rung;           /* target rung (max) */
-    sl_claim_t claim;   /* the join of the claim registers */
-    uint16_t metrics;   /* bit e-1: epoch e reported */
-    int ckpt;           /* epochs in the latest checkpoint (max) */
-    bool has_result;    /* result present */
-    sl_result_t result; /* merged result */
-    bool stop;          /* stop flag (or) */
-} rt_t;
 
 typedef struct {
     char id[SL_TRIAL_ID_LEN + 1]; /* trial id */
@@ -80,26 +78,40 @@ typedef struct {
     uint64_t renew_ms; /* next renewal (the turn's) */
 } job_t;
 
+/* The entries of a replica that are one trial's keys. */
+typedef struct {
+    uint32_t *e;  /* entry indexes */
+    size_t count; /* used */
+    size_t cap;   /* allocated */
+} keylist_t;
+
+typedef struct world world_t;
+
 typedef struct {
     char id[16];           /* "pN" */
+    int index;             /* N */
+    world_t *w;            /* its world (for the live view's questions) */
     bool up;               /* running */
     bool churns;           /* one of the quarter killed in turn */
     int64_t down_at;       /* when it last went down */
     int64_t back_at;       /* when it comes back (down) or next goes down (churner, up) */
-    rt_t *rep;             /* its replica (persisted) */
-    bool finished;         /* the study's finished flag in its replica */
+    replica_t rep;         /* its replica (persisted) */
+    live_t live;           /* its live view (volatile: read whole after a restart) */
+    sl_live_env_t env;     /* what the live view asks of it */
     job_t job;             /* its one slot */
     bool busy;             /* job in use */
-    uint64_t *claimable;   /* per trial: claimable since (the turn keeps it) */
-    bool dirty;            /* a write arrived since its last turn */
     int64_t suspect_until; /* up, but suspect to the others until then (a slow peer) */
+    keylist_t *tk;         /* per trial + 1 (0: the study's own keys): its entries */
 } peer_t;
 
-/* A write on its way: the writer's state of one trial after it. */
+/* A write on its way: the writer's keys of the trial it wrote (every
+ * one, as its replica holds them then: a delta carries what the writer
+ * knows of the trial, the model's push). */
 typedef struct {
     int writer; /* peer */
-    int t;      /* trial; -1: the finished flag */
-    rt_t st;    /* the state */
+    int t;      /* trial; -1: the study's own keys (the finished flag) */
+    kv_t *kv;   /* copies */
+    size_t n;   /* entries */
 } delta_t;
 
 typedef struct {
@@ -108,7 +120,7 @@ typedef struct {
     size_t cap;   /* allocated */
 } bucket_t;
 
-typedef struct {
+struct world {
     int n, budget;          /* peers, trials */
     sl_study_spec_t spec;   /* the study */
     char study_id[SL_TRIAL_ID_LEN + 1];
@@ -116,16 +128,11 @@ typedef struct {
     prop_t *props;          /* the proposals, by registry index */
     int prop_count;         /* used */
     int64_t now;            /* virtual ms */
+    uint64_t stamp;         /* the last write's stamp */
     sl_rng_t rng;           /* faults and delays */
     bucket_t inflight[DELAY_STEPS + 1]; /* by arrival step, modulo */
     sl_study_members_t members;
     sl_turn_out_t out;
-    /* the view a turn is given */
-    sl_trial_t *vtrials;    /* its trials */
-    double *curves;         /* MAX_E a trial */
-    int *map;               /* view index -> registry index */
-    sl_turn_open_t *open;   /* open trials */
-    sl_turn_view_t tv;      /* the view */
     /* measures and checks */
     char violation[256];
     int64_t finished_at;    /* the first finished flag */
@@ -136,7 +143,7 @@ typedef struct {
     int suspect_takeovers, false_suspicions; /* trials taken from suspects; wrong suspicions */
     bool calm;              /* SL_SCALE_CHURN=0: no kills, no wrong suspicions */
     FILE *trace;            /* SL_SCALE_TRACE: events and idle slots, for where time goes */
-} world_t;
+};
 
 static void violate(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void violate(world_t *w, const char *fmt, ...) {
@@ -189,123 +196,151 @@ static bool suspect_in_view(const world_t *w, int p, int q) {
     return o->up ? w->now < o->suspect_until : w->now - o->down_at >= SUSPECT_AFTER_MS;
 }
 
-/* ---- the store model ---- */
+/* ---- the store model (sim_replica.h), pushed to every peer up ---- */
 
-static void merge(rt_t *a, const rt_t *b) {
-    if (!b->known)
-        return;
-    a->known = true;
-    if (b->rung > a->rung)
-        a->rung = b->rung;
-    sl_claim_merge(&a->claim, &b->claim, &a->claim);
-    a->metrics |= b->metrics;
-    if (b->ckpt > a->ckpt)
-        a->ckpt = b->ckpt;
-    if (b->has_result) {
-        if (a->has_result)
-            sl_result_merge(&a->result, &b->result, &a->result);
-        else
-            a->result = b->result;
-        a->has_result = true;
-    }
-    a->stop = a->stop || b->stop;
+/* A key changed in peer p's replica: its live view takes it, as the store
+ * node's listener tells the daemon's. */
+static void told(world_t *w, int p, const kv_t *e) {
+    sim_told(&w->peers[p].live, &w->spec, e);
 }
 
-/* Peer p wrote trial t (-1: the finished flag): on its way to the others. */
+/* Sets key `key` of trial t (-1: the study's) in peer p's replica;
+ * true: it changed (and its live view took it). */
+static bool set_key(world_t *w, int p, int t, const char *key, size_t kl, const char *val,
+                    size_t vl, uint64_t stamp) {
+    peer_t *me = &w->peers[p];
+    size_t count = me->rep.count;
+    if (!rep_set(&me->rep, key, kl, val, vl, stamp))
+        return false;
+    if (me->rep.count != count) { /* a new entry */
+        keylist_t *l = &me->tk[t + 1];
+        l->e = rep_grow(l->e, &l->cap, l->count + 1, sizeof *l->e);
+        l->e[l->count++] = (uint32_t)count;
+    }
+    if (me->up)
+        told(w, p, rep_find(&me->rep, key, kl));
+    return true;
+}
+
+/* Peer p writes `key` of trial t (val NULL: deletes it): its replica and
+ * live view at once; sent() then pushes the trial to the others. */
+static void put(world_t *w, int p, int t, const char *key, const char *val, size_t vl) {
+    set_key(w, p, t, key, strlen(key), val, vl, ++w->stamp);
+}
+
+static void put_str(world_t *w, int p, int t, const char *key, const char *val) {
+    put(w, p, t, key, val, strlen(val));
+}
+
+static char *dup_bytes(const char *s, size_t len) {
+    char *d = malloc(len + 1);
+    if (!d)
+        abort(); /* (a test's allocation) */
+    memcpy(d, s, len);
+    d[len] = 0;
+    return d;
+}
+
+/* Peer p wrote trial t (-1: the finished flag): its keys of it are on
+ * their way to the others, 1..DELAY_STEPS steps. */
 static void sent(world_t *w, int p, int t) {
     bucket_t *b = &w->inflight[(w->now / STEP_MS + 1 + (int64_t)sl_rng_below(&w->rng, DELAY_STEPS)) %
                                (DELAY_STEPS + 1)];
-    if (b->count == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 256;
-        delta_t *n = sl_realloc(b->d, cap * sizeof *n);
-        if (!n) {
-            violate(w, "test: out of memory");
-            return;
-        }
-        b->d = n;
-        b->cap = cap;
-    }
+    b->d = rep_grow(b->d, &b->cap, b->count + 1, sizeof *b->d);
+    const peer_t *me = &w->peers[p];
+    const keylist_t *l = &me->tk[t + 1];
     delta_t *d = &b->d[b->count++];
-    d->writer = p;
-    d->t = t;
-    if (t >= 0)
-        d->st = w->peers[p].rep[t];
+    *d = (delta_t){.writer = p, .t = t, .kv = malloc((l->count + 1) * sizeof *d->kv),
+                   .n = l->count};
+    if (!d->kv)
+        abort();
+    for (size_t i = 0; i < l->count; i++) {
+        const kv_t *e = &me->rep.e[l->e[i]];
+        d->kv[i] = (kv_t){.key = dup_bytes(e->key, e->key_len), .key_len = e->key_len,
+                          .val = e->val ? dup_bytes(e->val, e->val_len) : NULL,
+                          .val_len = e->val_len, .stamp = e->stamp};
+    }
+}
+
+static void delta_fini(delta_t *d) {
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->kv[i].key);
+        free(d->kv[i].val);
+    }
+    free(d->kv);
 }
 
 /* The writes due this step reach every peer up. */
 static void deliver(world_t *w) {
     bucket_t *b = &w->inflight[(w->now / STEP_MS) % (DELAY_STEPS + 1)];
     for (size_t i = 0; i < b->count; i++) {
-        const delta_t *d = &b->d[i];
-        for (int q = 0; q < w->n; q++) {
-            peer_t *me = &w->peers[q];
-            if (q == d->writer || !me->up)
-                continue;
-            if (d->t < 0)
-                me->finished = true;
-            else
-                merge(&me->rep[d->t], &d->st);
-            me->dirty = true;
-        }
+        delta_t *d = &b->d[i];
+        for (int q = 0; q < w->n; q++)
+            if (q != d->writer && w->peers[q].up)
+                for (size_t k = 0; k < d->n; k++)
+                    set_key(w, q, d->t, d->kv[k].key, d->kv[k].key_len, d->kv[k].val,
+                            d->kv[k].val_len, d->kv[k].stamp);
+        delta_fini(d);
     }
     b->count = 0;
 }
 
-/* ---- a peer's view ---- */
+/* The key of trial t (kind, n, peer as sl_study_key_build takes them). */
+static const char *tkey(const world_t *w, sl_study_key_kind kind, int t, uint64_t n,
+                        const char *peer) {
+    return sim_key(w->study_id, kind, t >= 0 ? w->props[t].id : NULL, n, peer);
+}
+
+static void put_claim(world_t *w, int p, int t, const sl_claim_t *c) {
+    char val[512];
+    size_t len = sim_claim_val(c, val);
+    put(w, p, t, tkey(w, SL_STUDY_KEY_CLAIM, t, 0, w->peers[p].id), val, len);
+}
+
+static void put_result(world_t *w, int p, int t, const sl_result_t *r) {
+    char val[1024];
+    size_t len = sim_result_val(r, val);
+    put(w, p, t, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
+}
+
+/* ---- a peer's live view ---- */
 
 static double metric(const world_t *w, int t, int e) { return w->props[t].q * e; }
 
-static void build_view(world_t *w, int p) {
+/* What the live view asks: membership as peer `ctx` sees it, and its
+ * job. */
+static sl_live_member member_of(void *ctx, const char *name) {
+    const peer_t *me = ctx;
+    int q = peer_index(me->w, name);
+    return sim_member(q, q >= 0 && alive_in_view(me->w, me->index, q),
+                      q >= 0 && suspect_in_view(me->w, me->index, q));
+}
+
+static bool runs(void *ctx, const char *study, const char *trial) {
+    (void)study;
+    const peer_t *me = ctx;
+    return me->busy && !strcmp(me->w->props[me->job.t].id, trial);
+}
+
+/* The daemon's sl_study_live_refresh: read whole after a restart, then
+ * what changed and the open trials' states derived. */
+static void refresh(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    size_t count = 0, nopen = 0;
-    uint64_t lapse = UINT64_MAX;
-    for (int i = 0; i < w->prop_count; i++) {
-        const rt_t *r = &me->rep[i];
-        if (!r->known)
-            continue;
-        sl_trial_t *t = &w->vtrials[count];
-        double *curve = &w->curves[count * MAX_E];
-        memcpy(t->id, w->props[i].id, sizeof t->id);
-        t->ordinal = w->props[i].ordinal;
-        t->bracket = 0;
-        t->rung = r->rung;
-        t->config = w->props[i].config;
-        int last = 0;
-        for (int e = 0; e < MAX_E; e++) {
-            curve[e] = (r->metrics >> e & 1) ? metric(w, i, e + 1) : NAN;
-            if (r->metrics >> e & 1)
-                last = e + 1;
-        }
-        t->epochs_done = last;
-        t->curve = curve;
-        t->curve_len = MAX_E;
-        for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
-            t->objectives[o] = NAN;
-        if (last)
-            t->objectives[0] = metric(w, i, last);
-        bool has_claim = r->claim.epoch > 0;
-        int owner = has_claim ? peer_index(w, r->claim.owner) : -1;
-        bool owner_alive = has_claim && (owner < 0 || alive_in_view(w, p, owner));
-        bool owner_suspect = owner_alive && owner >= 0 && suspect_in_view(w, p, owner);
-        bool mine = me->busy && me->job.t == i;
-        t->state = sl_turn_trial_state(&w->spec, t, &r->claim, has_claim,
-                                       r->has_result ? &r->result : NULL, owner_alive, mine,
-                                       me->id, (uint64_t)w->now);
-        if (!r->has_result) {
-            w->open[nopen++] = (sl_turn_open_t){.id = w->props[i].id, .t = t, .claim = r->claim,
-                                                .has_claim = has_claim, .stop = r->stop,
-                                                .owner_alive = owner_alive,
-                                                .owner_suspect = owner_suspect, .mine = mine,
-                                                .claimable_ms = &me->claimable[i]};
-            if (has_claim && !r->claim.released && r->claim.lease_expiry_ms > (uint64_t)w->now &&
-                r->claim.lease_expiry_ms < lapse)
-                lapse = r->claim.lease_expiry_ms;
-        }
-        w->map[count++] = i;
-    }
-    w->tv = (sl_turn_view_t){.study_id = w->study_id, .spec = &w->spec, .trials = w->vtrials,
-                             .trial_count = count, .open = w->open, .open_count = nopen,
-                             .finished = me->finished, .next_lapse_ms = lapse};
+    sim_refresh(&me->live, &me->rep, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
+}
+
+static trial_row_t *row_of(world_t *w, int p, int t) {
+    return sl_study_live_find(&w->peers[p].live, w->props[t].id);
+}
+
+/* The trial's rung as its keys say now (its record's, or the highest
+ * promotion), before the view derives it. */
+static int row_rung(const trial_row_t *r) {
+    int rung = r->rec_rung;
+    for (int k = SL_STUDY_MAX_RUNGS - 1; k > rung; k--)
+        if (r->rung_keys & (1u << k))
+            return k;
+    return rung;
 }
 
 static void build_members(world_t *w, int p) {
@@ -326,14 +361,24 @@ static void build_members(world_t *w, int p) {
 
 static void work(world_t *w, int p) {
     peer_t *me = &w->peers[p];
+    live_t *lv = &me->live;
     job_t *j = &me->job;
     if (!me->busy || w->now < j->epoch_end)
         return;
-    rt_t *r = &me->rep[j->t];
-    int e = j->next_epoch;
-    r->metrics |= (uint16_t)(1u << (e - 1));
-    r->ckpt = e; /* checkpoint_every 1 */
-    sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, r->rung, e, false, 0);
+    trial_row_t *r = row_of(w, p, j->t);
+    if (!r)
+        return;
+    int rung = row_rung(r), e = j->next_epoch;
+    sl_report_t rep = {.epoch = e, .metric_count = 1};
+    snprintf(rep.metrics[0].name, sizeof rep.metrics[0].name, "score");
+    rep.metrics[0].value = metric(w, j->t, e);
+    char line[SL_REPORT_LINE_MAX], man[64];
+    size_t len;
+    if (sl_report_encode(&rep, line, sizeof line, &len) == SL_OK)
+        put(w, p, j->t, tkey(w, SL_STUDY_KEY_METRIC, j->t, (uint64_t)e, NULL), line, len);
+    snprintf(man, sizeof man, "{\"epoch\":%d}", e); /* checkpoint_every 1 */
+    put_str(w, p, j->t, tkey(w, SL_STUDY_KEY_CKPT, j->t, 0, NULL), man);
+    sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, rung, e, false, 0);
     tr(w, "E %d %s %d", j->t, me->id, e);
     if (out == SL_EPOCH_CONTINUE) {
         sent(w, p, j->t);
@@ -342,15 +387,15 @@ static void work(world_t *w, int p) {
         return;
     }
     if (out == SL_EPOCH_DONE) {
-        sl_result_t *res = &r->result;
-        memset(res, 0, sizeof *res);
-        memcpy(res->trial_id, w->props[j->t].id, sizeof res->trial_id);
-        res->state = SL_TRIAL_DONE;
-        res->epochs = e;
-        res->claim_epoch = j->epoch;
-        snprintf(res->writer, sizeof res->writer, "%s", me->id);
-        snprintf(res->reason, sizeof res->reason, "completed");
-        r->has_result = true;
+        sl_result_t res;
+        memset(&res, 0, sizeof res);
+        memcpy(res.trial_id, w->props[j->t].id, sizeof res.trial_id);
+        res.state = SL_TRIAL_DONE;
+        res.epochs = e;
+        res.claim_epoch = j->epoch;
+        snprintf(res.writer, sizeof res.writer, "%s", me->id);
+        snprintf(res.reason, sizeof res.reason, "completed");
+        put_result(w, p, j->t, &res);
         sent(w, p, j->t);
         me->busy = false;
         tr(w, "D %d %s", j->t, me->id);
@@ -358,26 +403,30 @@ static void work(world_t *w, int p) {
     }
     /* paused at its rung: its owner promotes it and trains on when its
        view lets ASHA promote it (continue_promoted) */
-    build_view(w, p);
-    sl_sched_view_t sv = {.study_id = w->study_id, .capacity = 1, .trials = w->vtrials,
-                          .trial_count = w->tv.trial_count};
-    if (!me->finished && !r->stop && !r->has_result &&
-        !sl_claim_must_stop(&r->claim, me->id, j->epoch) &&
-        sl_sched_asha_promotes(&w->spec, &sv, w->props[j->t].id, r->rung, NULL, 0)) {
-        r->rung++;
+    refresh(w, p);
+    r = row_of(w, p, j->t);
+    sl_sched_view_t sv = {.study_id = w->study_id, .capacity = 1, .trials = lv->trials,
+                          .trial_count = lv->trial_count};
+    sl_claim_t cur;
+    bool has = sl_study_live_claim(r, &cur);
+    if (!lv->finished && !r->stop && !r->has_result && has &&
+        !sl_claim_must_stop(&cur, me->id, j->epoch) &&
+        sl_sched_asha_promotes(&w->spec, &sv, w->props[j->t].id, rung, NULL, 0)) {
+        put_str(w, p, j->t, tkey(w, SL_STUDY_KEY_RUNG, j->t, (uint64_t)rung + 1, NULL),
+                "promoted (by its owner)");
         w->owner_promotions++;
-        tr(w, "P %d %s %d", j->t, me->id, r->rung);
+        tr(w, "P %d %s %d", j->t, me->id, rung + 1);
         sent(w, p, j->t);
         j->next_epoch = e + 1;
         j->epoch_end = w->now + EPOCH_MS;
         return;
     }
     sl_claim_t rel;
-    if (sl_claim_release(&r->claim, me->id, j->epoch, &rel) == SL_OK)
-        r->claim = rel;
+    if (has && sl_claim_release(&cur, me->id, j->epoch, &rel) == SL_OK)
+        put_claim(w, p, j->t, &rel);
     sent(w, p, j->t);
     me->busy = false;
-    tr(w, "R %d %s %d", j->t, me->id, r->rung);
+    tr(w, "R %d %s %d", j->t, me->id, rung);
 }
 
 /* ---- the turn ---- */
@@ -391,11 +440,11 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
         case SL_TURN_WRITE_CLAIM:
             if (t < 0)
                 break;
-            sl_claim_merge(&me->rep[t].claim, &a->claim, &me->rep[t].claim);
+            put_claim(w, p, t, &a->claim);
             w->releases += a->why == SL_TURN_CLAIM_ORPHAN;
             sent(w, p, t);
             break;
-        case SL_TURN_WRITE_RECORD:
+        case SL_TURN_WRITE_RECORD: {
             if (t < 0) {
                 if (w->prop_count == w->budget) {
                     violate(w, "over budget: a proposal past %d trials", w->budget);
@@ -408,42 +457,42 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
                 pr->config = a->trial.config;
                 pr->q = (double)(sl_hash64(pr->id, SL_TRIAL_ID_LEN, 5) >> 11) / 9007199254740992.0;
             }
-            me->rep[t].known = true;
-            if (a->trial.rung > me->rep[t].rung)
-                me->rep[t].rung = a->trial.rung;
+            char val[SL_STUDY_RECORD_MAX];
+            size_t len;
+            if (sl_trial_record_encode(&w->spec, &a->trial, val, sizeof val, &len) == SL_OK)
+                put(w, p, t, tkey(w, SL_STUDY_KEY_RECORD, t, 0, NULL), val, len);
             sent(w, p, t);
             break;
+        }
         case SL_TURN_WRITE_RUNG:
-            if (t >= 0 && a->rung > me->rep[t].rung) {
+            if (t >= 0 && row_of(w, p, t) && a->rung > row_rung(row_of(w, p, t))) {
                 tr(w, "L %d %s %d", t, me->id, a->rung);
-                me->rep[t].rung = a->rung;
+                put_str(w, p, t, tkey(w, SL_STUDY_KEY_RUNG, t, (uint64_t)a->rung, NULL),
+                        a->reason);
                 sent(w, p, t);
             }
             break;
         case SL_TURN_WRITE_STOP:
             if (t >= 0) {
-                me->rep[t].stop = true;
+                put_str(w, p, t, tkey(w, SL_STUDY_KEY_STOP, t, 0, NULL), a->reason);
                 sent(w, p, t);
             }
             break;
         case SL_TURN_WRITE_RESULT:
-            if (t < 0)
-                break;
-            if (me->rep[t].has_result)
-                sl_result_merge(&me->rep[t].result, &a->result, &me->rep[t].result);
-            else
-                me->rep[t].result = a->result;
-            me->rep[t].has_result = true;
-            sent(w, p, t);
+            if (t >= 0) {
+                put_result(w, p, t, &a->result);
+                sent(w, p, t);
+            }
             break;
         case SL_TURN_WRITE_FINISHED:
-            me->finished = true;
+            put_str(w, p, -1, tkey(w, SL_STUDY_KEY_FINISHED, -1, 0, NULL), a->reason);
             if (!w->finished_at)
                 w->finished_at = w->now;
             sent(w, p, -1);
             break;
-        case SL_TURN_JOB_START:
-            if (t < 0 || me->busy) {
+        case SL_TURN_JOB_START: {
+            trial_row_t *r = t >= 0 ? row_of(w, p, t) : NULL;
+            if (!r || me->busy) {
                 violate(w, "%s starts a second job", me->id);
                 break;
             }
@@ -451,13 +500,14 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
             w->takeovers += a->claim.epoch > 1;
             w->suspect_takeovers += !strcmp(a->reason, "taken over from a suspect owner");
             me->busy = true;
-            me->job = (job_t){.t = t, .epoch = a->claim.epoch, .next_epoch = me->rep[t].ckpt + 1,
+            me->job = (job_t){.t = t, .epoch = a->claim.epoch, .next_epoch = r->ck_epoch + 1,
                               .epoch_end = w->now + EPOCH_MS,
                               .renew_ms = (uint64_t)w->now + w->spec.lease_ms / 3};
             tr(w, "S %d %s %llu rung %d from %d since %llu: %s", t, me->id,
-               (unsigned long long)a->claim.epoch, me->rep[t].rung, me->rep[t].ckpt,
+               (unsigned long long)a->claim.epoch, a->trial.rung, r->ck_epoch,
                (unsigned long long)a->at_ms, a->reason);
             break;
+        }
         case SL_TURN_JOB_LOST:
         case SL_TURN_JOB_END:
             tr(w, "%c %d %s", a->kind == SL_TURN_JOB_LOST ? 'X' : 'Y', me->job.t, me->id);
@@ -468,43 +518,54 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
     }
 }
 
+/* The turn core's view from peer p's live view, derived again. */
+static bool view(world_t *w, int p, sl_turn_view_t *v) {
+    peer_t *me = &w->peers[p];
+    refresh(w, p);
+    if (sl_study_live_turn_view(&me->live, w->study_id, &w->spec, &me->env, v) == SL_OK)
+        return true;
+    violate(w, "turn: no view");
+    return false;
+}
+
 static void turn(world_t *w, int p) {
     peer_t *me = &w->peers[p];
+    live_t *lv = &me->live;
     uint64_t now = (uint64_t)w->now;
+    refresh(w, p);
     work(w, p);
-    build_view(w, p);
+    sl_turn_view_t v;
+    if (!view(w, p, &v))
+        return;
     if (me->busy) {
-        const rt_t *r = &me->rep[me->job.t];
         sl_turn_job_t tj = {.trial_id = w->props[me->job.t].id, .epoch = me->job.epoch,
-                            .renew_ms = me->job.renew_ms, .last_epoch = me->job.next_epoch - 1,
-                            .found = r->known, .claim = r->claim,
-                            .has_claim = r->claim.epoch > 0, .has_result = r->has_result,
-                            .stop = r->stop};
+                            .renew_ms = me->job.renew_ms, .last_epoch = me->job.next_epoch - 1};
+        sl_study_live_turn_job(lv, tj.trial_id, &tj);
         sl_turn_out_clear(&w->out);
-        if (sl_turn_jobs(&w->tv, &tj, 1, me->id, now, &w->out) != SL_OK) {
+        if (sl_turn_jobs(&v, &tj, 1, me->id, now, &w->out) != SL_OK) {
             violate(w, "turn: jobs phase failed");
             return;
         }
         apply(w, p, &w->out);
-        if (w->out.count)
-            build_view(w, p);
+        if (w->out.count && !view(w, p, &v))
+            return;
     }
-    if (me->finished)
+    if (lv->finished)
         return;
     build_members(w, p);
-    sl_turn_members_load(&w->tv, &w->members, me->id, me->busy);
+    sl_turn_members_load(&v, &w->members, me->id, me->busy);
     sl_turn_out_clear(&w->out);
-    if (sl_turn_lead(&w->tv, &w->members, me->id, now, &w->out) != SL_OK) {
+    if (sl_turn_lead(&v, &w->members, me->id, now, &w->out) != SL_OK) {
         violate(w, "turn: lead phase failed");
         return;
     }
     apply(w, p, &w->out);
-    if (me->finished)
+    if (lv->finished)
         return;
-    if (w->out.count)
-        build_view(w, p);
+    if (w->out.count && !view(w, p, &v))
+        return;
     sl_turn_out_clear(&w->out);
-    if (sl_turn_claims(&w->tv, &w->members, me->id, now, true, &w->out) != SL_OK) {
+    if (sl_turn_claims(&v, &w->members, me->id, now, true, &w->out) != SL_OK) {
         violate(w, "turn: claims phase failed");
         return;
     }
@@ -533,7 +594,8 @@ static void churn(world_t *w) {
             me->busy = false;
             me->down_at = w->now;
             me->back_at = w->now + CHURN_DOWN_MS;
-            memset(me->claimable, 0, (size_t)w->budget * sizeof *me->claimable);
+            sl_study_live_fini(&me->live); /* (volatile: read whole when it is back) */
+            me->live.stale = true;
             w->kills++;
         } else { /* back: catches up from a live peer's replica */
             tr(w, "B -1 %s", me->id);
@@ -545,16 +607,17 @@ static void churn(world_t *w) {
                 if (q != p && w->peers[q].up)
                     from = q;
             }
-            if (from >= 0) {
-                for (int i = 0; i < w->prop_count; i++)
-                    merge(&me->rep[i], &w->peers[from].rep[i]);
-                me->finished = me->finished || w->peers[from].finished;
+            for (int t = -1; from >= 0 && t < w->prop_count; t++) {
+                const peer_t *f = &w->peers[from];
+                const keylist_t *l = &f->tk[t + 1];
+                for (size_t i = 0; i < l->count; i++) {
+                    const kv_t *e = &f->rep.e[l->e[i]];
+                    set_key(w, p, t, e->key, e->key_len, e->val, e->val_len, e->stamp);
+                }
             }
         }
     }
 }
-
-/* ---- checks ---- */
 
 static void check_double(world_t *w) {
     int *workers = sl_calloc((size_t)w->prop_count + 1, sizeof *workers);
@@ -581,6 +644,19 @@ static void check_double(world_t *w) {
     sl_free(workers);
 }
 
+static sl_live_member all_alive(void *ctx, const char *name) {
+    (void)ctx;
+    (void)name;
+    return SL_LIVE_ALIVE;
+}
+
+static bool runs_none(void *ctx, const char *study, const char *trial) {
+    (void)ctx;
+    (void)study;
+    (void)trial;
+    return false;
+}
+
 /* The idle slots and the work there is for them, as the whole fleet's
  * writes joined show it: trials with epochs to train that no peer up
  * runs (fresh, promoted or interrupted) and paused trials ASHA would
@@ -588,12 +664,11 @@ static void check_double(world_t *w) {
 static void trace_idle(world_t *w) {
     int up = 0, busy = 0, need = 0, fresh = 0, promotable = 0;
     size_t T = (size_t)w->prop_count;
-    rt_t *u = sl_calloc(T + 1, sizeof *u);
+    replica_t u = {0};
+    live_t lv = {0};
     bool *run = sl_calloc(T + 1, sizeof *run);
-    sl_trial_t *vt = sl_calloc(T + 1, sizeof *vt);
-    double *cv = sl_calloc((T + 1) * MAX_E, sizeof *cv);
-    if (!u || !run || !vt || !cv)
-        goto out;
+    if (!run)
+        return;
     for (int p = 0; p < w->n; p++) {
         const peer_t *me = &w->peers[p];
         if (!me->up)
@@ -602,52 +677,48 @@ static void trace_idle(world_t *w) {
         busy += me->busy;
         if (me->busy)
             run[me->job.t] = true;
-        for (size_t i = 0; i < T; i++)
-            merge(&u[i], &me->rep[i]);
+        for (size_t i = 0; i < me->rep.count; i++)
+            rep_set(&u, me->rep.e[i].key, me->rep.e[i].key_len, me->rep.e[i].val,
+                    me->rep.e[i].val_len, me->rep.e[i].stamp);
     }
-    size_t c = 0;
-    for (size_t i = 0; i < T; i++) {
-        if (!u[i].known)
+    for (size_t i = 0; i < u.count; i++)
+        if (u.e[i].val)
+            sl_study_live_set(&lv, &w->spec, (const uint8_t *)u.e[i].key, u.e[i].key_len,
+                              (const uint8_t *)u.e[i].val, u.e[i].val_len, true);
+    sl_live_env_t env = {.self = "", .member = all_alive, .runs = runs_none};
+    sl_study_live_derive(&lv, w->study_id, &w->spec, &env, (uint64_t)w->now);
+    for (int i = 0; i < w->prop_count; i++) { /* (in proposal order) */
+        const trial_row_t *r = sl_study_live_find(&lv, w->props[i].id);
+        sl_trial_t *t = r ? sl_study_live_trial(&lv, r) : NULL;
+        if (!t)
             continue;
-        int last = 0;
-        for (int e = 0; e < MAX_E; e++) {
-            cv[c * MAX_E + e] = (u[i].metrics >> e & 1) ? metric(w, (int)i, e + 1) : NAN;
-            if (u[i].metrics >> e & 1)
-                last = e + 1;
-        }
-        sl_trial_t *t = &vt[c++];
-        memcpy(t->id, w->props[i].id, sizeof t->id);
-        t->rung = u[i].rung;
-        t->epochs_done = last;
-        t->curve = &cv[(c - 1) * MAX_E];
-        t->curve_len = MAX_E;
-        int target = w->spec.rungs[u[i].rung];
-        t->state = u[i].has_result ? SL_TRIAL_DONE
-                   : run[i]        ? SL_TRIAL_RUNNING
-                   : last >= target && u[i].rung + 1 < w->spec.rung_count ? SL_TRIAL_PAUSED
-                                                                         : SL_TRIAL_PENDING;
-        if (u[i].has_result || run[i])
+        int target = w->spec.rungs[t->rung];
+        t->state = r->has_result ? SL_TRIAL_DONE
+                   : run[i]      ? SL_TRIAL_RUNNING
+                   : t->epochs_done >= target && t->rung + 1 < w->spec.rung_count ? SL_TRIAL_PAUSED
+                                                                                  : SL_TRIAL_PENDING;
+        if (r->has_result || run[i])
             continue;
-        if (u[i].ckpt < target) {
+        if (r->ck_epoch < target) {
             if (need < 3)
-                tr(w, "N %zu rung %d ckpt %d claim %s/%llu%s", i, u[i].rung, u[i].ckpt,
-                   u[i].claim.owner, (unsigned long long)u[i].claim.epoch,
-                   u[i].claim.released ? " released" : "");
+                tr(w, "N %d rung %d ckpt %d claim %s/%llu%s", i, t->rung, r->ck_epoch,
+                   r->claim.owner, (unsigned long long)r->claim.epoch,
+                   r->claim.released ? " released" : "");
             need++;
-            fresh += u[i].claim.epoch == 0;
+            fresh += r->claim.epoch == 0;
         }
     }
-    sl_sched_view_t sv = {.study_id = w->study_id, .capacity = 1, .trials = vt, .trial_count = c};
-    for (size_t i = 0; i < c; i++)
-        promotable += vt[i].state == SL_TRIAL_PAUSED &&
-                      sl_sched_asha_promotes(&w->spec, &sv, vt[i].id, vt[i].rung, NULL, 0);
+    sl_sched_view_t sv = {.study_id = w->study_id, .capacity = 1, .trials = lv.trials,
+                          .trial_count = lv.trial_count};
+    for (size_t c = 0; c < lv.trial_count; c++)
+        promotable += lv.trials[c].state == SL_TRIAL_PAUSED &&
+                      sl_sched_asha_promotes(&w->spec, &sv, lv.trials[c].id, lv.trials[c].rung,
+                                             NULL, 0);
     tr(w, "I up %d busy %d idle %d need %d fresh %d promotable %d proposed %d", up, busy,
        up - busy, need, fresh, promotable, w->prop_count);
-out:
-    sl_free(u);
     sl_free(run);
-    sl_free(vt);
-    sl_free(cv);
+    sl_study_live_fini(&lv);
+    rep_fini(&u);
 }
 
 static const char *spec_json(int trials, char *buf, size_t len) {
@@ -665,18 +736,20 @@ static const char *spec_json(int trials, char *buf, size_t len) {
 
 static void world_fini(world_t *w) {
     for (int p = 0; w->peers && p < w->n; p++) {
-        sl_free(w->peers[p].rep);
-        sl_free(w->peers[p].claimable);
+        rep_fini(&w->peers[p].rep);
+        sl_study_live_fini(&w->peers[p].live);
+        for (int t = 0; w->peers[p].tk && t <= w->budget; t++)
+            free(w->peers[p].tk[t].e);
+        free(w->peers[p].tk);
     }
     sl_free(w->peers);
     sl_free(w->props);
-    sl_free(w->vtrials);
-    sl_free(w->curves);
-    sl_free(w->map);
-    sl_free(w->open);
     sl_free(w->double_since);
-    for (int b = 0; b <= DELAY_STEPS; b++)
-        sl_free(w->inflight[b].d);
+    for (int b = 0; b <= DELAY_STEPS; b++) {
+        for (size_t i = 0; i < w->inflight[b].count; i++)
+            delta_fini(&w->inflight[b].d[i]);
+        free(w->inflight[b].d);
+    }
     sl_study_members_fini(&w->members);
     sl_turn_out_fini(&w->out);
     if (w->trace)
@@ -705,13 +778,9 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
     size_t T = (size_t)budget;
     w->peers = sl_calloc((size_t)n, sizeof *w->peers);
     w->props = sl_calloc(T, sizeof *w->props);
-    w->vtrials = sl_calloc(T, sizeof *w->vtrials);
-    w->curves = sl_calloc(T * MAX_E, sizeof *w->curves);
-    w->map = sl_calloc(T, sizeof *w->map);
-    w->open = sl_calloc(T, sizeof *w->open);
     w->double_since = sl_calloc(T, sizeof *w->double_since);
-    if (!w->peers || !w->props || !w->vtrials || !w->curves || !w->map || !w->open ||
-        !w->double_since || sl_study_members_reserve(&w->members, (size_t)n) != SL_OK) {
+    if (!w->peers || !w->props || !w->double_since ||
+        sl_study_members_reserve(&w->members, (size_t)n) != SL_OK) {
         violate(w, "test: out of memory");
         return;
     }
@@ -721,11 +790,13 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
     for (int p = 0; p < n; p++) {
         peer_t *me = &w->peers[p];
         snprintf(me->id, sizeof me->id, "p%d", p);
+        me->index = p;
+        me->w = w;
         me->up = true;
         me->down_at = -DEAD_AFTER_MS;
-        me->rep = sl_calloc(T, sizeof *me->rep);
-        me->claimable = sl_calloc(T, sizeof *me->claimable);
-        if (!me->rep || !me->claimable) {
+        me->env = (sl_live_env_t){.self = me->id, .member = member_of, .runs = runs, .ctx = me};
+        me->tk = calloc(T + 1, sizeof *me->tk);
+        if (!me->tk) {
             violate(w, "test: out of memory");
             return;
         }
@@ -754,18 +825,20 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
         return;
     }
     /* no trial lost: the budget proposed, each with a result in the
-       finishing leader's replica (the finished flag says all have one) */
+       finishing leader's live view (the finished flag says all have one) */
     if (w->prop_count != budget)
         violate(w, "%d trials proposed for a budget of %d", w->prop_count, budget);
     int fin = -1;
     for (int p = 0; p < n && fin < 0; p++)
-        if (w->peers[p].finished)
+        if (w->peers[p].up && w->peers[p].live.finished)
             fin = p;
+    if (fin >= 0)
+        refresh(w, fin);
     for (int i = 0; fin >= 0 && i < w->prop_count; i++) {
-        const rt_t *r = &w->peers[fin].rep[i];
-        if (!r->has_result || r->result.state != SL_TRIAL_DONE)
+        const trial_row_t *r = row_of(w, fin, i);
+        if (!r || !r->has_result || r->result.state != SL_TRIAL_DONE)
             violate(w, "trial %s lost: %s at the end", w->props[i].id,
-                    r->has_result ? sl_trial_state_name(r->result.state) : "no result");
+                    r && r->has_result ? sl_trial_state_name(r->result.state) : "no result");
     }
 }
 

@@ -18,16 +18,16 @@
  * drain_job writes.
  *
  * What is still modelled: the replicated store and membership. Every
- * peer holds a replica of the study's keys (study_keys.c's, with the
- * values the daemon writes: records, claim registers, reports, results,
- * ...) as last-writer-wins registers (a global write counter for the
- * store's timestamps), persisted across crashes; anti-entropy copies what
- * changed in one peer's replica into another's at random while they can
- * reach each other. Every key that changes in a replica goes to that
- * peer's live view, as the store node's listener tells the daemon's; a
- * peer restarted reads its replica whole into a fresh live view. A peer
- * deems another alive while it has heard from it in the last 1.5 s,
- * suspect after 400 ms.
+ * peer holds a replica of the study's keys (sim_replica.h; study_keys.c's
+ * keys, with the values the daemon writes: records, claim registers,
+ * reports, results, ...) as last-writer-wins registers (a global write
+ * counter for the store's timestamps), persisted across crashes;
+ * anti-entropy copies what changed in one peer's replica into another's
+ * at random while they can reach each other. Every key that changes in
+ * a replica goes to that peer's live view, as the store node's listener
+ * tells the daemon's; a peer restarted reads its replica whole into a
+ * fresh live view. A peer deems another alive while it has heard from it
+ * in the last 1.5 s, suspect after 400 ms.
  *
  * Checked (INVARIANTS.md): T1 every trial ends done or failed, none left
  * running; T2 every metric reported is in the final store; T3 claim
@@ -61,6 +61,7 @@
 #include "study/live.h"
 #include "study/study_keys.h"
 #include "study/turn.h"
+#include "sim_replica.h"
 #include "testlib.h"
 
 #define PEERS 4
@@ -96,28 +97,6 @@ typedef struct {
     uint64_t ordinal;             /* proposal slot */
     sl_config_t config;           /* configuration */
 } prop_t;
-
-/* One key of a replica: a last-writer-wins register. */
-typedef struct {
-    char *key;        /* the key (NUL-terminated) */
-    size_t key_len;   /* bytes */
-    char *val;        /* its value; NULL: deleted */
-    size_t val_len;   /* bytes */
-    uint64_t stamp;   /* the write's time (the world's write counter): the higher wins */
-} kv_t;
-
-/* A peer's replica of the study's keys (the store, modelled). */
-typedef struct {
-    kv_t *e;            /* entries */
-    size_t count;       /* used */
-    size_t cap;         /* allocated */
-    uint32_t *index;    /* open addressing by key: entry + 1, 0 = empty */
-    size_t index_cap;   /* slots (a power of two, > 2 * count) */
-    uint32_t *log;      /* entries in the order they changed here (anti-entropy sends
-                           what changed since it last met a peer) */
-    size_t log_count;   /* used */
-    size_t log_cap;     /* allocated */
-} replica_t;
 
 /* A trial a peer is training. */
 typedef struct {
@@ -240,101 +219,12 @@ static int epoch_ms(const world_t *w, int t) {
 /* Trials that fail on their own at epoch 1, every time. */
 static bool bad_trial(const world_t *w, int t) { return w->props[t].ordinal % 9 == 4; }
 
-/* ---- the store, modelled: a replica of last-writer-wins keys ---- */
-
-static size_t rep_slot(const replica_t *r, const char *key, size_t kl) {
-    size_t mask = r->index_cap - 1, at = (size_t)sl_hash64(key, kl, 7) & mask;
-    while (r->index[at]) {
-        const kv_t *e = &r->e[r->index[at] - 1];
-        if (e->key_len == kl && !memcmp(e->key, key, kl))
-            break;
-        at = (at + 1) & mask;
-    }
-    return at;
-}
-
-static kv_t *rep_find(const replica_t *r, const char *key, size_t kl) {
-    if (!r->index_cap)
-        return NULL;
-    size_t at = rep_slot(r, key, kl);
-    return r->index[at] ? &r->e[r->index[at] - 1] : NULL;
-}
-
-static void *grow(void *p, size_t *cap, size_t want, size_t size) {
-    if (want <= *cap)
-        return p;
-    size_t nc = *cap ? *cap : 64;
-    while (nc < want)
-        nc *= 2;
-    void *n = realloc(p, nc * size);
-    if (!n)
-        abort(); /* (a test's allocation) */
-    *cap = nc;
-    return n;
-}
-
-/* Sets `key` to `val` (NULL: deleted) written at `stamp`, unless it holds
- * a later write. true: it changed. */
-static bool rep_set(replica_t *r, const char *key, size_t kl, const char *val, size_t vl,
-                    uint64_t stamp) {
-    kv_t *e = rep_find(r, key, kl);
-    if (e && e->stamp >= stamp)
-        return false;
-    if (!e) {
-        if (r->index_cap < 2 * r->count + 2) {
-            size_t cap = r->index_cap;
-            free(r->index);
-            r->index = NULL;
-            r->index_cap = 0;
-            r->index = grow(NULL, &r->index_cap, cap ? 2 * cap : 256, sizeof *r->index);
-            memset(r->index, 0, r->index_cap * sizeof *r->index);
-            for (size_t i = 0; i < r->count; i++)
-                r->index[rep_slot(r, r->e[i].key, r->e[i].key_len)] = (uint32_t)i + 1;
-        }
-        r->e = grow(r->e, &r->cap, r->count + 1, sizeof *r->e);
-        e = &r->e[r->count++];
-        memset(e, 0, sizeof *e);
-        e->key = malloc(kl + 1);
-        if (!e->key)
-            abort();
-        memcpy(e->key, key, kl);
-        e->key[kl] = 0;
-        e->key_len = kl;
-        r->index[rep_slot(r, key, kl)] = (uint32_t)r->count;
-    }
-    free(e->val);
-    e->val = NULL;
-    if (val) {
-        e->val = malloc(vl + 1);
-        if (!e->val)
-            abort();
-        memcpy(e->val, val, vl);
-        e->val[vl] = 0;
-    }
-    e->val_len = vl;
-    e->stamp = stamp;
-    r->log = grow(r->log, &r->log_cap, r->log_count + 1, sizeof *r->log);
-    r->log[r->log_count++] = (uint32_t)(e - r->e);
-    return true;
-}
-
-static void rep_fini(replica_t *r) {
-    for (size_t i = 0; i < r->count; i++) {
-        free(r->e[i].key);
-        free(r->e[i].val);
-    }
-    free(r->e);
-    free(r->index);
-    free(r->log);
-    memset(r, 0, sizeof *r);
-}
+/* ---- the store, modelled (sim_replica.h) ---- */
 
 /* A key changed in peer p's replica: its live view takes it, as the store
  * node's listener tells the daemon's. */
 static void told(world_t *w, int p, const kv_t *e) {
-    peer_t *me = &w->peers[p];
-    sl_study_live_set(&me->live, &w->spec, (const uint8_t *)e->key, e->key_len,
-                      (const uint8_t *)e->val, e->val_len, e->val != NULL);
+    sim_told(&w->peers[p].live, &w->spec, e);
 }
 
 /* Peer p writes `key` (val NULL: deletes it). */
@@ -359,11 +249,7 @@ static void sync_into(world_t *w, int p, int q) {
 /* The key of trial t (kind, n, peer as sl_study_key_build takes them). */
 static const char *tkey(const world_t *w, sl_study_key_kind kind, int t, uint64_t n,
                         const char *peer) {
-    static char key[SL_STUDY_KEY_MAX];
-    if (sl_study_key_build(key, sizeof key, kind, w->study_id, t >= 0 ? w->props[t].id : NULL, n,
-                           peer) != SL_OK)
-        abort();
-    return key;
+    return sim_key(w->study_id, kind, t >= 0 ? w->props[t].id : NULL, n, peer);
 }
 
 static void put_str(world_t *w, int p, const char *key, const char *val) {
@@ -372,16 +258,14 @@ static void put_str(world_t *w, int p, const char *key, const char *val) {
 
 static void put_claim(world_t *w, int p, int t, const sl_claim_t *c) {
     char val[512];
-    size_t len;
-    if (sl_claim_encode(c, val, sizeof val, &len) == SL_OK)
-        put(w, p, tkey(w, SL_STUDY_KEY_CLAIM, t, 0, w->peers[p].id), val, len);
+    size_t len = sim_claim_val(c, val);
+    put(w, p, tkey(w, SL_STUDY_KEY_CLAIM, t, 0, w->peers[p].id), val, len);
 }
 
 static void put_result(world_t *w, int p, int t, const sl_result_t *r) {
     char val[1024];
-    size_t len;
-    if (sl_result_encode(r, val, sizeof val, &len) == SL_OK)
-        put(w, p, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
+    size_t len = sim_result_val(r, val);
+    put(w, p, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
 }
 
 /* ---- a peer's live view ---- */
@@ -391,11 +275,8 @@ static void put_result(world_t *w, int p, int t, const sl_result_t *r) {
 static sl_live_member member_of(void *ctx, const char *name) {
     const peer_t *me = ctx;
     int q = peer_index(me->w, name);
-    if (q < 0)
-        return SL_LIVE_UNKNOWN;
-    if (!alive_in_view(me->w, me->index, q))
-        return SL_LIVE_GONE;
-    return suspect_in_view(me->w, me->index, q) ? SL_LIVE_SUSPECT : SL_LIVE_ALIVE;
+    return sim_member(q, q >= 0 && alive_in_view(me->w, me->index, q),
+                      q >= 0 && suspect_in_view(me->w, me->index, q));
 }
 
 static bool runs(void *ctx, const char *study, const char *trial) {
@@ -412,13 +293,7 @@ static bool runs(void *ctx, const char *study, const char *trial) {
  * states derived. */
 static void refresh(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    if (me->live.stale) {
-        sl_study_live_reset(&me->live);
-        for (size_t i = 0; i < me->rep.count; i++)
-            if (me->rep.e[i].val)
-                told(w, p, &me->rep.e[i]);
-    }
-    sl_study_live_derive(&me->live, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
+    sim_refresh(&me->live, &me->rep, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
 }
 
 /* The row of trial t in peer p's live view, or NULL. */
