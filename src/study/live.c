@@ -60,7 +60,7 @@ static bool index_reserve(live_t *lv, size_t rows) {
     return true;
 }
 
-trial_row_t *sl_study_live_find(live_t *lv, const char *trial_id) {
+trial_row_t *sl_study_live_find(const live_t *lv, const char *trial_id) {
     if (!lv->index_cap || strlen(trial_id) != SL_TRIAL_ID_LEN)
         return NULL;
     size_t slot = index_slot(lv, trial_id);
@@ -546,7 +546,7 @@ bool sl_study_live_same(const live_t *a, const live_t *b, const char *study, cha
     }
     for (size_t i = 0; i < b->count; i++) {
         const trial_row_t *y = &b->rows[i];
-        const trial_row_t *x = sl_study_live_find((live_t *)a, y->id);
+        const trial_row_t *x = sl_study_live_find(a, y->id);
         const sl_trial_t *ty = sl_study_live_trial(b, y), *tx = x ? sl_study_live_trial(a, x) : NULL;
         if (!ty)
             continue;

@@ -137,7 +137,7 @@ bool sl_study_live_same(const live_t *a, const live_t *b, const char *study, cha
 void sl_study_live_fini(live_t *lv);
 
 /* The row of a trial, or NULL. */
-trial_row_t *sl_study_live_find(live_t *lv, const char *trial_id);
+trial_row_t *sl_study_live_find(const live_t *lv, const char *trial_id);
 /* The trial's sl_trial_t, or NULL before its record. */
 static inline sl_trial_t *sl_study_live_trial(const live_t *lv, const trial_row_t *r) {
     return r->tix ? &lv->trials[r->tix - 1] : NULL;
