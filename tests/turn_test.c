@@ -2,7 +2,9 @@
  * a trial whose owner is suspect is taken over, as from a dead owner,
  * by a slot nothing else would use; a suspect member is given no free
  * slot (no trial is assigned to it); an owner alive and not suspect
- * keeps its trial. The simulators (sim_study_test, sim_study_scale_test)
+ * keeps its trial; the end of an ASHA study written by a peer that does
+ * not lead, once every open trial is paused and nothing is promotable
+ * (sl_turn_finish). The simulators (sim_study_test, sim_study_scale_test)
  * run the same turn over whole studies with kills and wrong suspicions. */
 #include <math.h>
 #include <stdlib.h>
@@ -155,11 +157,117 @@ static void test_suspect_member_no_slots(void) {
     fix_fini(&f);
 }
 
+/* ---- the end of an ASHA study by the owner of its last job ---- */
+
+static sl_study_spec_t asha;
+
+/* Three trials of an ASHA study (rungs of 1 and 3 epochs, reduction 3,
+ * budget 3): t0 trained to the top rung and done; t1 and t2 paused at
+ * rung 0 with the scores given (t0 scored 0.9 there); t2 running
+ * instead when `t2_runs`. */
+typedef struct {
+    sl_trial_t trials[3];
+    double curves[3][3];
+    uint64_t claimable[3];
+    sl_turn_open_t open[2];
+    sl_turn_view_t v;
+    sl_turn_out_t out;
+} end_t;
+
+static void end_init(end_t *f, double s1, double s2, bool t2_runs) {
+    memset(f, 0, sizeof *f);
+    double first[3] = {0.9, s1, s2};
+    for (int i = 0; i < 3; i++) {
+        sl_trial_t *t = &f->trials[i];
+        snprintf(t->id, sizeof t->id, "t%d", i);
+        t->ordinal = (uint64_t)i;
+        t->state = SL_TRIAL_PAUSED;
+        t->epochs_done = 1;
+        f->curves[i][0] = first[i];
+        t->curve = f->curves[i];
+        t->curve_len = 1;
+        for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
+            t->objectives[o] = NAN;
+        t->objectives[0] = first[i];
+    }
+    sl_trial_t *t0 = &f->trials[0];
+    t0->rung = 1;
+    t0->state = SL_TRIAL_DONE;
+    t0->epochs_done = 3;
+    f->curves[0][1] = f->curves[0][2] = 0.9;
+    t0->curve_len = 3;
+    if (t2_runs)
+        f->trials[2].state = SL_TRIAL_RUNNING;
+    for (int o = 0; o < 2; o++)
+        f->open[o] = (sl_turn_open_t){.id = f->trials[o + 1].id, .t = &f->trials[o + 1],
+                                      .claimable_ms = &f->claimable[o + 1]};
+    f->v = (sl_turn_view_t){.study_id = "s", .spec = &asha, .trials = f->trials,
+                            .trial_count = 3, .open = f->open, .open_count = 2,
+                            .next_lapse_ms = UINT64_MAX};
+    sl_turn_out_init(&f->out);
+}
+
+static void test_finish_by_last_owner(void) {
+    const char *json =
+        "{\"name\": \"end\", \"trainer\": {\"type\": \"command\", \"command\": \"t {x}\"},"
+        " \"search_space\": {\"x\": {\"type\": \"real\", \"low\": 0.0, \"high\": 1.0}},"
+        " \"searcher\": {\"type\": \"random\"},"
+        " \"scheduler\": {\"type\": \"asha\", \"min_epochs\": 1, \"max_epochs\": 3, \"reduction\": 3},"
+        " \"objectives\": [{\"metric\": \"score\", \"goal\": \"max\"}],"
+        " \"budget\": {\"trials\": 3}, \"lease_ms\": 3000}";
+    char why[256];
+    sl_err err = sl_study_spec_parse(json, strlen(json), &asha, why, sizeof why);
+    CHECK_MSG(err == SL_OK, "spec: %s", why);
+    if (err != SL_OK)
+        return;
+    /* every open trial paused, none promotable (t0 was rung 0's best): the
+       paused ones stopped as the leader would, and the study's end */
+    end_t f;
+    end_init(&f, 0.5, 0.4, false);
+    CHECK_OK(sl_turn_finish(&f.v, "a", &f.out));
+    int results = 0, finished = 0;
+    for (size_t i = 0; i < f.out.count; i++) {
+        const sl_turn_action_t *a = &f.out.items[i];
+        if (a->kind == SL_TURN_WRITE_RESULT) {
+            results++;
+            CHECK_INT(a->result.state, SL_TRIAL_DONE);
+            CHECK_STR(a->result.writer, "a");
+        } else if (a->kind == SL_TURN_WRITE_FINISHED) {
+            finished++;
+            CHECK_MSG(strstr(a->reason, "all 3 trials final") &&
+                          strstr(a->reason, "(by the owner of its last job)"),
+                      "reason: %s", a->reason);
+        } else {
+            CHECK_MSG(false, "an action of kind %d", (int)a->kind);
+        }
+    }
+    CHECK_INT(results, 2);
+    CHECK_INT(finished, 1);
+    sl_turn_out_fini(&f.out);
+    /* a trial still running: nothing (the common case) */
+    end_init(&f, 0.5, 0.4, true);
+    CHECK_OK(sl_turn_finish(&f.v, "a", &f.out));
+    CHECK_INT(f.out.count, 0);
+    sl_turn_out_fini(&f.out);
+    /* t1 now rung 0's best: a promotion is due, which is the leader's */
+    end_init(&f, 0.95, 0.4, false);
+    CHECK_OK(sl_turn_finish(&f.v, "a", &f.out));
+    CHECK_INT(f.out.count, 0);
+    sl_turn_out_fini(&f.out);
+    /* not ASHA (fifo): the leader's */
+    end_init(&f, 0.5, 0.4, false);
+    f.v.spec = &spec;
+    CHECK_OK(sl_turn_finish(&f.v, "a", &f.out));
+    CHECK_INT(f.out.count, 0);
+    sl_turn_out_fini(&f.out);
+}
+
 int main(void) {
     spec_init();
     sl_test_run("alive_owner_keeps", test_alive_owner_keeps);
     sl_test_run("suspect_taken_over", test_suspect_taken_over);
     sl_test_run("suspect_last", test_suspect_last);
     sl_test_run("suspect_member_no_slots", test_suspect_member_no_slots);
+    sl_test_run("finish_by_last_owner", test_finish_by_last_owner);
     return sl_test_finish();
 }

@@ -676,6 +676,14 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
     uint64_t before = sn->writes;
     if (sl_turn_lead(&v, ms, self, now, out) == SL_OK)
         turn_do(sn, c, NULL, now, out);
+    /* a job of this peer ended this turn and another leads: its result may
+       have been the study's last, and then this peer ends the study
+       (sl_turn_finish: the last round's leader may be down) */
+    if (!out->led && running_jobs(sn) < jobs0) {
+        sl_turn_out_clear(out);
+        if (sl_turn_finish(&v, self, out) == SL_OK)
+            turn_do(sn, c, NULL, now, out);
+    }
     if (sn->writes != before) {
         refresh(sn, c);
         if (view_build(sn, c, &v) != SL_OK)

@@ -289,50 +289,25 @@ static const sl_turn_open_t *open_find(const sl_turn_open_t *const *by_id, size_
     return NULL;
 }
 
-sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
-                    uint64_t now_ms, sl_turn_out_t *out) {
+/* The scheduler's decisions `d` as writes, and a "completed" result for
+ * each trial trained to the study's top rung that has none and no live
+ * claim (sl_turn_lead, sl_turn_finish). */
+static sl_err decisions_out(const sl_turn_view_t *v, const sl_decisions_t *d, const char *self,
+                            sl_turn_out_t *out) {
     const sl_study_spec_t *spec = v->spec;
-    sl_sched_view_t sv = {.study_id = v->study_id, .capacity = 1, .cancelled = v->cancelled,
-                          .trials = v->trials, .trial_count = v->trial_count};
-    uint64_t round = sl_sched_round(spec, &sv);
-    int leader = sl_round_leader(ms->m, ms->count, sl_round_key(v->study_id, round));
-    out->led = leader >= 0 && !strcmp(ms->names[leader], self);
-    if (!out->led)
-        return SL_OK;
-    int cap = 0;
-    for (size_t i = 0; i < ms->count; i++)
-        cap += ms->m[i].free_slots;
-    for (size_t o = 0; o < v->open_count; o++)
-        cap += v->open[o].t->state == SL_TRIAL_RUNNING;
-    /* a searcher that does not learn from results (random, grid) keeps
-       LOOKAHEAD times the fleet's slots proposed ahead: a peer that frees
-       a slot then finds a trial waiting for it, instead of waiting for its
-       result to reach the leader and the leader's next proposal to reach
-       it (two replication delays a trial) */
-    if (spec->searcher != SL_SEARCH_EVOLUTION)
-        cap *= SL_TURN_LOOKAHEAD;
-    sv.capacity = cap > 0 ? cap : 1;
-    sv.elapsed_s = v->start_ms && now_ms > v->start_ms ? (now_ms - v->start_ms) / 1000 : 0;
-    sl_decisions_t d = {0};
-    sl_err err = sl_sched_decide(spec, &sv, &d);
-    if (err != SL_OK) {
-        sl_decisions_fini(&d);
-        return err == SL_ENOMEM ? SL_ENOMEM : SL_OK; /* (nothing decided this turn) */
-    }
+    sl_err err = SL_OK;
     /* the open trials by id, for the stops (a cancel stops every one) */
     const sl_turn_open_t **by_id = NULL;
-    for (size_t i = 0; i < d.count && !by_id; i++)
-        if (d.items[i].kind == SL_DECISION_STOP) {
-            if (!(by_id = sl_calloc(v->open_count + 1, sizeof *by_id))) {
-                sl_decisions_fini(&d);
+    for (size_t i = 0; i < d->count && !by_id; i++)
+        if (d->items[i].kind == SL_DECISION_STOP) {
+            if (!(by_id = sl_calloc(v->open_count + 1, sizeof *by_id)))
                 return SL_ENOMEM;
-            }
             for (size_t o = 0; o < v->open_count; o++)
                 by_id[o] = &v->open[o];
             qsort(by_id, v->open_count, sizeof *by_id, cmp_open);
         }
-    for (size_t i = 0; i < d.count && err == SL_OK; i++) {
-        const sl_decision_t *x = &d.items[i];
+    for (size_t i = 0; i < d->count && err == SL_OK; i++) {
+        const sl_decision_t *x = &d->items[i];
         sl_turn_action_t *a;
         if (x->kind == SL_DECISION_PROPOSE) {
             if (!(a = push(out, SL_TURN_WRITE_RECORD, x->trial_id))) {
@@ -386,9 +361,70 @@ sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const
                            r->has_claim ? r->claim.epoch : 0, self,
                            "completed (its owner left before writing the result)");
     }
-    sl_decisions_fini(&d);
     sl_free(by_id);
     return err;
+}
+
+sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
+                    uint64_t now_ms, sl_turn_out_t *out) {
+    const sl_study_spec_t *spec = v->spec;
+    sl_sched_view_t sv = {.study_id = v->study_id, .capacity = 1, .cancelled = v->cancelled,
+                          .trials = v->trials, .trial_count = v->trial_count};
+    uint64_t round = sl_sched_round(spec, &sv);
+    int leader = sl_round_leader(ms->m, ms->count, sl_round_key(v->study_id, round));
+    out->led = leader >= 0 && !strcmp(ms->names[leader], self);
+    if (!out->led)
+        return SL_OK;
+    int cap = 0;
+    for (size_t i = 0; i < ms->count; i++)
+        cap += ms->m[i].free_slots;
+    for (size_t o = 0; o < v->open_count; o++)
+        cap += v->open[o].t->state == SL_TRIAL_RUNNING;
+    /* a searcher that does not learn from results (random, grid) keeps
+       LOOKAHEAD times the fleet's slots proposed ahead: a peer that frees
+       a slot then finds a trial waiting for it, instead of waiting for its
+       result to reach the leader and the leader's next proposal to reach
+       it (two replication delays a trial) */
+    if (spec->searcher != SL_SEARCH_EVOLUTION)
+        cap *= SL_TURN_LOOKAHEAD;
+    sv.capacity = cap > 0 ? cap : 1;
+    sv.elapsed_s = v->start_ms && now_ms > v->start_ms ? (now_ms - v->start_ms) / 1000 : 0;
+    sl_decisions_t d = {0};
+    sl_err err = sl_sched_decide(spec, &sv, &d);
+    if (err != SL_OK) {
+        sl_decisions_fini(&d);
+        return err == SL_ENOMEM ? SL_ENOMEM : SL_OK; /* (nothing decided this turn) */
+    }
+    err = decisions_out(v, &d, self, out);
+    sl_decisions_fini(&d);
+    return err;
+}
+
+sl_err sl_turn_finish(const sl_turn_view_t *v, const char *self, sl_turn_out_t *out) {
+    const sl_study_spec_t *spec = v->spec;
+    if (spec->scheduler != SL_SCHED_ASHA || v->finished || v->cancelled)
+        return SL_OK;
+    for (size_t o = 0; o < v->open_count; o++)
+        if (v->open[o].t->state != SL_TRIAL_PAUSED)
+            return SL_OK; /* (the common case: something still runs or waits) */
+    /* (no elapsed time: a time budget spent is the leader's to act on) */
+    sl_sched_view_t sv = {.study_id = v->study_id, .capacity = 1, .trials = v->trials,
+                          .trial_count = v->trial_count};
+    sl_decisions_t d = {0};
+    sl_err err = sl_sched_decide(spec, &sv, &d);
+    bool ends = err == SL_OK && d.count > 0 && d.items[d.count - 1].kind == SL_DECISION_FINISH;
+    for (size_t i = 0; ends && i < d.count; i++)
+        ends = d.items[i].kind == SL_DECISION_STOP || d.items[i].kind == SL_DECISION_FINISH;
+    size_t first = out->count;
+    if (ends && (err = decisions_out(v, &d, self, out)) == SL_OK)
+        for (size_t i = first; i < out->count; i++)
+            if (out->items[i].kind == SL_TURN_WRITE_FINISHED) {
+                sl_turn_action_t *a = &out->items[i];
+                size_t n = strlen(a->reason);
+                snprintf(a->reason + n, sizeof a->reason - n, " (by the owner of its last job)");
+            }
+    sl_decisions_fini(&d);
+    return err == SL_ENOMEM ? SL_ENOMEM : SL_OK;
 }
 
 /* ---- claims ---- */

@@ -191,6 +191,23 @@ sl_err sl_turn_jobs(const sl_turn_view_t *v, const sl_turn_job_t *jobs, size_t c
 sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
                     uint64_t now_ms, sl_turn_out_t *out);
 
+/* The end of an ASHA study decided by a peer that does not lead the
+ * round: when every open trial in `v` is paused and the scheduler's rule
+ * (sl_sched_decide, on this view) only stops them and finishes, the
+ * writes of those decisions, as the leader would make them (the FINISHED
+ * write's reason says who made it); else nothing. The daemon asks it on
+ * the turn that ended one of its jobs, so the peer whose job ended the
+ * study ends it: the leader of the last round may be a peer killed a
+ * moment before, and the study waited for its restart and catch-up (in
+ * the 32-peer scaling runs the last round's leader is always p29, a
+ * churner killed about 6 s in and back 1 s later: 4-1131 ms from the
+ * last result to the end, 280 ms at the median of six runs).
+ * Asynchronous ASHA only: its end is a function of the results, which
+ * the leader's decision repeats when it comes (results merge:
+ * sl_result_merge); a synchronous scheduler's decisions stay its
+ * leader's. SL_ENOMEM: the list is short. */
+sl_err sl_turn_finish(const sl_turn_view_t *v, const char *self, sl_turn_out_t *out);
+
 /* The claims phase: the waits that end later (lapses, the time budget),
  * the release of claims held here with no job, then, when `may_claim`,
  * the trials `self` claims (a claim write and JOB_START each), as
