@@ -21,7 +21,13 @@ rather than an average study. Get them from a finished run's store:
 `peerctl keys study/SID/t/` and `peerctl get` of each trial's record
 (its "ordinal" and config "q": the score is q x epoch).
 
-    asha_bound.py [--peers 1,2,4,8,16,32] [--seeds 5] [--overhead-s 0]
+--overhead-s and --epoch-s give the workers a cost a job (its start and
+end) and a longer epoch: timeline.py's fit of a real run's job times
+(run_overhead_fit_ms: a_run, an_epoch) turns into what ASHA allows with
+those costs and no other (`--overhead-s A --epoch-s 0.25+E`), the share
+of a run's gap that the jobs' own costs explain.
+
+    asha_bound.py [--peers 1,2,4,8,16,32] [--seeds 5] [--overhead-s 0] [--epoch-s 0.25]
                   [--rungs 1,3,9] [--eta 3] [--scores FILE]
                   [--churn] [--churn-period 8] [--churn-down 1] [--stall-s 0]
 One JSON line per N: median makespan over seeds (each seed draws the
@@ -126,7 +132,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers", default="1,2,4,8,16,32")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--overhead-s", type=float, default=0.0)
+    ap.add_argument("--overhead-s", type=float, default=0.0, help="a job's own cost")
+    ap.add_argument("--epoch-s", type=float, default=0.25, help="an epoch's time")
     ap.add_argument("--rungs", default="1,3,9", help="epochs at each rung (another ladder)")
     ap.add_argument("--eta", type=int, default=3, help="reduction factor")
     ap.add_argument("--scores", help="the trials' scores, one a line in proposal order")
@@ -141,14 +148,14 @@ def main():
     scores = [float(x) for x in open(a.scores).read().split()] if a.scores else None
     seeds = range(1 if scores else a.seeds)
     churn = (a.churn_period, a.churn_down, a.stall_s) if a.churn else None
-    run = lambda n, s, c: makespan(n, rungs=rungs, eta=a.eta, overhead_s=a.overhead_s, seed=s,
-                                   scores=scores, churn=c)
+    run = lambda n, s, c: makespan(n, rungs=rungs, eta=a.eta, epoch_s=a.epoch_s,
+                                   overhead_s=a.overhead_s, seed=s, scores=scores, churn=c)
     t1 = statistics.median(run(1, s, None) for s in seeds)
     for n in ns:
         tn = statistics.median(run(n, s, churn) for s in seeds)
         print(json.dumps({"peers": n, "rungs": a.rungs, "eta": a.eta, "seconds": round(tn, 2),
                           "speedup": round(t1 / tn, 2), "efficiency": round(t1 / tn / n, 3),
-                          "overhead_s": a.overhead_s, "scores": a.scores or f"{a.seeds} seeds",
+                          "overhead_s": a.overhead_s, "epoch_s": a.epoch_s, "scores": a.scores or f"{a.seeds} seeds",
                           "churn": list(churn) if churn else None}))
 
 

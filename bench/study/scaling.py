@@ -98,6 +98,11 @@ def run_one(a, n):
         r.update(bound(a, n, st["trials"]))
         if a.keep:
             r["dir"] = c.dir
+            # the trials' scores in proposal order, for asha_bound.py --scores
+            # (with timeline.py's job costs: --overhead-s, --epoch-s)
+            with open(os.path.join(c.dir, "scores.txt"), "w") as f:
+                for t in sorted(st["trials"], key=lambda t: t["ordinal"]):
+                    f.write(f"{t['config']['q']}\n")
         return r
 
 

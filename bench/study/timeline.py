@@ -11,7 +11,11 @@ Prints: jobs and claims by kind, claims lost to a collision and the slot
 time they held, each peer's idle time between jobs while work was open,
 promotions made by a trial's owner (which trains on) and by the leader,
 the time from a leader's promotion to the claim and from a claim to its
-start, and how many slots were busy in each second of the study."""
+start, how many slots were busy in each second of the study, when each
+peer first claimed after the submit, each job's time beyond its epochs
+(by how many epochs it ran: its start-up and end cost the intercept, each
+epoch's shell the slope), and the time from the last result to the
+study's end."""
 import argparse, collections, datetime, glob, json, os, re, statistics
 
 LINE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) \w+\s+(STUDY-[A-Z]+|PEER-START)\s+(.*)$")
@@ -41,6 +45,7 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--slots", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--epoch-s", type=float, default=0.25, help="the trials' epoch (their sleep)")
     a = ap.parse_args()
     jobs = {}  # (peer, trial, claim epoch) -> dict
     promoted = {}  # (trial, rung) -> first promotion time
@@ -48,6 +53,8 @@ def main():
     starts = collections.defaultdict(list)  # peer -> PEER-START times
     last_line = {}
     by_owner = 0  # promotions its owner made and trained on
+    segs = {}  # (peer, trial, claim epoch) -> (STUDY-RUN time, first epoch) of the run going on
+    seg_over = collections.defaultdict(list)  # epochs a run trained -> ms beyond them
     for path in sorted(glob.glob(os.path.join(a.dir, "*.log"))):
         peer = os.path.basename(path)[:-4]
         with open(path, errors="replace") as f:
@@ -74,9 +81,14 @@ def main():
                     j.setdefault("run", t)
                     j.update(rung=int(x[4]), target=int(x[6]))
                     j.setdefault("first", int(x[5]))
+                    segs[(peer, x[1], int(x[3]))] = (t, int(x[5]))
                 elif kind == "STUDY-END" and (x := END.search(rest)):
                     j = jobs.setdefault((peer, x[1], int(x[2])), {})
                     j.update(end=t, outcome=x[5], last=int(x[4]))
+                    sg = segs.pop((peer, x[1], int(x[2])), None)
+                    if sg and x[5] in ("done", "paused") and int(x[4]) >= sg[1]:
+                        n_ep = int(x[4]) - sg[1] + 1
+                        seg_over[n_ep].append(1000 * (t - sg[0] - n_ep * a.epoch_s))
                 elif kind == "STUDY-LOST" and (x := LOST.search(rest)):
                     j = jobs.setdefault((peer, x[1], int(x[2])), {})
                     j.update(end=t, outcome="lost")
@@ -143,6 +155,27 @@ def main():
             r = j.get("rung", 0)
             first_rung[r] = max(first_rung[r] or 0, j["end"] - submit)
     out["last_result_at_rung_s"] = {r: round(v, 2) for r, v in sorted(first_rung.items())}
+    # the start: each peer's first claim after the submit
+    firsts = {}
+    for (peer, _, _), j in jobs.items():
+        if "claim" in j:
+            firsts[peer] = min(firsts.get(peer, j["claim"]), j["claim"])
+    out["first_claim_after_submit_ms"] = quantiles([1000 * (t - submit) for t in firsts.values()])
+    # a run of n epochs (STUDY-RUN to STUDY-END, done or paused): its time
+    # beyond n epochs; a straight line through the medians by n gives the
+    # cost a run (intercept) and an epoch (slope)
+    out["run_overhead_ms_by_epochs"] = {n: quantiles(v) for n, v in sorted(seg_over.items())}
+    med = {n: statistics.median(v) for n, v in seg_over.items() if len(v) >= 3}
+    if len(med) >= 2:
+        xs, ys = list(med), [med[n] for n in med]
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        out["run_overhead_fit_ms"] = {"a_run": round(my - slope * mx, 1),
+                                      "an_epoch": round(slope, 1)}
+    # the end: the last result (a job done) to the study's end
+    last_done = max((j["end"] for j in jobs.values() if j.get("outcome") == "done"), default=None)
+    if finish is not None and last_done is not None:
+        out["last_result_to_finish_ms"] = round(1000 * (finish - last_done))
     if a.json:
         print(json.dumps(out))
         return
