@@ -5,6 +5,7 @@
  * by another peer, so every decoder is strict and bounded: the format and
  * the receiver's rules are proto/elastic.md. */
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -715,6 +716,27 @@ void sl_elastic_records_view(const sl_elastic_records_t *r, sl_elastic_view_t *v
     view->past_count = r->past_count;
 }
 
+/* Keeps the `count` entries of `size` bytes of `arr` whose round (a
+ * uint64_t at `round_off`) is at least `cut`, in order, and points `ptrs`
+ * at them; returns how many are kept. */
+static size_t keep_from(void *arr, const void **ptrs, size_t count, size_t size,
+                        size_t round_off, uint64_t cut) {
+    char *a = arr;
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t round;
+        memcpy(&round, a + i * size + round_off, sizeof round);
+        if (round < cut)
+            continue;
+        if (k != i)
+            memcpy(a + k * size, a + i * size, size);
+        k++;
+    }
+    for (size_t i = 0; i < k; i++)
+        ptrs[i] = a + i * size;
+    return k;
+}
+
 sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
     *moved = false;
     sl_elastic_view_t v;
@@ -731,21 +753,12 @@ sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
         sl_free(past);
         return err;
     }
-    /* the records below it go; the pointer arrays follow the compaction */
-    size_t k = 0;
-    for (size_t i = 0; i < r->world_count; i++)
-        if (r->worlds[i].id.round >= anchor.round)
-            r->worlds[k++] = r->worlds[i];
-    r->world_count = k;
-    for (size_t i = 0; i < k; i++)
-        r->world_ptrs[i] = &r->worlds[i];
-    k = 0;
-    for (size_t i = 0; i < r->ack_count; i++)
-        if (r->acks[i].world.round >= anchor.round)
-            r->acks[k++] = r->acks[i];
-    r->ack_count = k;
-    for (size_t i = 0; i < k; i++)
-        r->ack_ptrs[i] = &r->acks[i];
+    /* the records below it go */
+    r->world_count = keep_from(r->worlds, (const void **)r->world_ptrs, r->world_count,
+                               sizeof *r->worlds, offsetof(sl_elastic_world_t, id.round),
+                               anchor.round);
+    r->ack_count = keep_from(r->acks, (const void **)r->ack_ptrs, r->ack_count, sizeof *r->acks,
+                             offsetof(sl_elastic_ack_t, world.round), anchor.round);
     sl_free(r->past);
     r->past = past;
     r->past_count = n;
