@@ -6,8 +6,9 @@
  * start do not block the lineage, the newest lineage survives, the source
  * is the newest state); grafts: rank 0 of a world of two, or 2 of 3, dying
  * for good, a graft dropped when the quorum side went on, and the state a
- * graft starts from. The simulation test (sim_elastic_test) runs the same
- * core under random faults. */
+ * graft starts from; and a job of 3,000 world changes on a pruned view
+ * (docs/elastic.md "The pruned view"). The simulation test
+ * (sim_elastic_test) runs the same core under random faults. */
 #include <stdlib.h>
 
 #include "elastic/elastic_internal.h"

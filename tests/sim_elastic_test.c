@@ -29,15 +29,21 @@
  * that carry one on (children and grafts) at most one is in a lineage not
  * dropped (in the union of every replica), and a world steps only while
  * it is the head in every member's replica (a member that has seen a
- * newer world has stopped); progress: once quiet, the job trains with
- * min(max, N) members, N the peers not killed for good. A graft's lineage
- * goes on from the state of the world it grafts onto (E3). Each checker
- * has a planted bug (src/elastic/elastic_internal.h) and a test that shows it
- * firing.
+ * newer world has stopped); E6 every peer's view is pruned at its anchor
+ * (docs/elastic.md "The pruned view"), as a node's is, and says what its
+ * whole replica says (the head; established, dead and dropped past the
+ * anchor); progress: once quiet, the job trains with min(max, N) members,
+ * N the peers not killed for good. A graft's lineage goes on from the
+ * state of the world it grafts onto (E3). One seed in four is a long job
+ * (its faults last LONG_MS longer), so that anchors move many times. Each
+ * checker has a planted bug (src/elastic/elastic_internal.h) and a test
+ * that shows it firing.
  *
  * A failing seed is printed; SL_SEEDS=N runs N seeds; SL_SEED=S one,
  * SL_FIRST_SEED=S a sweep from S; SL_VERBOSE=1 prints each seed's figures,
- * SL_TRACE=1 every action of every peer and the worlds at the end. */
+ * SL_TRACE=1 every action of every peer and the worlds at the end,
+ * SL_NO_PRUNE=1 keeps every view whole (to tell the pruned view's doing
+ * from the core's). */
 #include <stdarg.h>
 #include <stdlib.h>
 
