@@ -311,13 +311,12 @@ static void check_stale(world_t *w, int p) {
     bool stale = false;
     for (int i = 0; i < w->nw && !stale; i++) {
         const sl_elastic_world_t *wd = &w->worlds[i].w;
-        const sl_elastic_ref_t *b = wd->parent.round ? &wd->parent : &wd->graft;
         if (!(me->wbits[i / 64] >> (i % 64) & 1))
             continue;
         bool fresh = !(me->wbits_at[i / 64] >> (i % 64) & 1);
-        stale = (fresh && wd->id.round < cut) ||
-                (wd->id.round >= cut && b->round && b->round < cut &&
-                 !sl_elastic_ref_eq(&wd->id, &me->anchor));
+        /* a record below the anchor the replica did not hold then; a world
+           the pruned view cannot judge (sl_elastic_records_stale's rule) */
+        stale = (fresh || wd->id.round >= cut) && !sl_elastic_anchor_judges(&me->anchor, wd);
     }
     for (int i = 0; i < w->na && !stale; i++)
         stale = (me->abits[i / 64] >> (i % 64) & 1) && !(me->abits_at[i / 64] >> (i % 64) & 1) &&

@@ -259,6 +259,12 @@ sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out);
 sl_err sl_elastic_anchor(const sl_elastic_view_t *view, sl_elastic_ref_t *anchor,
                          sl_elastic_past_t *past, size_t past_cap, size_t *past_count);
 
+/* Whether a view pruned at `anchor` can judge world `w`: its round is at
+ * or past the anchor's and it names no parent or graft below it (or it is
+ * the anchor). A world it cannot judge makes the records stale
+ * (sl_elastic_records_stale). */
+bool sl_elastic_anchor_judges(const sl_elastic_ref_t *anchor, const sl_elastic_world_t *w);
+
 /* The invariant checker the simulator and debug builds call: SL_OK or
  * SL_EINTERNAL with the reason. */
 sl_err sl_elastic_check(const sl_elastic_t *e, char *why, size_t why_len);

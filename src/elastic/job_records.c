@@ -650,16 +650,16 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
         sl_elastic_world_t w;
         if ((err = sl_elastic_world_decode(&k, r->max_nodes, val, val_len, &w, why, why_len)))
             return err;
-        if (w.id.round < r->anchor.round) {
+        if (!sl_elastic_anchor_judges(&r->anchor, &w)) {
             /* below the anchor, and new to this replica (a replica's records
-               are read once): what the view kept of the past may be wrong */
-            r->left_out++;
+               are read once), or carrying on a world the view left out:
+               what the view kept of the past may be wrong */
             r->stale = true;
-            return SL_OK;
+            if (w.id.round < r->anchor.round) {
+                r->left_out++;
+                return SL_OK;
+            }
         }
-        const sl_elastic_ref_t *base = w.parent.round ? &w.parent : &w.graft;
-        if (base->round && base->round < r->anchor.round && !sl_elastic_ref_eq(&w.id, &r->anchor))
-            r->stale = true; /* it carries on a world the view left out */
         for (size_t i = 0; i < r->world_count; i++)
             if (sl_elastic_ref_eq(&r->worlds[i].id, &w.id))
                 return sl_why(why, why_len, SL_EEXIST, "world: a second record of round %llu by %s",

@@ -695,6 +695,12 @@ sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out) {
 
 /* ---- the pruned view (docs/elastic.md, "The pruned view") ---- */
 
+bool sl_elastic_anchor_judges(const sl_elastic_ref_t *anchor, const sl_elastic_world_t *w) {
+    const sl_elastic_ref_t *b = base_of(w);
+    return w->id.round >= anchor->round &&
+           (!b->round || b->round >= anchor->round || sl_elastic_ref_eq(&w->id, anchor));
+}
+
 static int parent_of(an_t *an, int x) {
     const sl_elastic_world_t *w = an->worlds[x].w;
     return w->parent.round ? find_world(an, &w->parent) : -1;
@@ -705,13 +711,12 @@ static int parent_of(an_t *an, int x) {
  * record can ask), and no other world at or past it names a parent or
  * graft below it (one would need what is cut). */
 static bool may_cut_at(an_t *an, int x, uint64_t undecided) {
-    uint64_t r = an->worlds[x].w->id.round;
-    if (r > undecided)
+    const sl_elastic_ref_t *a = &an->worlds[x].w->id;
+    if (a->round > undecided)
         return false;
     for (size_t i = 0; i < an->nw; i++) {
         const sl_elastic_world_t *w = an->worlds[i].w;
-        const sl_elastic_ref_t *b = base_of(w);
-        if ((int)i != x && w->id.round >= r && b->round && b->round < r)
+        if (w->id.round >= a->round && !sl_elastic_anchor_judges(a, w))
             return false;
     }
     return true;
