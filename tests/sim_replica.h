@@ -179,7 +179,10 @@ static inline void sim_refresh(live_t *lv, const replica_t *r, const char *study
 
 /* Membership's answer for peer index q (-1: not a peer heard of). */
 static inline sl_live_member sim_member(int q, bool alive, bool suspect) {
-    return q < 0 ? SL_LIVE_UNKNOWN : !alive ? SL_LIVE_GONE : suspect ? SL_LIVE_SUSPECT : SL_LIVE_ALIVE;
+    return q < 0     ? SL_LIVE_UNKNOWN
+           : !alive  ? SL_LIVE_GONE
+           : suspect ? SL_LIVE_SUSPECT
+                     : SL_LIVE_ALIVE;
 }
 
 #endif

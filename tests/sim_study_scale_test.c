@@ -333,16 +333,6 @@ static trial_row_t *row_of(world_t *w, int p, int t) {
     return sl_study_live_find(&w->peers[p].live, w->props[t].id);
 }
 
-/* The trial's rung as its keys say now (its record's, or the highest
- * promotion), before the view derives it. */
-static int row_rung(const trial_row_t *r) {
-    int rung = r->rec_rung;
-    for (int k = SL_STUDY_MAX_RUNGS - 1; k > rung; k--)
-        if (r->rung_keys & (1u << k))
-            return k;
-    return rung;
-}
-
 static void build_members(world_t *w, int p) {
     sl_study_members_t *ms = &w->members;
     ms->count = 0;
@@ -368,7 +358,7 @@ static void work(world_t *w, int p) {
     trial_row_t *r = row_of(w, p, j->t);
     if (!r)
         return;
-    int rung = row_rung(r), e = j->next_epoch;
+    int rung = sl_study_live_rung(r), e = j->next_epoch;
     sl_report_t rep = {.epoch = e, .metric_count = 1};
     snprintf(rep.metrics[0].name, sizeof rep.metrics[0].name, "score");
     rep.metrics[0].value = metric(w, j->t, e);
@@ -465,7 +455,7 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
             break;
         }
         case SL_TURN_WRITE_RUNG:
-            if (t >= 0 && row_of(w, p, t) && a->rung > row_rung(row_of(w, p, t))) {
+            if (t >= 0 && row_of(w, p, t) && a->rung > sl_study_live_rung(row_of(w, p, t))) {
                 tr(w, "L %d %s %d", t, me->id, a->rung);
                 put_str(w, p, t, tkey(w, SL_STUDY_KEY_RUNG, t, (uint64_t)a->rung, NULL),
                         a->reason);
@@ -532,8 +522,7 @@ static void turn(world_t *w, int p) {
     peer_t *me = &w->peers[p];
     live_t *lv = &me->live;
     uint64_t now = (uint64_t)w->now;
-    refresh(w, p);
-    work(w, p);
+    work(w, p); /* (the keys of its trial as they are: no derive needed) */
     sl_turn_view_t v;
     if (!view(w, p, &v))
         return;

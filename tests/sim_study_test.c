@@ -367,8 +367,7 @@ static void work(world_t *w, int p) {
     for (int k = 0; k < me->job_count; k++) {
         job_t *j = &me->jobs[k];
         trial_row_t *r = row_of(w, p, j->t);
-        const sl_trial_t *tr = r ? sl_study_live_trial(&me->live, r) : NULL;
-        if (w->now < j->epoch_end || !tr)
+        if (w->now < j->epoch_end || !r)
             continue;
         int e = j->next_epoch;
         if (e > MAX_E || e > w->spec.max_epochs) {
@@ -379,7 +378,7 @@ static void work(world_t *w, int p) {
         if (failed) /* counted once per claim epoch */
             put_str(w, p, tkey(w, SL_STUDY_KEY_FAIL, j->t, j->epoch, NULL), "diverged at epoch 1");
         sl_epoch_outcome out =
-            sl_claim_after_epoch(&w->spec, tr->rung, e, failed, (int)r->fail_count);
+            sl_claim_after_epoch(&w->spec, sl_study_live_rung(r), e, failed, (int)r->fail_count);
         if (!failed) {
             sl_report_t rep = {.epoch = e, .metric_count = 1};
             snprintf(rep.metrics[0].name, sizeof rep.metrics[0].name, "val_acc");
@@ -586,8 +585,7 @@ static void turn(world_t *w, int p) {
     live_t *lv = &me->live;
     sl_turn_out_t *out = &w->out;
     uint64_t now = (uint64_t)w->now;
-    refresh(w, p);
-    work(w, p);
+    work(w, p); /* (the keys of its trials as they are: no derive needed) */
     if (!me->up)
         return; /* (killed between a report and its result) */
     refresh(w, p);

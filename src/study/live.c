@@ -385,6 +385,13 @@ bool sl_study_live_claim(const trial_row_t *r, sl_claim_t *out) {
     return r->claim_count > 0;
 }
 
+int sl_study_live_rung(const trial_row_t *r) {
+    for (int k = SL_STUDY_MAX_RUNGS - 1; k > r->rec_rung; k--)
+        if (r->rung_keys & (1u << k))
+            return k;
+    return r->rec_rung;
+}
+
 /* The join of the claims, the merged result, the rung, the metrics. */
 static void derive_parts(live_t *lv, const sl_study_spec_t *spec, trial_row_t *r) {
     r->has_claim = sl_study_live_claim(r, &r->claim);
@@ -399,13 +406,7 @@ static void derive_parts(live_t *lv, const sl_study_spec_t *spec, trial_row_t *r
     sl_trial_t *t = sl_study_live_trial(lv, r);
     if (!t)
         return;
-    int rung = r->rec_rung;
-    for (int k = SL_STUDY_MAX_RUNGS - 1; k > rung; k--)
-        if (r->rung_keys & (1u << k)) {
-            rung = k;
-            break;
-        }
-    t->rung = rung;
+    t->rung = sl_study_live_rung(r);
     int last = 0;
     for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
         t->objectives[o] = NAN;
@@ -425,18 +426,12 @@ static void derive_parts(live_t *lv, const sl_study_spec_t *spec, trial_row_t *r
 
 /* ---- membership ---- */
 
-bool sl_study_live_owner_alive(const sl_live_env_t *env, const char *owner) {
+sl_live_member sl_study_live_owner(const sl_live_env_t *env, const char *owner) {
     if (!owner[0])
-        return false;
+        return SL_LIVE_GONE; /* (no owner) */
     if (!strcmp(owner, env->self))
-        return true;
-    sl_live_member m = env->member(env->ctx, owner);
-    return m != SL_LIVE_GONE; /* (not heard of yet: its lease decides) */
-}
-
-bool sl_study_live_owner_suspect(const sl_live_env_t *env, const char *owner) {
-    return owner[0] && strcmp(owner, env->self) &&
-           env->member(env->ctx, owner) == SL_LIVE_SUSPECT;
+        return SL_LIVE_ALIVE;
+    return env->member(env->ctx, owner);
 }
 
 /* The trial's state from its parts, the clock and membership: the turn
@@ -446,7 +441,7 @@ static void derive_state(const sl_live_env_t *env, const char *study,
                          uint64_t now) {
     /* (membership and the jobs are asked only where the answer counts) */
     bool held = r->has_claim && !r->claim.released && r->claim.lease_expiry_ms > now;
-    bool alive = held && sl_study_live_owner_alive(env, r->claim.owner);
+    bool alive = held && sl_study_live_owner(env, r->claim.owner) != SL_LIVE_GONE;
     bool mine = alive && !strcmp(r->claim.owner, env->self) &&
                 env->runs(env->ctx, study, r->id);
     t->state = sl_turn_trial_state(spec, t, &r->claim, r->has_claim,
@@ -501,7 +496,8 @@ sl_err sl_study_live_turn_view(live_t *lv, const char *study, const sl_study_spe
     }
     for (size_t o = 0; o < lv->open_count; o++) {
         trial_row_t *r = &lv->rows[lv->open[o]];
-        bool alive = r->has_claim && sl_study_live_owner_alive(env, r->claim.owner);
+        /* (one question of membership a trial: the daemon's is a lookup) */
+        sl_live_member m = r->has_claim ? sl_study_live_owner(env, r->claim.owner) : SL_LIVE_GONE;
         lv->turn_open[o] = (sl_turn_open_t){
             .id = r->id,
             .t = &lv->trials[r->tix - 1],
@@ -509,8 +505,8 @@ sl_err sl_study_live_turn_view(live_t *lv, const char *study, const sl_study_spe
             .has_claim = r->has_claim,
             .has_result = r->has_result,
             .stop = r->stop,
-            .owner_alive = alive,
-            .owner_suspect = alive && sl_study_live_owner_suspect(env, r->claim.owner),
+            .owner_alive = m != SL_LIVE_GONE, /* (not heard of: its lease decides) */
+            .owner_suspect = m == SL_LIVE_SUSPECT,
             .mine = env->runs(env->ctx, study, r->id),
             .claimable_ms = &r->claimable_ms};
     }

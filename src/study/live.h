@@ -145,13 +145,16 @@ static inline sl_trial_t *sl_study_live_trial(const live_t *lv, const trial_row_
 /* The join of the trial's claim registers as they are now (before a
  * derive); false when it has none. */
 bool sl_study_live_claim(const trial_row_t *r, sl_claim_t *out);
+/* The trial's rung as its keys say now (before a derive): its record's,
+ * or the highest promotion. */
+int sl_study_live_rung(const trial_row_t *r);
 
-/* Whether `owner` is alive in this peer's view: itself, a member alive
- * or suspect, or one not heard of yet (its lease decides). */
-bool sl_study_live_owner_alive(const sl_live_env_t *env, const char *owner);
-/* `owner` is another member membership holds SUSPECT (alive to the view,
- * but a probe of it went unanswered: the turn may take its trials over). */
-bool sl_study_live_owner_suspect(const sl_live_env_t *env, const char *owner);
+/* Membership's answer for the owner of a claim: this peer itself is
+ * alive, no owner is gone, any other is `env`'s member(). Alive in this
+ * peer's view: anything but SL_LIVE_GONE (one not heard of yet counts as
+ * alive: its lease decides); SUSPECT: alive, but a probe of it went
+ * unanswered (the turn may take its trials over). */
+sl_live_member sl_study_live_owner(const sl_live_env_t *env, const char *owner);
 
 /* The turn core's view of the study (study/turn.h) as last derived: the
  * open trials with what the turn reads of them. Borrowed from the live
