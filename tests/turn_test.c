@@ -18,18 +18,24 @@
 
 static sl_study_spec_t spec;
 
-static void spec_init(void) {
-    const char *json =
-        "{\"name\": \"turn\", \"trainer\": {\"type\": \"command\", \"command\": \"t {x}\"},"
-        " \"search_space\": {\"x\": {\"type\": \"real\", \"low\": 0.0, \"high\": 1.0}},"
-        " \"searcher\": {\"type\": \"random\"},"
-        " \"scheduler\": {\"type\": \"fifo\", \"max_epochs\": 4},"
-        " \"objectives\": [{\"metric\": \"score\", \"goal\": \"max\"}],"
-        " \"budget\": {\"trials\": 10}, \"lease_ms\": 3000}";
-    char why[256];
-    sl_err err = sl_study_spec_parse(json, strlen(json), &spec, why, sizeof why);
+/* A command study of one real parameter, `scheduler` its scheduler's
+ * JSON object, `trials` its budget. */
+static bool spec_make(const char *scheduler, int trials, sl_study_spec_t *out) {
+    char json[1024], why[256];
+    snprintf(json, sizeof json,
+             "{\"name\": \"turn\", \"trainer\": {\"type\": \"command\", \"command\": \"t {x}\"},"
+             " \"search_space\": {\"x\": {\"type\": \"real\", \"low\": 0.0, \"high\": 1.0}},"
+             " \"searcher\": {\"type\": \"random\"}, \"scheduler\": %s,"
+             " \"objectives\": [{\"metric\": \"score\", \"goal\": \"max\"}],"
+             " \"budget\": {\"trials\": %d}, \"lease_ms\": 3000}",
+             scheduler, trials);
+    sl_err err = sl_study_spec_parse(json, strlen(json), out, why, sizeof why);
     CHECK_MSG(err == SL_OK, "spec: %s", why);
-    if (err != SL_OK)
+    return err == SL_OK;
+}
+
+static void spec_init(void) {
+    if (!spec_make("{\"type\": \"fifo\", \"max_epochs\": 4}", 10, &spec))
         exit(1);
 }
 
@@ -208,17 +214,8 @@ static void end_init(end_t *f, double s1, double s2, bool t2_runs) {
 }
 
 static void test_finish_by_last_owner(void) {
-    const char *json =
-        "{\"name\": \"end\", \"trainer\": {\"type\": \"command\", \"command\": \"t {x}\"},"
-        " \"search_space\": {\"x\": {\"type\": \"real\", \"low\": 0.0, \"high\": 1.0}},"
-        " \"searcher\": {\"type\": \"random\"},"
-        " \"scheduler\": {\"type\": \"asha\", \"min_epochs\": 1, \"max_epochs\": 3, \"reduction\": 3},"
-        " \"objectives\": [{\"metric\": \"score\", \"goal\": \"max\"}],"
-        " \"budget\": {\"trials\": 3}, \"lease_ms\": 3000}";
-    char why[256];
-    sl_err err = sl_study_spec_parse(json, strlen(json), &asha, why, sizeof why);
-    CHECK_MSG(err == SL_OK, "spec: %s", why);
-    if (err != SL_OK)
+    if (!spec_make("{\"type\": \"asha\", \"min_epochs\": 1, \"max_epochs\": 3, \"reduction\": 3}",
+                   3, &asha))
         return;
     /* every open trial paused, none promotable (t0 was rung 0's best): the
        paused ones stopped as the leader would, and the study's end */
