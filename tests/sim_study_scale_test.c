@@ -522,6 +522,7 @@ static void turn(world_t *w, int p) {
     peer_t *me = &w->peers[p];
     live_t *lv = &me->live;
     uint64_t now = (uint64_t)w->now;
+    bool busy0 = me->busy;
     work(w, p); /* (the keys of its trial as they are: no derive needed) */
     sl_turn_view_t v;
     if (!view(w, p, &v))
@@ -549,6 +550,16 @@ static void turn(world_t *w, int p) {
         return;
     }
     apply(w, p, &w->out);
+    /* its job ended this turn and another leads: its result may have been
+       the study's last (sl_turn_finish, as the daemon asks it) */
+    if (!w->out.led && busy0 && !me->busy) {
+        sl_turn_out_clear(&w->out);
+        if (sl_turn_finish(&v, me->id, &w->out) != SL_OK) {
+            violate(w, "turn: finish failed");
+            return;
+        }
+        apply(w, p, &w->out);
+    }
     if (lv->finished)
         return;
     if (w->out.count && !view(w, p, &v))

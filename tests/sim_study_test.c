@@ -585,6 +585,7 @@ static void turn(world_t *w, int p) {
     live_t *lv = &me->live;
     sl_turn_out_t *out = &w->out;
     uint64_t now = (uint64_t)w->now;
+    int jobs0 = me->job_count;
     work(w, p); /* (the keys of its trials as they are: no derive needed) */
     if (!me->up)
         return; /* (killed between a report and its result) */
@@ -641,6 +642,19 @@ static void turn(world_t *w, int p) {
             violate(w, "T4: %s (leader %s)", why, me->id);
     }
     apply(w, p, out, NULL);
+    /* a job of this peer ended this turn and another leads: its result
+       may have been the study's last (sl_turn_finish, as the daemon asks
+       it); the planted T1 bug drops its STOPs as the leader's */
+    if (!out->led && me->job_count < jobs0) {
+        sl_turn_out_clear(out);
+        if (sl_turn_finish(&v, me->id, out) != SL_OK) {
+            violate(w, "turn: finish failed");
+            return;
+        }
+        if (w->bug == BUG_T1_SKIP_STOPS)
+            plant_lead(w, &v, out);
+        apply(w, p, out, NULL);
+    }
     if (lv->finished)
         return;
     /* the claims (a simulated peer has caught up: its replica is the
