@@ -232,15 +232,6 @@ static void put_str(world_t *w, int p, int t, const char *key, const char *val) 
     put(w, p, t, key, val, strlen(val));
 }
 
-static char *dup_bytes(const char *s, size_t len) {
-    char *d = malloc(len + 1);
-    if (!d)
-        abort(); /* (a test's allocation) */
-    memcpy(d, s, len);
-    d[len] = 0;
-    return d;
-}
-
 /* Peer p wrote trial t (-1: the finished flag): its keys of it are on
  * their way to the others, 1..DELAY_STEPS steps. */
 static void sent(world_t *w, int p, int t) {
@@ -249,26 +240,32 @@ static void sent(world_t *w, int p, int t) {
     b->d = rep_grow(b->d, &b->cap, b->count + 1, sizeof *b->d);
     const peer_t *me = &w->peers[p];
     const keylist_t *l = &me->tk[t + 1];
-    delta_t *d = &b->d[b->count++];
-    *d = (delta_t){.writer = p, .t = t, .kv = malloc((l->count + 1) * sizeof *d->kv),
-                   .n = l->count};
-    if (!d->kv)
-        abort();
+    /* (one block: the entries, then their keys and values) */
+    size_t bytes = (l->count + 1) * sizeof(kv_t);
     for (size_t i = 0; i < l->count; i++) {
         const kv_t *e = &me->rep.e[l->e[i]];
-        d->kv[i] = (kv_t){.key = dup_bytes(e->key, e->key_len), .key_len = e->key_len,
-                          .val = e->val ? dup_bytes(e->val, e->val_len) : NULL,
-                          .val_len = e->val_len, .stamp = e->stamp};
+        bytes += e->key_len + 1 + (e->val ? e->val_len + 1 : 0);
+    }
+    delta_t *d = &b->d[b->count++];
+    *d = (delta_t){.writer = p, .t = t, .kv = malloc(bytes), .n = l->count};
+    if (!d->kv)
+        abort(); /* (a test's allocation) */
+    char *at = (char *)(d->kv + l->count + 1);
+    for (size_t i = 0; i < l->count; i++) {
+        const kv_t *e = &me->rep.e[l->e[i]];
+        kv_t *c = &d->kv[i];
+        *c = (kv_t){.key = at, .key_len = e->key_len, .val_len = e->val_len, .stamp = e->stamp};
+        memcpy(at, e->key, e->key_len + 1);
+        at += e->key_len + 1;
+        if (e->val) {
+            c->val = at;
+            memcpy(at, e->val, e->val_len + 1);
+            at += e->val_len + 1;
+        }
     }
 }
 
-static void delta_fini(delta_t *d) {
-    for (size_t i = 0; i < d->n; i++) {
-        free(d->kv[i].key);
-        free(d->kv[i].val);
-    }
-    free(d->kv);
-}
+static void delta_fini(delta_t *d) { free(d->kv); }
 
 /* The writes due this step reach every peer up. */
 static void deliver(world_t *w) {
