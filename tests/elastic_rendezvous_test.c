@@ -760,6 +760,8 @@ typedef struct {
     size_t worlds;                 /* worlds sealed */
     size_t walked_max;             /* the most records one turn took in */
     int64_t now;
+    sl_elastic_entry_t *log;       /* every entry written, in the order written */
+    size_t logged, log_cap;        /* entries */
 } long_t;
 
 static void long_add(long_t *l, sl_elastic_key_kind kind, uint64_t round, const char *peer,
@@ -772,6 +774,14 @@ static void long_add(long_t *l, sl_elastic_key_kind kind, uint64_t round, const 
     CHECK_OK(sl_elastic_key_build(&k, key, sizeof key, &key_len));
     sl_err err = sl_elastic_records_add(l->recs, key, key_len, val, len, why, sizeof why);
     CHECK_MSG(err == SL_OK, "%s refused: %s", key, why);
+    if (l->logged == l->log_cap) {
+        l->log_cap = l->log_cap ? 2 * l->log_cap : 1024;
+        l->log = realloc(l->log, l->log_cap * sizeof *l->log);
+    }
+    char *copy = malloc(key_len + len);
+    memcpy(copy, key, key_len);
+    memcpy(copy + key_len, val, len);
+    l->log[l->logged++] = (sl_elastic_entry_t){copy, key_len, copy + key_len, len};
 }
 
 static void long_boot(long_t *l, int p) {
@@ -905,6 +915,44 @@ static void test_long_job_pruned_view(void) {
     CHECK(v.world_count <= 8);
     CHECK(v.past_count == 4);       /* one memory per peer */
     CHECK(sl_elastic_records_left_out(L.recs) == 0);
+
+    /* a peer that restarts, or joins, reads the whole history from its
+       replica (in the store's key order, not the rounds'): it is loaded
+       in rising rounds and pruned as it comes, and says what the live
+       records say */
+    CHECK(L.logged % 7919 != 0);
+    sl_elastic_entry_t *shuffled = malloc(L.logged * sizeof *shuffled);
+    for (size_t i = 0; i < L.logged; i++)
+        shuffled[i] = L.log[(i * 7919) % L.logged]; /* 7919 is prime, L.logged not its multiple */
+    sl_elastic_records_t *fresh = NULL;
+    CHECK_OK(sl_elastic_records_new(LONG_JOB, 4, &fresh));
+    size_t refused = 1;
+    char why[200] = "";
+    CHECK_OK(sl_elastic_records_load(fresh, shuffled, L.logged, &refused, why, sizeof why));
+    CHECK_MSG(refused == 0, "%zu refused: %s", refused, why);
+    CHECK(!sl_elastic_records_stale(fresh));
+    sl_elastic_view_t fv;
+    memset(&fv, 0, sizeof fv);
+    sl_elastic_records_view(fresh, &fv);
+    sl_elastic_ref_t live_head, fresh_head;
+    CHECK_OK(sl_elastic_head(&v, &live_head));
+    CHECK_OK(sl_elastic_head(&fv, &fresh_head));
+    CHECK(sl_elastic_ref_eq(&live_head, &fresh_head));
+    CHECK(fv.anchor.round > 2000);
+    CHECK(fv.ack_count < SL_ELASTIC_MAX_RECORDS);
+    printf("  loaded again from %zu entries: anchor round %llu, %zu worlds, %zu acks, head "
+           "%llu/%s\n", L.logged, (unsigned long long)fv.anchor.round, fv.world_count,
+           fv.ack_count, (unsigned long long)fresh_head.round, fresh_head.leader);
+    bool moved;
+    CHECK_OK(sl_elastic_records_prune(fresh, &moved));
+    sl_elastic_records_view(fresh, &fv);
+    CHECK(sl_elastic_ref_eq(&fv.anchor, &v.anchor)); /* and prunes where the live ones are */
+    sl_elastic_records_destroy(&fresh);
+    free(shuffled);
+    for (size_t i = 0; i < L.logged; i++)
+        free((void *)L.log[i].key);
+    free(L.log);
+
     for (int p = 0; p < NP; p++)
         sl_elastic_destroy(&L.core[p]);
     sl_elastic_records_destroy(&L.recs);

@@ -276,7 +276,7 @@ static void prune(world_t *w, int p) {
     sl_elastic_ref_t anchor;
     sl_elastic_past_t past[MAXP];
     size_t n;
-    sl_err err = sl_elastic_anchor(&v, &anchor, past, MAXP, &n);
+    sl_err err = sl_elastic_anchor(&v, UINT64_MAX, &anchor, past, MAXP, &n);
     if (err) {
         violate(w, "core: %s's anchor: %s", me->id, sl_errname(err));
         return;

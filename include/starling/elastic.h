@@ -253,10 +253,12 @@ sl_err sl_elastic_head(const sl_elastic_view_t *view, sl_elastic_ref_t *out);
  * round is established or dead, and past which no world of the view
  * names a parent or graft below it. `past` (past_cap entries: the view's
  * past_count plus ack_count is enough) gets one entry per peer with an
- * ack below it, sorted by peer. *anchor is the view's own anchor when it
- * cannot move, round 0 when a full view has none. SL_ENOMEM, SL_ETOOBIG
+ * ack below it, sorted by peer. No anchor above round `limit` is taken
+ * (UINT64_MAX: none; a reader that knows of worlds not yet in the view
+ * sets it, sl_elastic_records_load). *anchor is the view's own anchor when
+ * it cannot move, round 0 when a full view has none. SL_ENOMEM, SL_ETOOBIG
  * (past_cap short), or SL_EINVAL as sl_elastic_step. */
-sl_err sl_elastic_anchor(const sl_elastic_view_t *view, sl_elastic_ref_t *anchor,
+sl_err sl_elastic_anchor(const sl_elastic_view_t *view, uint64_t limit, sl_elastic_ref_t *anchor,
                          sl_elastic_past_t *past, size_t past_cap, size_t *past_count);
 
 /* Whether a view pruned at `anchor` can judge world `w`: its round is at
@@ -539,14 +541,33 @@ void sl_elastic_records_view(const sl_elastic_records_t *r, sl_elastic_view_t *v
  * left out (counted), not kept. *moved: whether it moved. The view then
  * carries the anchor and its past. SL_ENOMEM. */
 sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved);
+/* One store entry of a job (borrowed), for sl_elastic_records_load. */
+typedef struct {
+    const char *key;  /* job/J/... */
+    size_t key_len;   /* bytes */
+    const void *val;  /* its value */
+    size_t val_len;   /* bytes */
+} sl_elastic_entry_t;
+
+/* Reads a job's whole history into records that hold none yet (a restart,
+ * a fresh peer, records gone stale): every entry as sl_elastic_records_add
+ * takes it, the world and ack records in rising rounds, and whenever they
+ * near the bound, at a round's end, the records are pruned at the newest
+ * anchor that prefix of the history allows and that no later world's
+ * parent or graft is below (so nothing read after it is stale). A history
+ * of any length fits, where adding it in the store's order would pass the
+ * bound. *refused: the entries refused (the last one's reason in `why`).
+ * SL_ENOMEM. */
+sl_err sl_elastic_records_load(sl_elastic_records_t *r, const sl_elastic_entry_t *entries,
+                               size_t count, size_t *refused, char *why, size_t why_len);
 /* Records read and left out because they were below the anchor. */
 uint64_t sl_elastic_records_left_out(const sl_elastic_records_t *r);
 /* Whether a record arrived since the anchor was set that the pruned view
  * cannot judge: one below the anchor (new to this replica: a partition's
- * other side wrote it), or a world that carries on a world below it. The
- * caller then reads the job's records again into new records (whole, and
- * prunes again): the anchor's argument holds only for records that respect
- * it. */
+ * other side wrote it), or a world that carries on a world below it; or a
+ * world or ack was refused for the bound. The caller then reads the job's
+ * records again into new records (sl_elastic_records_load): the anchor's
+ * argument holds only for records that respect it. */
 bool sl_elastic_records_stale(const sl_elastic_records_t *r);
 
 #ifdef __cplusplus

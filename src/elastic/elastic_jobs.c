@@ -120,16 +120,54 @@ bad:
 typedef struct {
     sl_elastic_node_t *en;
     en_job_t *j;
+    sl_elastic_entry_t *entries; /* the rendezvous's records, copied */
+    size_t count, cap;           /* entries */
+    sl_err err;                  /* SL_ENOMEM once a copy failed */
 } scan_ctx_t;
 
 static bool scan_job(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
     scan_ctx_t *c = ctx;
-    if (e->type == SL_CRDT_LWW)
+    if (e->type != SL_CRDT_LWW)
+        return true;
+    sl_elastic_key_t k;
+    char why[200];
+    if (sl_elastic_key_parse((const char *)key, key_len, &k, why, sizeof why) != SL_OK ||
+        (k.kind != SL_ELASTIC_KEY_WORLD && k.kind != SL_ELASTIC_KEY_ACK)) {
         sl_en_take_entry(c->en, c->j, key, key_len, e->val, e->val_len);
+        return true;
+    }
+    /* worlds and acks: read in rising rounds, below (the history may be
+       longer than a view holds) */
+    if (c->count == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 256;
+        sl_elastic_entry_t *ne = sl_calloc(nc, sizeof *ne);
+        if (!ne) {
+            c->err = SL_ENOMEM;
+            return false;
+        }
+        if (c->count)
+            memcpy(ne, c->entries, c->count * sizeof *ne);
+        sl_free(c->entries);
+        c->entries = ne;
+        c->cap = nc;
+    }
+    char *copy = sl_calloc(key_len + e->val_len + 1, 1);
+    if (!copy) {
+        c->err = SL_ENOMEM;
+        return false;
+    }
+    memcpy(copy, key, key_len);
+    if (e->val_len)
+        memcpy(copy + key_len, e->val, e->val_len);
+    c->entries[c->count++] =
+        (sl_elastic_entry_t){.key = copy, .key_len = key_len, .val = copy + key_len,
+                             .val_len = e->val_len};
     return true;
 }
 
-/* Reads every record of job j from the replica again. */
+/* Reads every record of job j from the replica again: the rendezvous's
+ * worlds and acks in rising rounds, pruned as they come
+ * (sl_elastic_records_load), so a history of any length fits the view. */
 sl_err sl_en_reload(sl_elastic_node_t *en, en_job_t *j) {
     sl_elastic_records_destroy(&j->recs);
     sl_err err = sl_elastic_records_new(j->id, j->spec.max_nodes, &j->recs);
@@ -137,9 +175,21 @@ sl_err sl_en_reload(sl_elastic_node_t *en, en_job_t *j) {
         return err;
     char prefix[32];
     int n = snprintf(prefix, sizeof prefix, "job/%s/", j->id);
-    scan_ctx_t c = {en, j};
+    scan_ctx_t c = {.en = en, .j = j};
     sl_store_scan(sl_store_node_store(en->store), prefix, (size_t)n, scan_job, &c);
-    return SL_OK;
+    size_t refused = 0;
+    char why[256] = "";
+    if (c.err == SL_OK)
+        c.err = sl_elastic_records_load(j->recs, c.entries, c.count, &refused, why, sizeof why);
+    if (refused) {
+        en->bad_records += refused;
+        sl_log(SL_LOG_WARNING, "ELASTIC-RECORD", "job %s: %zu records refused (the last: %s)",
+               j->id, refused, why);
+    }
+    for (size_t i = 0; i < c.count; i++)
+        sl_free((void *)c.entries[i].key);
+    sl_free(c.entries);
+    return c.err;
 }
 
 /* Forgets a job (its records stay in the store: a command reads it back). */

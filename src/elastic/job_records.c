@@ -6,6 +6,7 @@
  * the receiver's rules are proto/elastic.md. */
 #include <stdio.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -664,9 +665,11 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
             if (sl_elastic_ref_eq(&r->worlds[i].id, &w.id))
                 return sl_why(why, why_len, SL_EEXIST, "world: a second record of round %llu by %s",
                            (unsigned long long)w.id.round, w.id.leader);
-        if (r->world_count >= SL_ELASTIC_MAX_RECORDS)
+        if (r->world_count >= SL_ELASTIC_MAX_RECORDS) {
+            r->stale = true; /* the view misses it: read them again, in order */
             return sl_why(why, why_len, SL_ETOOBIG, "world: over %d records",
                           SL_ELASTIC_MAX_RECORDS);
+        }
         if ((err = grow((void **)&r->worlds, (const void ***)&r->world_ptrs, &r->world_cap,
                         r->world_count, sizeof w)))
             return err;
@@ -688,9 +691,11 @@ sl_err sl_elastic_records_add(sl_elastic_records_t *r, const char *key, size_t k
             if (r->acks[i].world.round == a.world.round && strcmp(r->acks[i].peer, a.peer) == 0)
                 return sl_why(why, why_len, SL_EEXIST, "ack: a second record of round %llu by %s",
                            (unsigned long long)a.world.round, a.peer);
-        if (r->ack_count >= SL_ELASTIC_MAX_RECORDS)
+        if (r->ack_count >= SL_ELASTIC_MAX_RECORDS) {
+            r->stale = true;
             return sl_why(why, why_len, SL_ETOOBIG, "ack: over %d records",
                           SL_ELASTIC_MAX_RECORDS);
+        }
         if ((err = grow((void **)&r->acks, (const void ***)&r->ack_ptrs, &r->ack_cap,
                         r->ack_count, sizeof a)))
             return err;
@@ -737,7 +742,8 @@ static size_t keep_from(void *arr, const void **ptrs, size_t count, size_t size,
     return k;
 }
 
-sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
+/* Prunes at the newest anchor at or below round `limit`. */
+static sl_err prune_to(sl_elastic_records_t *r, uint64_t limit, bool *moved) {
     *moved = false;
     sl_elastic_view_t v;
     memset(&v, 0, sizeof v);
@@ -748,7 +754,7 @@ sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
         return SL_ENOMEM;
     sl_elastic_ref_t anchor;
     size_t n;
-    sl_err err = sl_elastic_anchor(&v, &anchor, past, cap, &n);
+    sl_err err = sl_elastic_anchor(&v, limit, &anchor, past, cap, &n);
     if (err || sl_elastic_ref_eq(&anchor, &r->anchor)) {
         sl_free(past);
         return err;
@@ -765,6 +771,93 @@ sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
     r->anchor = anchor;
     *moved = true;
     return SL_OK;
+}
+
+sl_err sl_elastic_records_prune(sl_elastic_records_t *r, bool *moved) {
+    return prune_to(r, UINT64_MAX, moved);
+}
+
+/* A world or ack entry of a history being loaded: its round, and (a world)
+ * the round of the parent or graft it names. */
+typedef struct {
+    uint64_t round;  /* the key's round */
+    uint64_t base;   /* a world: its parent's or graft's round (0: none or unknown) */
+    size_t i;        /* index in the entries */
+} load_item_t;
+
+static int load_item_cmp(const void *a, const void *b) {
+    const load_item_t *x = a, *y = b;
+    if (x->round != y->round)
+        return x->round < y->round ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+sl_err sl_elastic_records_load(sl_elastic_records_t *r, const sl_elastic_entry_t *entries,
+                               size_t count, size_t *refused, char *why, size_t why_len) {
+    *refused = 0;
+    load_item_t *items = sl_calloc(count ? count : 1, sizeof *items);
+    uint64_t *later = sl_calloc(count + 1, sizeof *later);
+    if (!items || !later) {
+        sl_free(items);
+        sl_free(later);
+        return SL_ENOMEM;
+    }
+    size_t n = 0;
+    char w2[200];
+    sl_err err = SL_OK;
+    for (size_t i = 0; i < count; i++) {
+        const sl_elastic_entry_t *e = &entries[i];
+        sl_elastic_key_t k;
+        bool ordered = sl_elastic_key_parse(e->key, e->key_len, &k, w2, sizeof w2) == SL_OK &&
+                       (k.kind == SL_ELASTIC_KEY_WORLD || k.kind == SL_ELASTIC_KEY_ACK);
+        if (!ordered) { /* volunteers, cancel, the rest: in any order */
+            err = sl_elastic_records_add(r, e->key, e->key_len, e->val, e->val_len, w2,
+                                         sizeof w2);
+            if (err == SL_ENOMEM)
+                goto done;
+            if (err && err != SL_EEXIST) {
+                (*refused)++;
+                snprintf(why, why_len, "%s", w2);
+            }
+            continue;
+        }
+        items[n].round = k.round;
+        items[n].i = i;
+        sl_elastic_world_t w;
+        if (k.kind == SL_ELASTIC_KEY_WORLD &&
+            sl_elastic_world_decode(&k, r->max_nodes, e->val, e->val_len, &w, w2, sizeof w2) ==
+                SL_OK)
+            items[n].base = w.parent.round ? w.parent.round : w.graft.round;
+        n++;
+    }
+    qsort(items, n, sizeof *items, load_item_cmp);
+    /* later[j]: the lowest base a world from item j on names; an anchor
+       above it would make that world stale once read */
+    later[n] = UINT64_MAX;
+    for (size_t j = n; j-- > 0;)
+        later[j] = items[j].base && items[j].base < later[j + 1] ? items[j].base : later[j + 1];
+    for (size_t j = 0; j < n; j++) {
+        if (j > 0 && items[j].round != items[j - 1].round &&
+            (r->world_count >= SL_ELASTIC_MAX_RECORDS / 2 ||
+             r->ack_count >= SL_ELASTIC_MAX_RECORDS / 2)) {
+            bool moved; /* a whole prefix of the history is in: prune it */
+            if ((err = prune_to(r, later[j], &moved)) == SL_ENOMEM)
+                goto done;
+        }
+        const sl_elastic_entry_t *e = &entries[items[j].i];
+        err = sl_elastic_records_add(r, e->key, e->key_len, e->val, e->val_len, w2, sizeof w2);
+        if (err == SL_ENOMEM)
+            goto done;
+        if (err && err != SL_EEXIST) {
+            (*refused)++;
+            snprintf(why, why_len, "%s", w2);
+        }
+    }
+    err = SL_OK;
+done:
+    sl_free(items);
+    sl_free(later);
+    return err;
 }
 
 uint64_t sl_elastic_records_left_out(const sl_elastic_records_t *r) { return r->left_out; }

@@ -710,9 +710,9 @@ static int parent_of(an_t *an, int x) {
  * decided (its status is final: what is kept of it is all any later
  * record can ask), and no other world at or past it names a parent or
  * graft below it (one would need what is cut). */
-static bool may_cut_at(an_t *an, int x, uint64_t undecided) {
+static bool may_cut_at(an_t *an, int x, uint64_t undecided, uint64_t limit) {
     const sl_elastic_ref_t *a = &an->worlds[x].w->id;
-    if (a->round > undecided)
+    if (a->round > undecided || a->round > limit)
         return false;
     for (size_t i = 0; i < an->nw; i++) {
         const sl_elastic_world_t *w = an->worlds[i].w;
@@ -755,7 +755,7 @@ static void past_entry(an_t *an, int x, const char *peer, const sl_elastic_ack_t
     }
 }
 
-sl_err sl_elastic_anchor(const sl_elastic_view_t *view, sl_elastic_ref_t *anchor,
+sl_err sl_elastic_anchor(const sl_elastic_view_t *view, uint64_t limit, sl_elastic_ref_t *anchor,
                          sl_elastic_past_t *past, size_t past_cap, size_t *past_count) {
     memset(anchor, 0, sizeof *anchor);
     *past_count = 0;
@@ -774,7 +774,7 @@ sl_err sl_elastic_anchor(const sl_elastic_view_t *view, sl_elastic_ref_t *anchor
     int x = -1;
     for (int y = head >= 0 ? parent_of(&an, head) : -1; y >= 0 && y != an.anchor;
          y = parent_of(&an, y))
-        if (may_cut_at(&an, y, undecided)) {
+        if (may_cut_at(&an, y, undecided, limit)) {
             x = y;
             break;
         }

@@ -12,7 +12,8 @@
  *     reads: every world's status, the head, and one turn of a core; a key
  *     of length 0 prunes the view at its anchor (sl_elastic_records_prune)
  *     before the entries after it are added, and the view is pruned once
- *     more at the end (the pruned view, read the same way)
+ *     more at the end (the pruned view, read the same way); then the same
+ *     entries are loaded whole (sl_elastic_records_load) and read again
  * tests/fuzz/corpus/elastic/ holds seeds in this layout (v-*: the vectors
  * of proto/vectors/elastic/gen.py).
  *
@@ -158,7 +159,10 @@ static void many_entries(const uint8_t *data, size_t size) {
     if (sl_elastic_records_new(JOB, 4, &r) != SL_OK)
         abort();
     char why[256], key[256];
-    size_t i = 0;
+    sl_elastic_entry_t *all = calloc(size + 1, sizeof *all);
+    if (!all)
+        abort();
+    size_t count = 0, i = 0;
     while (i < size) {
         size_t kl = data[i++];
         bool moved;
@@ -176,6 +180,7 @@ static void many_entries(const uint8_t *data, size_t size) {
         if (size - i < vl)
             vl = size - i;
         sl_elastic_records_add(r, key, kl, data + i, vl, why, sizeof why);
+        all[count++] = (sl_elastic_entry_t){(const char *)data + i - 2 - kl, kl, data + i, vl};
         i += vl;
     }
     read_view(r);
@@ -185,6 +190,13 @@ static void many_entries(const uint8_t *data, size_t size) {
     if (moved)
         read_view(r);
     sl_elastic_records_destroy(&r);
+    size_t refused;
+    if (sl_elastic_records_new(JOB, 4, &r) != SL_OK)
+        abort();
+    if (sl_elastic_records_load(r, all, count, &refused, why, sizeof why) == SL_OK)
+        read_view(r);
+    sl_elastic_records_destroy(&r);
+    free(all);
 }
 
 /* The core reads the view of `r`: every world's status, the head, the
@@ -216,7 +228,7 @@ static void read_view(sl_elastic_records_t *r) {
     sl_elastic_past_t *past = calloc(cap + 1, sizeof *past);
     if (!past)
         abort();
-    if (sl_elastic_anchor(&view, &anchor, past, cap, &n) == SL_OK &&
+    if (sl_elastic_anchor(&view, UINT64_MAX, &anchor, past, cap, &n) == SL_OK &&
         (n > cap || (anchor.round && anchor.round < view.anchor.round)))
         fail("an anchor moves back, or its past overflows");
     free(past);
