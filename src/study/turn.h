@@ -201,7 +201,8 @@ sl_err sl_turn_lead(const sl_turn_view_t *v, const sl_study_members_t *ms, const
  * moment before, and the study waited for its restart and catch-up (in
  * the 32-peer scaling runs the last round's leader is always p29, a
  * churner killed about 6 s in and back 1 s later: 4-1131 ms from the
- * last result to the end, 280 ms at the median of six runs).
+ * last result to the end, 360 ms at the median of nine runs; 1-12 ms in
+ * twelve runs with this).
  * Asynchronous ASHA only: its end is a function of the results, which
  * the leader's decision repeats when it comes (results merge:
  * sl_result_merge); a synchronous scheduler's decisions stay its
