@@ -61,7 +61,7 @@
 #define SETTLE_MS 300
 #define ACK_TIMEOUT_MS 3000
 #define SYNC_ALONE_MS 2000    /* a peer that hears nobody seals a root after this */
-#define LONG_MS 30000         /* one seed in four: faults this much longer */
+#define LONG_MS 40000         /* one seed in four: faults this much longer */
 
 typedef struct {
     sl_elastic_world_t w;  /* the record */

@@ -43,8 +43,11 @@
  * of a world of two died, or 2 of 3), the leader seals a root that names
  * H as the world it grafts onto and carries H's state on (a continuer is
  * its source). It is established when H is and a majority of its own
- * members continue H into it. A lineage whose root grafts onto G is
- * dropped when G has an established child (the quorum side went on), when
+ * members continue H into it, so its members are H's continuers, then the
+ * others whose chain still reaches H's round, then the rest, and the
+ * leader seals it only when a majority can (else it waits). A lineage
+ * whose root grafts onto G is dropped when G has an established child
+ * (the quorum side went on), when
  * an established graft onto G of a lower (round, leader) exists, or when
  * G's lineage is dropped: of the worlds that carry G on, at most one
  * lineage is kept, and dropped, as established, only becomes true.
@@ -89,6 +92,7 @@ struct sl_elastic {
     int64_t settle_since_ms;            /* leader: when sealing first became possible */
     uint64_t sealed_round;              /* leader: the last round it sealed */
     size_t walked;                      /* world and ack records its last turn took in */
+    sl_elastic_world_t sealing;         /* leader: the world it is about to seal */
 };
 
 bool sl_elastic_ref_eq(const sl_elastic_ref_t *a, const sl_elastic_ref_t *b) {
@@ -1084,9 +1088,12 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
         now_ms - e->settle_since_ms < (int64_t)e->cfg.settle_ms)
         goto done;
     /* members: the continuers in their old rank order, then the others
-     * by id, up to max */
-    sl_elastic_action_t *a = emit(out, SL_ELASTIC_WRITE_WORLD);
-    sl_elastic_world_t *w = &a->world;
+     * by id, up to max; in a graft, first the others whose chain of acks
+     * still reaches H's round (a graft needs a majority of its own members
+     * to continue H: a peer committed since, if only to a world of a
+     * lineage dropped since, never can) */
+    sl_elastic_world_t *w = &e->sealing;
+    memset(w, 0, sizeof *w);
     w->id.round = round;
     set_id(w->id.leader, e->self);
     if (graft)
@@ -1102,8 +1109,22 @@ static void lead(sl_elastic_t *e, an_t *an, uint64_t my_vol, uint64_t max_round,
         if (!cont[j] || !h)
             joiners[nj++] = cand[j].id;
     qsort(joiners, nj, sizeof *joiners, id_cmp);
-    for (size_t j = 0; j < nj && w->count < e->cfg.max_nodes; j++)
-        set_id(w->members[w->count++], joiners[j]);
+    uint32_t reach = w->count; /* members that can continue H into a graft */
+    for (int pass = graft ? 0 : 1; pass < 2; pass++)
+        for (size_t j = 0; j < nj && w->count < e->cfg.max_nodes; j++) {
+            bool yes = graft && chain(an, joiners[j], tip_of(an, joiners[j]), &h->id) == YES;
+            if (pass == 0 ? !yes : (graft && yes))
+                continue; /* in the other pass */
+            reach += yes;
+            set_id(w->members[w->count++], joiners[j]);
+        }
+    if (graft && 2 * reach <= w->count && g_bug != SL_ELASTIC_BUG_NO_MAJORITY) {
+        /* it would be dead at once: wait for a peer that can count (a
+           fresh one, or one back from a partition) */
+        e->settle_round = 0;
+        goto done;
+    }
+    emit(out, SL_ELASTIC_WRITE_WORLD)->world = *w;
     e->sealed_round = round;
     if (graft)
         sl_log(SL_LOG_INFO, "ELASTIC-GRAFT",
