@@ -1,6 +1,7 @@
-/* The store: local operations, anti-entropy between replicas (digests,
- * chunked deltas, never echoing), garbage collection, retiring, reset
- * snapshots, disk snapshots and hostile input. */
+/* The store: local operations, the keys a received message changed,
+ * anti-entropy between replicas (digests, chunked deltas, never echoing),
+ * garbage collection, retiring, reset snapshots, disk snapshots and
+ * hostile input. */
 #include <stdlib.h>
 
 #include "starling/mpack.h"
@@ -65,6 +66,74 @@ static void check_get(sl_store_t *s, const char *k, const char *want) {
     }
     CHECK_OK(err);
     CHECK_MSG(err == SL_OK && n == strlen(want) && memcmp(v, want, n) == 0, "key %s", k);
+}
+
+/* Receives local write `d` at b and says which keys b reports changed. */
+static void receive_changes(sl_store_t *b, sl_store_msg_t *d, uint64_t now_ms, const char *want) {
+    sl_store_out_t o;
+    sl_store_out_init(&o);
+    o.list_changed = true;
+    bool persist;
+    CHECK_OK(sl_store_receive(b, d->type, d->body, d->len, now_ms, &o, &persist));
+    char got[64] = "";
+    for (size_t i = 0; i < o.changed_count; i++) {
+        size_t at = strlen(got);
+        snprintf(got + at, sizeof got - at, "%s%.*s", at ? " " : "", (int)o.changed[i].key_len,
+                 (const char *)o.changed[i].key);
+    }
+    CHECK_MSG(strcmp(got, want) == 0, "changed \"%s\", want \"%s\"", got, want);
+    CHECK(!o.all_changed);
+    sl_store_out_fini(&o);
+    sl_store_msg_fini(d);
+}
+
+/* A received DELTA reports each key whose value it changed (what the
+ * store node tells its listeners); a RESET snapshot reports the map. */
+static void test_change_reports(void) {
+    sl_store_t *a = mk(1, 0), *b = mk(2, 0);
+    sl_store_msg_t d, dup;
+    CHECK_OK(sl_store_put(a, "k1", 2, "v1", 2, 1000, &d));
+    dup = (sl_store_msg_t){.type = d.type, .len = d.len, .body = sl_malloc(d.len)};
+    memcpy(dup.body, d.body, d.len);
+    receive_changes(b, &d, 1000, "k1");
+    receive_changes(b, &dup, 1000, ""); /* seen: nothing changed */
+    CHECK_OK(sl_store_set_add(a, "s", 1, "x", 1, 1001, &d));
+    receive_changes(b, &d, 1001, "s");
+    /* a write that loses to b's later one changes nothing there */
+    sl_store_msg_t late;
+    CHECK_OK(sl_store_put(b, "k2", 2, "b", 1, 3000, &late));
+    sl_store_msg_fini(&late);
+    CHECK_OK(sl_store_put(a, "k2", 2, "a", 1, 1002, &d));
+    receive_changes(b, &d, 1002, "");
+    check_get(b, "k2", "b");
+    CHECK_OK(sl_store_del(a, "k1", 2, 1003, &d));
+    receive_changes(b, &d, 1003, "k1");
+    check_get(b, "k1", NULL);
+    /* a replica that asks for a RESET gets the map whole: all changed */
+    sl_store_t *c = mk(3, 0);
+    sl_store_request_reset(c);
+    sl_store_msg_t q;
+    sl_store_out_t o, back;
+    sl_store_out_init(&o);
+    sl_store_out_init(&back);
+    CHECK_OK(sl_store_digest(c, false, &q));
+    CHECK_OK(sl_store_receive(a, q.type, q.body, q.len, 1004, &o, &(bool){0}));
+    sl_store_msg_fini(&q);
+    bool reset = false;
+    for (size_t i = 0; i < o.count; i++) {
+        CHECK_OK(sl_store_receive(c, o.msgs[i].type, o.msgs[i].body, o.msgs[i].len, 1004, &back,
+                                  &(bool){0}));
+        reset |= o.msgs[i].type == SL_STORE_MSG_SNAPSHOT;
+    }
+    CHECK(reset);
+    CHECK(back.all_changed);
+    CHECK_INT(back.changed_count, 0);
+    check_get(c, "k2", "a");
+    sl_store_out_fini(&o);
+    sl_store_out_fini(&back);
+    sl_store_destroy(&a);
+    sl_store_destroy(&b);
+    sl_store_destroy(&c);
 }
 
 static void test_local_ops(void) {
@@ -565,6 +634,7 @@ static void test_vectors(void) {
 int main(void) {
     sl_log_set_level(SL_LOG_ERR);
     sl_test_run("local_ops", test_local_ops);
+    sl_test_run("change_reports", test_change_reports);
     sl_test_run("sync_two", test_sync_two);
     sl_test_run("summary", test_summary);
     sl_test_run("caught_up", test_caught_up);

@@ -102,11 +102,27 @@ typedef struct {
     size_t len;    /* bytes in body */
 } sl_store_msg_t;
 
-/* A list of messages to send (to the peer whose message was handled). */
+/* A key a received message changed (sl_store_out_t.changed). */
+typedef struct {
+    const uint8_t *key; /* its bytes, into the received body (valid while it is) */
+    uint32_t key_len;   /* bytes */
+} sl_store_key_t;
+
+/* What handling a message gave: a list of messages to send (to the peer
+ * whose message was handled), and the keys it changed. */
 typedef struct {
     sl_store_msg_t *msgs; /* messages */
     size_t count;         /* messages in msgs */
     size_t cap;           /* allocated */
+    bool list_changed;    /* set by the caller before sl_store_receive: list the
+                             keys changed in `changed` (else it stays empty) */
+    sl_store_key_t *changed; /* DELTA: each key whose value it changed, once per run
+                                of its atoms (read the value with sl_store_lookup) */
+    size_t changed_count; /* entries in changed */
+    size_t changed_cap;   /* allocated */
+    bool all_changed;     /* the map changed in ways not listed key by key: a
+                             SNAPSHOT applied (a RESET replaces the map), or
+                             the list could not grow; readers re-read all */
     char reply_to[SL_STORE_MAX_ADDR + 1]; /* where they go: the DIGEST's
                                              reply address ("" if none) */
     uint64_t from;        /* the handled message's sender replica id */
@@ -249,8 +265,11 @@ uint64_t sl_store_caught_up_ms(const sl_store_t *s);
 sl_err sl_store_summary(sl_store_t *s, bool reply, sl_store_msg_t *out);
 
 /* Handles a message from a peer. `replies` gets what to send back to that
- * peer; `*persist` is set when the message changed the state and should be
- * appended to the WAL as is. Malformed or hostile input is refused with its
+ * peer, and the keys the message changed (`changed` when the caller set
+ * `list_changed`, and `all_changed`: what the daemon tells its listeners,
+ * with no second decode); `*persist` is
+ * set when the message changed the state and should be appended to the
+ * WAL as is. Malformed or hostile input is refused with its
  * error, counted, and changes nothing (the caller counts it as bad input);
  * refusals are logged at most once per SL_STORE_LOG_EVERY_MS of now_ms. */
 sl_err sl_store_receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t len,

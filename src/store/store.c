@@ -488,7 +488,26 @@ void sl_store_out_fini(sl_store_out_t *o) {
     for (size_t i = 0; i < o->count; i++)
         sl_store_msg_fini(&o->msgs[i]);
     sl_free(o->msgs);
+    sl_free(o->changed);
     memset(o, 0, sizeof *o);
+}
+
+void store_out_changed(sl_store_out_t *o, const uint8_t *key, uint32_t key_len) {
+    if (o->changed_count &&
+        o->changed[o->changed_count - 1].key_len == key_len &&
+        memcmp(o->changed[o->changed_count - 1].key, key, key_len) == 0)
+        return; /* (the same key's next atom) */
+    if (o->changed_count == o->changed_cap) {
+        size_t cap = o->changed_cap ? o->changed_cap * 2 : 16;
+        sl_store_key_t *n = sl_realloc(o->changed, cap * sizeof *n);
+        if (!n) {
+            o->all_changed = true; /* (the state changed all the same: re-read) */
+            return;
+        }
+        o->changed = n;
+        o->changed_cap = cap;
+    }
+    o->changed[o->changed_count++] = (sl_store_key_t){.key = key, .key_len = key_len};
 }
 
 sl_err store_out_push(sl_store_out_t *o, sl_store_msg_t *m) {

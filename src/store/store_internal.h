@@ -180,5 +180,8 @@ void store_prefetch_item(const sl_store_t *s, const sl_store_dmsg_t *m, uint64_t
 void store_maybe_compact(sl_store_t *s);
 /* Appends a message to an output list (consumes it, even on failure). */
 sl_err store_out_push(sl_store_out_t *o, sl_store_msg_t *m);
+/* Notes that a received message changed `key` (a run of one key's atoms
+ * once); a list that cannot grow sets all_changed. */
+void store_out_changed(sl_store_out_t *o, const uint8_t *key, uint32_t key_len);
 
 #endif

@@ -474,38 +474,22 @@ static bool from_blocked(const sl_store_node_t *sn, uint8_t type, const uint8_t 
     return blocked;
 }
 
-static bool same_key(const sl_store_item_t *a, const sl_store_item_t *b) {
-    return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0;
-}
-
-/* Whether the LWW atom is the key's value now (not one that lost to a
- * newer write, which changed nothing). */
-static bool won(const sl_store_entry_t *e, const sl_store_item_t *atom) {
-    return e->dot.rid == atom->it.dot.rid && e->dot.seq == atom->it.dot.seq;
-}
-
-/* Tells the change hook of every key an applied DELTA touched, with the
- * key's value now (NULL: deleted or empty). */
-static void notify_delta(sl_store_node_t *sn, const uint8_t *body, size_t len) {
-    sl_store_dmsg_t m;
-    if (sl_store_msg_decode(SL_STORE_MSG_DELTA, body, len, &m) != SL_OK)
+/* Tells the change hook of every key a received message changed, as the
+ * store reports them (no second decode), with the key's value now (NULL:
+ * deleted or empty); a SNAPSHOT replaced the map: not told key by key. */
+static void notify_received(sl_store_node_t *sn, const sl_store_out_t *out) {
+    if (!told(sn))
         return;
-    uint32_t end;
-    for (uint32_t i = 0; i < m.item_count; i = end) {
-        const sl_store_item_t *it = &m.items[i];
-        /* several atoms of one key in a row (a peer's writes of one turn,
-           joined): one call, if any of them changed the key */
-        for (end = i + 1; end < m.item_count && same_key(&m.items[end], it); end++)
-            ;
-        sl_store_entry_t e;
-        bool live = sl_store_lookup(sn->store, it->key, it->key_len, &e) == SL_OK;
-        bool changed = !live || e.type != SL_CRDT_LWW;
-        for (uint32_t k = i; k < end && !changed; k++)
-            changed = m.items[k].it.kind != SL_ITEM_LWW || won(&e, &m.items[k]);
-        if (changed)
-            tell(sn, it->key, it->key_len, live ? &e : NULL);
+    if (out->all_changed) {
+        tell(sn, NULL, 0, NULL);
+        return;
     }
-    sl_store_dmsg_fini(&m);
+    for (size_t i = 0; i < out->changed_count; i++) {
+        const sl_store_key_t *k = &out->changed[i];
+        sl_store_entry_t e;
+        bool live = sl_store_lookup(sn->store, k->key, k->key_len, &e) == SL_OK;
+        tell(sn, k->key, k->key_len, live ? &e : NULL);
+    }
 }
 
 static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body, size_t len,
@@ -514,6 +498,7 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     (void)now_ns;
     sl_store_out_t out;
     sl_store_out_init(&out);
+    out.list_changed = told(sn);
     bool persist = false;
     sl_store_msg_t in = {.type = type, .body = (uint8_t *)body, .len = len};
     if (sn->blocked_count && from_blocked(sn, type, body, len)) {
@@ -529,11 +514,8 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     sl_err err = sl_store_receive(sn->store, type, body, len, sl_plat_wall_ms(), &out, &persist);
     if (err != SL_OK && err != SL_ENOMEM)
         sl_node_bad_input(node, "store"); /* refused (and logged, rate-limited) by the store */
-    if (err == SL_OK && persist && told(sn) && type == SL_STORE_MSG_DELTA)
-        notify_delta(sn, body, len);
-    /* a RESET snapshot replaced the map: not told key by key */
-    if (err == SL_OK && persist && type == SL_STORE_MSG_SNAPSHOT)
-        tell(sn, NULL, 0, NULL);
+    if (err == SL_OK && persist)
+        notify_received(sn, &out);
     /* Answers go only to the sender's own host, and only to a numeric
      * address: else a SUMMARY naming a third party would have us send it
      * our deltas, and a host name would stall ZeroMQ's I/O thread in DNS

@@ -527,7 +527,9 @@ static const sl_store_range_t *range_of(const sl_store_dmsg_t *m, uint64_t rid, 
     return NULL;
 }
 
-static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted, bool *changed) {
+/* Applies DELTA `m`; `keys`, if given, gets each key whose value changed. */
+static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted, bool *changed,
+                          sl_store_out_t *keys) {
     *changed = false;
     uint8_t *ok = sl_calloc(m->range_count ? m->range_count : 1, 1);
     uint32_t *rixs = sl_calloc(m->range_count ? m->range_count : 1, sizeof *rixs);
@@ -593,6 +595,8 @@ static sl_err apply_delta(sl_store_t *s, const sl_store_dmsg_t *m, bool trusted,
         if (ch) {
             s->st.applied++;
             *changed = true;
+            if (keys)
+                store_out_changed(keys, item->key, item->key_len);
         }
         if (seen) {
             if (ch)
@@ -1221,11 +1225,13 @@ static sl_err receive(sl_store_t *s, uint8_t type, const uint8_t *body, size_t l
     }
     else if (type == SL_STORE_MSG_DELTA) {
         uint64_t gaps = s->st.gaps;
-        err = apply_delta(s, &m, false, &changed);
+        err = apply_delta(s, &m, false, &changed, replies->list_changed ? replies : NULL);
         if (!err && s->st.gaps != gaps)
             hold(s, body, len); /* (past a gap: kept until it fills) */
-    } else
+    } else {
         err = apply_snapshot(s, &m, &changed);
+        replies->all_changed |= !err && changed; /* (a RESET: not key by key) */
+    }
     if (!err && changed) {
         /* the answer to our pull: do we now hold what the sender's
            last DIGEST said it held? */
@@ -1266,7 +1272,8 @@ static sl_err replay(sl_store_t *s, uint8_t type, const uint8_t *body, size_t le
     if (h > s->hlc.last)
         s->hlc.last = h;
     bool changed;
-    err = type == SL_STORE_MSG_DELTA ? apply_delta(s, &m, true, &changed) : apply_snapshot(s, &m, &changed);
+    err = type == SL_STORE_MSG_DELTA ? apply_delta(s, &m, true, &changed, NULL)
+                                     : apply_snapshot(s, &m, &changed);
     sl_store_dmsg_fini(&m);
     return err;
 }
