@@ -1,10 +1,12 @@
-/* The study simulators' model of the replicated store (tests/sim_study_test.c,
- * tests/sim_study_scale_test.c): a peer's replica of a study's keys as
+/* The scaling simulator's model of the replicated store
+ * (tests/sim_study_scale_test.c, hundreds of peers, where a real store per
+ * peer would cost too much): a peer's replica of a study's keys as
  * last-writer-wins registers, with the order its keys changed in (what
  * anti-entropy or a push sends on). The keys and values are the daemon's
  * (study/study_keys.h and the cores' codecs); the live view they feed is
- * the real one (study/live.h). Static functions for the two tests that
- * include it. */
+ * the real one (study/live.h). tests/sim_study_test.c runs the real store
+ * and uses only the shared helpers below the model (keys, values,
+ * membership's answer). Static functions for the tests that include it. */
 #ifndef STARLING_TESTS_SIM_REPLICA_H
 #define STARLING_TESTS_SIM_REPLICA_H
 

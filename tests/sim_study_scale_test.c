@@ -14,7 +14,9 @@
  * continue_promoted), then sl_turn_jobs, sl_turn_lead, sl_turn_claims,
  * each on the view the real live view gives (src/study/live.c, fed the
  * keys and values the daemon writes). The store is a model
- * (sim_replica.h: last-writer-wins keys): a peer's write of a trial
+ * (sim_replica.h: last-writer-wins keys; sim_study_test runs the real
+ * store on 4 peers, a real one per peer here would cost too much at
+ * hundreds): a peer's write of a trial
  * carries the writer's keys of that trial and reaches every peer up at
  * the time after 1-4 steps (push to all), a peer restarted merges a live
  * peer's replica (the store's catch-up) and reads it whole into a fresh

@@ -17,17 +17,25 @@
  * release at a rung) are simulated here, and write the keys study_node.c's
  * drain_job writes.
  *
- * What is still modelled: the replicated store and membership. Every
- * peer holds a replica of the study's keys (sim_replica.h; study_keys.c's
- * keys, with the values the daemon writes: records, claim registers,
- * reports, results, ...) as last-writer-wins registers (a global write
- * counter for the store's timestamps), persisted across crashes;
- * anti-entropy copies what changed in one peer's replica into another's
- * at random while they can reach each other. Every key that changes in
- * a replica goes to that peer's live view, as the store node's listener
- * tells the daemon's; a peer restarted reads its replica whole into a
- * fresh live view. A peer deems another alive while it has heard from it
- * in the last 1.5 s, suspect after 400 ms.
+ * The store is the real one (src/store/): every peer holds an sl_store_t
+ * in memory (study_keys.c's keys, with the values the daemon writes:
+ * records, claim registers, reports, results, ...), kept across a kill
+ * as the daemon's is on disk (same replica id: no RESET asked). Writes go
+ * through sl_store_put and sl_store_del; each write's DELTA is pushed to
+ * the other peers and arrives at the next step where the receiver runs
+ * on the sender's side of a partition (LOSS_PCT of them lost while
+ * faults are on); every step each peer, one step in two, sends one other
+ * its SUMMARY and the exchange runs to its end (DIGEST, deltas), answers
+ * going back at once as store_node.c's on_msg sends them, deltas held
+ * past a gap received once it fills. Every key a write or a received
+ * DELTA changes (the core's report, sl_store_out_t.changed: no second
+ * decode) goes to that peer's live view, as the store node's listener
+ * tells the daemon's; a peer restarted reads its store whole into a
+ * fresh live view (a scan), as after a RESET. Once quiet, every replica
+ * must hold what peer 0's does (state hash and fingerprint).
+ *
+ * What is still modelled: membership. A peer deems another alive while
+ * it has heard from it in the last 1.5 s, suspect after 400 ms.
  *
  * Checked (INVARIANTS.md): T1 every trial ends done or failed, none left
  * running; T2 every metric reported is in the final store; T3 claim
@@ -50,13 +58,16 @@
  * ever (neither claimable nor paused), which the leader now closes.
  *
  * A failing seed is printed (SL_VERBOSE=1: the trials as peer 0 sees them
- * when a study does not finish); SL_SEEDS=N runs N seeds; SL_SEED=S one. */
+ * when a study does not finish); SL_SEEDS=N runs N seeds of ASHA (the
+ * synchronous schedulers a half or a third of N; default 150: 75 sh, 50
+ * each of Hyperband, grid and evolution; seeds 1 up); SL_SEED=S one. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
 #include "starling/hash.h"
 #include "starling/round.h"
+#include "starling/store.h"
 #include "starling/study.h"
 #include "study/live.h"
 #include "study/study_keys.h"
@@ -74,6 +85,8 @@
 #define FAULTS_UNTIL_MS 15000
 #define DOUBLE_WORK_MS 1000 /* quiet: two workers on a trial resolve within this */
 #define DEADLINE_MS 240000
+#define LOSS_PCT 10          /* of pushed DELTAs lost while faults are on */
+#define EPOCH_MS 1000000     /* the stores' clock at the world's time 0 */
 
 /* Planted bugs, one per checker. */
 typedef enum {
@@ -109,6 +122,13 @@ typedef struct {
 
 typedef struct world world_t;
 
+/* A message on the simulated network. */
+typedef struct {
+    int from;         /* sender's peer index */
+    int to;           /* receiver's */
+    sl_store_msg_t m; /* the message (owned) */
+} wire_t;
+
 typedef struct {
     char id[16];                 /* "peer-N" */
     int index;                   /* N */
@@ -116,7 +136,8 @@ typedef struct {
     bool up;                     /* running */
     int64_t paused_until;        /* SIGSTOPped until then: no steps, no messages */
     int64_t down_until;          /* restart time when down */
-    replica_t rep;               /* persisted replica */
+    sl_store_t *store;           /* its replica, the real store (kept across a kill:
+                                    the daemon's is on disk) */
     live_t live;                 /* its live view (volatile: read whole after a restart) */
     sl_live_env_t env;           /* what the live view asks of it */
     job_t jobs[2];               /* running trials (volatile) */
@@ -135,8 +156,9 @@ struct world {
     prop_t props[MAX_T];  /* registry of proposals */
     int prop_count;
     peer_t peers[PEERS];
-    size_t sent[PEERS][PEERS]; /* anti-entropy: how much of p's log q has had */
-    uint64_t stamp;       /* the last write's stamp */
+    wire_t *wire;         /* pushed DELTAs in flight (delivered at the next step) */
+    size_t wire_count;    /* used */
+    size_t wire_cap;      /* allocated */
     int group[PEERS];     /* partition side */
     int64_t heal_at;      /* partition ends */
     int64_t now;
@@ -219,31 +241,136 @@ static int epoch_ms(const world_t *w, int t) {
 /* Trials that fail on their own at epoch 1, every time. */
 static bool bad_trial(const world_t *w, int t) { return w->props[t].ordinal % 9 == 4; }
 
-/* ---- the store, modelled (sim_replica.h) ---- */
+/* ---- the store: a real sl_store_t per peer ---- */
 
-/* A key changed in peer p's replica: its live view takes it, as the store
- * node's listener tells the daemon's. */
-static void told(world_t *w, int p, const kv_t *e) {
-    sim_told(&w->peers[p].live, &w->spec, e);
+static uint64_t store_now(const world_t *w) { return EPOCH_MS + (uint64_t)w->now; }
+
+/* Key `key` changed in peer p's replica (a local write, or a received
+ * DELTA's report): its live view takes it, as the store node's listener
+ * tells the daemon's. */
+static void told(world_t *w, int p, const uint8_t *key, size_t key_len) {
+    sl_store_entry_t e;
+    bool live = sl_store_lookup(w->peers[p].store, key, key_len, &e) == SL_OK &&
+                e.type == SL_CRDT_LWW;
+    sl_study_live_set(&w->peers[p].live, &w->spec, key, key_len, live ? e.val : NULL,
+                      live ? e.val_len : 0, live);
 }
 
-/* Peer p writes `key` (val NULL: deletes it). */
-static void put(world_t *w, int p, const char *key, const char *val, size_t vl) {
-    replica_t *r = &w->peers[p].rep;
-    if (rep_set(r, key, strlen(key), val, vl, ++w->stamp))
-        told(w, p, rep_find(r, key, strlen(key)));
-}
-
-/* Anti-entropy: what changed in p's replica since q last had it, into q's. */
-static void sync_into(world_t *w, int p, int q) {
-    const replica_t *a = &w->peers[p].rep;
-    replica_t *b = &w->peers[q].rep;
-    for (size_t i = w->sent[p][q]; i < a->log_count; i++) {
-        const kv_t *e = &a->e[a->log[i]];
-        if (rep_set(b, e->key, e->key_len, e->val, e->val_len, e->stamp))
-            told(w, q, rep_find(b, e->key, e->key_len));
+/* Peer q handles message m from peer `from`, as store_node.c's on_msg
+ * does: applied, what it changed told to its live view (no second
+ * decode: the store reports the keys), its answers sent back at once
+ * while the two can reach each other, and deltas kept past a gap
+ * received once it fills. */
+static void deliver(world_t *w, int q, int from, const sl_store_msg_t *m) {
+    peer_t *me = &w->peers[q];
+    sl_store_out_t out;
+    sl_store_out_init(&out);
+    out.list_changed = true;
+    bool persist = false;
+    sl_err err = sl_store_receive(me->store, m->type, m->body, m->len, store_now(w), &out,
+                                  &persist);
+    if (err != SL_OK) {
+        violate(w, "store: %s refused a message of type %d from %s: %s", me->id, m->type,
+                w->peers[from].id, sl_strerror(err));
+        sl_store_out_fini(&out);
+        return;
     }
-    w->sent[p][q] = a->log_count;
+    if (persist && out.all_changed)
+        me->live.stale = true; /* (a RESET: the view is read whole) */
+    else if (persist)
+        for (size_t i = 0; i < out.changed_count; i++)
+            told(w, q, out.changed[i].key, out.changed[i].key_len);
+    for (size_t i = 0; i < out.count && connected(w, q, from); i++)
+        deliver(w, from, q, &out.msgs[i]);
+    sl_store_out_fini(&out);
+    if (persist && m->type != SL_STORE_MSG_DIGEST && m->type != SL_STORE_MSG_SUMMARY) {
+        sl_store_msg_t ready;
+        while (sl_store_take_ready(me->store, &ready) == SL_OK) {
+            deliver(w, q, from, &ready);
+            sl_store_msg_fini(&ready);
+        }
+    }
+}
+
+/* Peer p's write's DELTA goes to every other peer (the store node's push
+ * below 33 members), delivered at the next step; while faults are on,
+ * LOSS_PCT of them are lost (anti-entropy repairs). Takes d. */
+static void push(world_t *w, int p, sl_store_msg_t *d) {
+    for (int q = 0; q < PEERS; q++) {
+        if (q == p || !connected(w, p, q))
+            continue;
+        if (w->faults && w->now < w->faults_until && sl_rng_below(&w->rng, 100) < LOSS_PCT)
+            continue;
+        if (w->wire_count == w->wire_cap) {
+            w->wire_cap = w->wire_cap ? 2 * w->wire_cap : 64;
+            w->wire = realloc(w->wire, w->wire_cap * sizeof *w->wire);
+            if (!w->wire)
+                abort(); /* (a test's allocation) */
+        }
+        wire_t *x = &w->wire[w->wire_count++];
+        x->from = p;
+        x->to = q;
+        x->m = (sl_store_msg_t){.type = d->type, .len = d->len, .body = malloc(d->len)};
+        if (!x->m.body)
+            abort();
+        memcpy(x->m.body, d->body, d->len);
+    }
+    sl_store_msg_fini(d);
+}
+
+/* The DELTAs pushed last step arrive where the receiver runs on the
+ * sender's side of a partition; the rest are lost. */
+static void deliver_wire(world_t *w) {
+    size_t n = w->wire_count;
+    wire_t *batch = w->wire;
+    w->wire = NULL;
+    w->wire_count = w->wire_cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        wire_t *x = &batch[i];
+        if (!w->violation[0] && running(w, x->to) && w->group[x->from] == w->group[x->to])
+            deliver(w, x->to, x->from, &x->m);
+        free(x->m.body);
+    }
+    free(batch);
+}
+
+/* Anti-entropy: p sends q its SUMMARY (store_node.c's round), and the
+ * exchange runs to its end (a DIGEST, the deltas each lacks). */
+static void exchange(world_t *w, int p, int q, bool digest) {
+    sl_store_msg_t m;
+    sl_err err = digest ? sl_store_digest(w->peers[p].store, false, &m)
+                        : sl_store_summary(w->peers[p].store, false, &m);
+    if (err != SL_OK) {
+        violate(w, "store: %s has no %s: %s", w->peers[p].id, digest ? "digest" : "summary",
+                sl_strerror(err));
+        return;
+    }
+    deliver(w, q, p, &m);
+    sl_store_msg_fini(&m);
+}
+
+/* Peer p writes `key` (val NULL: deletes it), through the store's API as
+ * study_store.c does; the DELTA is pushed. */
+static void put(world_t *w, int p, const char *key, const char *val, size_t vl) {
+    peer_t *me = &w->peers[p];
+    size_t kl = strlen(key);
+    sl_store_msg_t d;
+    sl_err err = val ? sl_store_put(me->store, key, kl, val, vl, store_now(w), &d)
+                     : sl_store_del(me->store, key, kl, store_now(w), &d);
+    if (err == SL_ENOTFOUND)
+        return; /* (a delete of what is gone) */
+    if (err != SL_OK) {
+        violate(w, "store: %s cannot write: %s", me->id, sl_strerror(err));
+        return;
+    }
+    told(w, p, (const uint8_t *)key, kl);
+    push(w, p, &d);
+}
+
+/* Whether peer p's replica holds `key` (live). */
+static bool has_key(const world_t *w, int p, const char *key) {
+    sl_store_entry_t e;
+    return sl_store_lookup(w->peers[p].store, key, strlen(key), &e) == SL_OK;
 }
 
 /* The key of trial t (kind, n, peer as sl_study_key_build takes them). */
@@ -291,9 +418,20 @@ static bool runs(void *ctx, const char *study, const char *trial) {
 /* The daemon's sl_study_live_refresh: a live view read whole after a
  * restart (stale), then the rows that changed and the open trials'
  * states derived. */
+static bool read_key(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
+    peer_t *me = ctx;
+    if (e->type == SL_CRDT_LWW)
+        sl_study_live_set(&me->live, &me->w->spec, key, key_len, e->val, e->val_len, true);
+    return true;
+}
+
 static void refresh(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    sim_refresh(&me->live, &me->rep, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
+    if (me->live.stale) {
+        sl_study_live_reset(&me->live);
+        sl_store_scan(me->store, "", 0, read_key, me);
+    }
+    sl_study_live_derive(&me->live, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
 }
 
 /* The row of trial t in peer p's live view, or NULL. */
@@ -466,7 +604,7 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out, bool *drop) {
         case SL_TURN_WRITE_RUNG:
             if (t >= 0) {
                 const char *key = tkey(w, SL_STUDY_KEY_RUNG, t, (uint64_t)a->rung, NULL);
-                w->promotions += rep_find(&me->rep, key, strlen(key)) == NULL;
+                w->promotions += !has_key(w, p, key);
                 put_str(w, p, key, a->reason);
             }
             break;
@@ -490,8 +628,7 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out, bool *drop) {
             if (w->bug == BUG_T2_METRICS_BY_CLAIM) /* the bug: a new claim starts anew */
                 for (int e = 1; e <= w->spec.max_epochs; e++) {
                     const char *key = tkey(w, SL_STUDY_KEY_METRIC, t, (uint64_t)e, NULL);
-                    const kv_t *kv = rep_find(&me->rep, key, strlen(key));
-                    if (kv && kv->val)
+                    if (has_key(w, p, key))
                         put(w, p, key, NULL, 0);
                 }
             job_t *j = &me->jobs[me->job_count++];
@@ -848,15 +985,8 @@ static void checks_step(world_t *w) {
 
 /* Whether peer p's replica holds what peer 0's does. */
 static bool same_replica(const world_t *w, int p) {
-    const replica_t *a = &w->peers[0].rep, *b = &w->peers[p].rep;
-    if (a->count != b->count)
-        return false;
-    for (size_t i = 0; i < a->count; i++) {
-        const kv_t *x = &a->e[i], *y = rep_find(b, x->key, x->key_len);
-        if (!y || y->stamp != x->stamp)
-            return false;
-    }
-    return true;
+    return sl_store_state_hash(w->peers[0].store) == sl_store_state_hash(w->peers[p].store) &&
+           sl_store_fingerprint(w->peers[0].store) == sl_store_fingerprint(w->peers[p].store);
 }
 
 /* The trials as peer 0's live view shows them (SL_VERBOSE). */
@@ -876,9 +1006,14 @@ static void world_fini(world_t *w) {
     sl_study_members_fini(&w->members);
     sl_turn_out_fini(&w->out);
     for (int p = 0; p < PEERS; p++) {
-        rep_fini(&w->peers[p].rep);
+        sl_store_destroy(&w->peers[p].store);
         sl_study_live_fini(&w->peers[p].live);
     }
+    for (size_t i = 0; i < w->wire_count; i++)
+        free(w->wire[i].m.body);
+    free(w->wire);
+    w->wire = NULL;
+    w->wire_count = w->wire_cap = 0;
 }
 
 static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, bug_t bug) {
@@ -906,6 +1041,11 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         me->w = w;
         me->up = true;
         me->env = (sl_live_env_t){.self = me->id, .member = member_of, .runs = runs, .ctx = me};
+        sl_store_config_t cfg = {0};
+        if (sl_store_new((uint64_t)p + 1, &cfg, &me->store) != SL_OK) {
+            violate(w, "store: no store for %s", me->id);
+            return;
+        }
     }
     for (w->now = 0; w->now < DEADLINE_MS && !w->violation[0]; w->now += STEP_MS) {
         inject_faults(w);
@@ -914,11 +1054,14 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
             for (int q = 0; q < PEERS; q++)
                 if (connected(w, p, q))
                     w->peers[p].heard[q] = w->now;
-        /* anti-entropy */
-        for (int p = 0; p < PEERS; p++)
-            for (int q = 0; q < PEERS; q++)
-                if (p != q && connected(w, p, q) && sl_rng_below(&w->rng, 10) < 4)
-                    sync_into(w, p, q);
+        /* the network: last step's pushes, then anti-entropy */
+        deliver_wire(w);
+        for (int p = 0; p < PEERS; p++) {
+            /* a round (store_round.h): a peer, one in two steps, to one other */
+            int q = (p + 1 + (int)sl_rng_below(&w->rng, PEERS - 1)) % PEERS;
+            if (sl_rng_below(&w->rng, 2) && connected(w, p, q))
+                exchange(w, p, q, false);
+        }
         /* each peer: its turn */
         memset(w->led, 0, sizeof w->led);
         for (int p = 0; p < PEERS && !w->violation[0]; p++)
@@ -947,11 +1090,14 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
     }
     /* converge the replicas, then check the end state as peer 0's live
        view shows it */
+    deliver_wire(w);
     for (int round = 0; round < 2; round++)
         for (int p = 0; p < PEERS; p++)
             for (int q = 0; q < PEERS; q++)
                 if (p != q)
-                    sync_into(w, p, q);
+                    exchange(w, p, q, true);
+    if (w->violation[0])
+        return;
     for (int p = 0; p < PEERS; p++)
         refresh(w, p);
     live_t *fin = &w->peers[0].live;
