@@ -24,7 +24,7 @@ torch. Default: Debian's python3-torch (/usr/bin/python3) and, if it
 exists, a venv with PyPI's current torch at /tmp/venv-torch, made with
 
     python3 -m venv /tmp/venv-torch
-    /tmp/venv-torch/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu
+    /tmp/venv-torch/bin/pip install torch
 """
 import argparse
 import os
