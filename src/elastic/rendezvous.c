@@ -308,9 +308,11 @@ static int continues(an_t *an, const char *peer, const sl_elastic_world_t *w,
     if (a)
         return chain(an, peer, a->tip, p);
     /* no ack yet: it never will continue p into w once it acked a round
-     * at or after w's, or an established world after p (below the
-     * anchor: its chain from its newest ack there met one) */
-    const sl_elastic_past_t *e = p->round < an->cut ? past_of(an, peer) : NULL;
+     * at or after w's, or an established world after p (p no world, in a
+     * pruned view: its chain from its newest ack below the anchor met
+     * one; a base below the anchor cannot be judged, and makes the
+     * records stale) */
+    const sl_elastic_past_t *e = p->round == 0 && an->cut ? past_of(an, peer) : NULL;
     if (e && e->from_none == NO)
         return NO;
     for (size_t i = acks_at(an, peer, p->round + 1);
