@@ -360,8 +360,8 @@ static void run_world(int n) {
     /* The state moved (the hashes differ from step to step). */
     CHECK(tr[0].hash[0] != tr[0].hash[1] && tr[0].hash[1] != tr[0].hash[STEPS]);
     /* Rank 0's events: STEP (the first marked), EPOCH x 2, CHECKPOINT at
-     * 5, 10, 15 and the end, DONE with the weights; the others' none of
-     * EPOCH and CHECKPOINT. */
+     * 5, 10, 15 and the end, DONE with the weights; rank 1's the same
+     * EPOCHs (a second reporter) and no CHECKPOINT; the others' neither. */
     int epochs = 0, ckpts = 0, steps = 0;
     double first_loss = 0, last_loss = 0;
     sl_nn_epoch_t m[2];
@@ -398,8 +398,21 @@ static void run_world(int n) {
     CHECK(exists(end[0]->path) && strstr(end[0]->path, "/r0/model.npz"));
     for (int i = 1; i < n; i++) {
         CHECK(end[i]->path[0] == '\0');
-        for (const sl_etev_t *ev = tr[i].events; ev; ev = ev->next)
-            CHECK(ev->kind != SL_ETEV_EPOCH && ev->kind != SL_ETEV_CHECKPOINT);
+        int seen = 0;
+        for (const sl_etev_t *ev = tr[i].events; ev; ev = ev->next) {
+            CHECK(ev->kind != SL_ETEV_CHECKPOINT);
+            if (ev->kind != SL_ETEV_EPOCH)
+                continue;
+            CHECK_MSG(i == 1 && seen < epochs, "rank %d reported epoch %u", i, ev->epoch);
+            if (i == 1 && seen < epochs) {
+                CHECK_INT(ev->epoch, m[seen].epoch);
+                CHECK(ev->metrics.train_loss == m[seen].train_loss &&
+                      ev->metrics.test_acc == m[seen].test_acc &&
+                      ev->metrics.val_loss == m[seen].val_loss);
+            }
+            seen++;
+        }
+        CHECK_INT(seen, i == 1 ? epochs : 0);
     }
     last_hash10 = tr[0].hash[10]; /* the run of r0/ckpt-10.slck */
 out:

@@ -296,7 +296,7 @@ static void test_forget(void) {
         held[k] = -1;
     int next = 0;
     uint64_t t = 0, old;
-    char key[32];
+    char key[64];
     while (next < 3000) {
         int k = (int)sl_rng_below(&rng, SLOTS);
         if (held[k] < 0) { /* a new peer, with a key longer or shorter than the last */

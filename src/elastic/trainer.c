@@ -585,8 +585,12 @@ typedef struct {
 
 /* After step `step` (now applied): STEP, the epoch's end, a checkpoint. */
 /* The end of the epoch the state's step closes: every rank evaluates its
- * slice of the held-out sets, rank 0 reports (train loss and accuracy of
- * the steps this world saw of it). */
+ * slice of the held-out sets, ranks 0 and 1 report (train loss and
+ * accuracy of the steps this world saw of it; the sums are all-reduced,
+ * so both hold the same figures). Two reporters, because a rank 0
+ * killed just after the evaluation takes its report with it, and the
+ * world after it starts past the epoch's end: nobody would evaluate it
+ * again, and the epoch would have no record. */
 static sl_err end_epoch(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
                         sl_ring_link_t *link, progress_t *p, double lr, char *why,
                         size_t why_len) {
@@ -607,7 +611,7 @@ static sl_err end_epoch(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w,
         return err;
     double t2 = now_s();
     m.eval_seconds = t2 - t1;
-    if (w->rank == 0) {
+    if (w->rank <= 1) {
         sl_etev_t *ev = ev_new(t, SL_ETEV_EPOCH);
         if (ev) {
             ev->epoch = epoch;
