@@ -211,7 +211,8 @@ static void want_of(rank_t *ranks, uint32_t w, float **want) {
         want[r] = malloc(ranks[r].count * sizeof(float) + 1);
         memcpy(want[r], ranks[r].buf, ranks[r].count * sizeof(float));
     }
-    oracle(w, ranks[0].count, SL_RING_LINK_CHUNK_BYTES / sizeof(float), (float)w, want);
+    oracle(w, ranks[0].count, sl_ring_link_default_chunk(transport) / sizeof(float), (float)w,
+           want);
 }
 
 /* Every rank succeeded with the oracle's bits; frees want. */
@@ -236,7 +237,8 @@ static void same_as_oracle(uint32_t w, uint64_t count, size_t chunk_bytes, uint3
         want[r] = malloc(count * sizeof(float) + 1);
         memcpy(want[r], ranks[r].buf, count * sizeof(float));
     }
-    uint64_t chunk = (chunk_bytes ? chunk_bytes : SL_RING_LINK_CHUNK_BYTES) / sizeof(float);
+    uint64_t chunk =
+        (chunk_bytes ? chunk_bytes : sl_ring_link_default_chunk(transport)) / sizeof(float);
     oracle(w, count, chunk, (float)w, want);
     run(ranks, w);
     for (uint32_t r = 0; r < w; r++) {

@@ -83,9 +83,6 @@ sl_err sl_ring_link_open(const sl_ring_link_cfg_t *cfg, sl_ring_link_t **out) {
     *out = NULL;
     if (cfg->world == 0 || cfg->rank >= cfg->world || (cfg->world > 1 && !cfg->endpoints))
         return SL_EINVAL;
-    size_t chunk_bytes = cfg->chunk_bytes ? cfg->chunk_bytes : SL_RING_LINK_CHUNK_BYTES;
-    if (chunk_bytes < sizeof(float))
-        return SL_EINVAL;
     /* without a key, our own TCP (no I/O thread, no copy out of a message);
      * with one, ZeroMQ's CurveZMQ (the ring's bytes are encrypted) */
     sl_ring_transport_t tr = cfg->transport;
@@ -96,6 +93,9 @@ sl_err sl_ring_link_open(const sl_ring_link_cfg_t *cfg, sl_ring_link_t **out) {
         tr = cfg->key || (env && strcmp(env, "zmq") == 0) ? SL_RING_ZMQ : SL_RING_TCP;
     }
     if ((tr == SL_RING_TCP && cfg->key) || (tr != SL_RING_TCP && tr != SL_RING_ZMQ))
+        return SL_EINVAL;
+    size_t chunk_bytes = cfg->chunk_bytes ? cfg->chunk_bytes : sl_ring_link_default_chunk(tr);
+    if (chunk_bytes < sizeof(float))
         return SL_EINVAL;
     sl_ring_link_t *l = sl_calloc(1, sizeof *l);
     if (!l)
@@ -135,6 +135,10 @@ void sl_ring_link_close(sl_ring_link_t **lp) {
 void sl_ring_link_abort(sl_ring_link_t *l) {
     if (l)
         atomic_store(&l->abort, true);
+}
+
+size_t sl_ring_link_default_chunk(sl_ring_transport_t transport) {
+    return transport == SL_RING_TCP ? SL_RING_LINK_TCP_CHUNK_BYTES : SL_RING_LINK_CHUNK_BYTES;
 }
 
 sl_ring_transport_t sl_ring_link_transport(const sl_ring_link_t *l) {

@@ -712,6 +712,11 @@ static void train_world(sl_elastic_trainer_t *t, const sl_elastic_enter_t *w) {
                   rc.bind ? rc.bind : eps[w->rank], sl_strerror(err));
         return;
     }
+    /* which wire the gradients take: plain TCP is unencrypted (docs/security.md) */
+    sl_log(SL_LOG_INFO, "ELASTIC-RING", "round=%llu rank=%u size=%u transport=%s keyed=%s",
+           (unsigned long long)w->world.round, w->rank, w->size,
+           sl_ring_link_transport(link) == SL_RING_TCP ? "tcp" : "zmq",
+           rc.key ? "yes" : "no");
     err = take_state(t, w, link, why, sizeof why);
     if (err == SL_OK)
         err = nccl_setup(t, w, link, why, sizeof why);

@@ -51,6 +51,9 @@ log "job $JOB"
 [ "$(ctl p1 submit "$CLUSTER_DIR/faults.json")" = "$JOB" ] || fail "the same job got two ids"
 wait_until 60 "the job trains on three peers" running_with p1 "$JOB" 3
 wait_until 60 "it steps" step_past p1 "$JOB" 20
+# a cluster without a key: the plain TCP ring (elastic_keyed_test: the other)
+grep -q "ELASTIC-RING .*transport=tcp keyed=no" "$CLUSTER_DIR/p1.log" ||
+    fail "the open cluster's ring is not the plain TCP one"
 
 # 1. kill -9 of a member that does not lead the round
 LEADER=$(field p0 "$JOB" 's["rounds"][-1]["leader"]')
