@@ -160,6 +160,22 @@ def torch_version(py):
     return p.stdout.strip() or None
 
 
+def print_table(names, models, worlds, unit, runs, scale, digits):
+    """One markdown row per model and world: each side's median, then every run."""
+    fmt = lambda x: "-" if x is None else f"{x:.{digits}f}"
+    print("| model | W | " + " | ".join(f"{n} {unit}" for n in names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for model in models:
+        for w in worlds:
+            cells = []
+            for n in names:
+                xs = [None if x is None else x * scale for x in runs[(n, model, w)]]
+                ok = [x for x in xs if x is not None]
+                cells.append(fmt(statistics.median(ok) if ok else None) + " (" +
+                             ", ".join(fmt(x) for x in xs) + ")")
+            print(f"| {model} | {w} | " + " | ".join(cells) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worlds", default="1,2,4")
@@ -204,32 +220,10 @@ def main():
                                       "load": round(load, 1)}), flush=True)
     print()
     names = [n for n, _ in impls]
-    print("| model | W | " + " | ".join(f"{n} steps/s" for n in names) + " |")
-    print("|---|---|" + "---|" * len(names))
-    for model in models:
-        for w in worlds:
-            cells = []
-            for n in names:
-                xs = res[(n, model, w)]
-                ok = [x for x in xs if x is not None]
-                med = statistics.median(ok) if ok else None
-                cells.append(("-" if med is None else f"{med:.1f}") + " (" +
-                             ", ".join("-" if x is None else f"{x:.1f}" for x in xs) + ")")
-            print(f"| {model} | {w} | " + " | ".join(cells) + " |")
+    print_table(names, models, worlds, "steps/s", res, 1, 1)
     print()
     print("CPU ms a step, every process of the world together (median, then each run):")
-    print("| model | W | " + " | ".join(f"{n} CPU ms/step" for n in names) + " |")
-    print("|---|---|" + "---|" * len(names))
-    for model in models:
-        for w in worlds:
-            cells = []
-            for n in names:
-                xs = [x and x * 1000 for x in cpus[(n, model, w)]]
-                ok = [x for x in xs if x is not None]
-                med = statistics.median(ok) if ok else None
-                cells.append(("-" if med is None else f"{med:.2f}") + " (" +
-                             ", ".join("-" if x is None else f"{x:.2f}" for x in xs) + ")")
-            print(f"| {model} | {w} | " + " | ".join(cells) + " |")
+    print_table(names, models, worlds, "CPU ms/step", cpus, 1000, 2)
     return 0
 
 
