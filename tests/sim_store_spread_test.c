@@ -10,6 +10,8 @@
  * DIGEST to a member that differs and was not sent that state, then a
  * SUMMARY a second to one that differs. Membership is whole and static
  * (every other replica up since long before the writes: none urgent).
+ * The stores, the policy and the rounds on the simulator are
+ * src/sim/sim_store.c's, which the study simulators run too.
  *
  * Measured per write: when each replica first holds it, so the time until
  * every replica does (p50, p99 over writes), and the DELTAs each peer sent
@@ -28,24 +30,13 @@
  * prints one line of figures. */
 #include <stdlib.h>
 
-#include "starling/sim.h"
+#include "sim/sim_store.h"
 #include "starling/store.h"
-#include "store/store_round.h"
 #include "store/store_spread.h"
 #include "testlib.h"
 
-#define TICK_MS 100        /* the daemon's sync_ms (round core's default) */
 #define WRITE_EVERY_MS 100 /* one write somewhere in the cluster (SL_SPREAD_EVERY_MS) */
 #define TAIL_MS 5000       /* after the last write */
-
-typedef struct {
-    sl_store_t *store;    /* the replica */
-    sl_store_round_t *round; /* its anti-entropy round (peers keyed "n<node>") */
-    uint64_t rid;         /* its id */
-    int64_t first_round;  /* no round before (peers start apart) */
-    uint64_t spread_sent; /* DELTAs sent by pushes and relays */
-    uint64_t ae_sent;     /* anti-entropy messages sent (DIGEST, SUMMARY, answers) */
-} node_t;
 
 typedef struct {
     uint64_t rid, seq; /* the write's dot */
@@ -56,9 +47,7 @@ typedef struct {
 
 typedef struct {
     uint32_t n;          /* replicas */
-    bool ae;             /* anti-entropy on */
-    node_t *nodes;       /* by id */
-    sl_sim_t *sim;       /* the simulator */
+    sl_simstore_t *net;  /* the stores on the simulator (src/sim/sim_store.h) */
     write_t *writes;     /* made so far */
     uint32_t write_count;/* entries */
     uint32_t open_from;  /* writes before this one are held by every node */
@@ -76,43 +65,12 @@ typedef struct {
     bool converged;                /* every replica ends with one state */
 } figures_t;
 
-static void send_msg(world_t *w, uint32_t from, uint32_t to, uint8_t type, const uint8_t *body,
-                     size_t len) {
-    uint8_t *buf = malloc(len + 1);
-    buf[0] = type;
-    memcpy(buf + 1, body, len);
-    sl_sim_send(w->sim, from, to, buf, len + 1);
-    free(buf);
-}
-
-typedef struct {
-    world_t *w;
-    uint32_t self;
-} pick_ctx_t;
-
-/* Membership here is whole and static: every other replica is alive. */
-static bool may_receive(void *ctx, size_t i) {
-    const pick_ctx_t *c = ctx;
-    return i != c->self;
-}
-
-/* The real policy: how many, and which. */
-static void spread(world_t *w, uint32_t id, uint8_t type, const uint8_t *body, size_t len,
-                   sl_spread_origin origin) {
-    uint32_t to[SL_SPREAD_MAX_TARGETS];
-    pick_ctx_t c = {w, id};
-    size_t k = sl_store_spread_fanout(w->n - 1, origin, body, len);
-    size_t got = sl_store_spread_pick(sl_sim_rng(w->sim), w->n, k, may_receive, &c, to);
-    for (size_t i = 0; i < got; i++)
-        send_msg(w, id, to[i], type, body, len);
-    w->nodes[id].spread_sent += got;
-}
-
 /* Notes which open writes node `id` holds now. */
 static void note_held(world_t *w, uint32_t id, int64_t now) {
+    sl_store_t *st = sl_simstore_store(w->net, id);
     for (uint32_t k = w->open_from; k < w->write_count; k++) {
         write_t *wr = &w->writes[k];
-        if (wr->seen[id] < 0 && sl_store_vv_get(w->nodes[id].store, wr->rid) >= wr->seq) {
+        if (wr->seen[id] < 0 && sl_store_vv_get(st, wr->rid) >= wr->seq) {
             wr->seen[id] = now;
             wr->holders++;
         }
@@ -121,122 +79,12 @@ static void note_held(world_t *w, uint32_t id, int64_t now) {
         w->open_from++;
 }
 
-/* Node `id`'s key in the round tables (what a daemon's address is). */
-static int node_key(char *key, size_t cap, uint32_t id) { return snprintf(key, cap, "n%u", id); }
-
-static sl_err op_start(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t restarts, int64_t now) {
+/* A message changed node `id`'s replica. */
+static void changed(void *ctx, uint32_t id, const sl_store_out_t *out) {
     world_t *w = ctx;
-    node_t *n = &w->nodes[id];
-    (void)restarts;
-    n->rid = (uint64_t)id + 1;
-    sl_store_config_t cfg = {0};
-    sl_err err = sl_store_new(n->rid, &cfg, &n->store);
-    sl_store_round_config_t rcfg = {.max_peers = w->n};
-    if (!err)
-        err = sl_store_round_new(&rcfg, n->rid, &n->round);
-    /* every other replica a member, up, heard nothing from yet */
-    for (uint32_t i = 0; !err && i < w->n; i++) {
-        char key[16];
-        uint32_t peer;
-        if (i == id)
-            continue;
-        if (!(err = sl_store_round_peer(n->round, key, (size_t)node_key(key, sizeof key, i), true,
-                                        &peer)))
-            sl_store_round_set_up(n->round, peer, true);
-    }
-    n->first_round = now + 1 + (int64_t)sl_rng_below(sl_sim_rng(sim), TICK_MS);
-    return err;
+    (void)out;
+    note_held(w, id, sl_sim_now(sl_simstore_sim(w->net)));
 }
-
-static void op_stop(void *ctx, sl_sim_t *sim, uint32_t id) {
-    world_t *w = ctx;
-    (void)sim;
-    sl_store_destroy(&w->nodes[id].store);
-    sl_store_round_destroy(&w->nodes[id].round);
-}
-
-/* A message arrives: the store takes it, its answers go back, and a DELTA
- * that brought something new goes on (with the deltas it let out of
- * hold), as in store_node.c's on_msg. */
-static sl_err receive(world_t *w, uint32_t id, uint32_t from, int64_t now, uint8_t type,
-                      const uint8_t *body, size_t len) {
-    node_t *n = &w->nodes[id];
-    sl_store_out_t out;
-    sl_store_out_init(&out);
-    bool persist = false;
-    sl_err err = sl_store_receive(n->store, type, body, len, (uint64_t)now, &out, &persist);
-    /* what a DIGEST or SUMMARY tells of its sender, as the daemon learns it */
-    if (!err && (type == SL_STORE_MSG_DIGEST || type == SL_STORE_MSG_SUMMARY) && out.from) {
-        char key[16];
-        uint32_t peer;
-        uint64_t old;
-        if (sl_store_round_peer(n->round, key, (size_t)node_key(key, sizeof key, from), false,
-                                &peer) == SL_OK)
-            sl_store_round_heard(n->round, peer, out.from, out.peer_fp, &old);
-    }
-    for (size_t i = 0; !err && i < out.count; i++) {
-        send_msg(w, id, from, out.msgs[i].type, out.msgs[i].body, out.msgs[i].len);
-        n->ae_sent++;
-    }
-    sl_store_out_fini(&out);
-    if (err || !persist)
-        return err;
-    note_held(w, id, now);
-    if (type == SL_STORE_MSG_DELTA)
-        spread(w, id, type, body, len, SL_SPREAD_RELAY);
-    sl_store_msg_t ready;
-    while (!err && sl_store_take_ready(n->store, &ready) == SL_OK) {
-        err = receive(w, id, from, now, ready.type, ready.body, ready.len);
-        sl_store_msg_fini(&ready);
-    }
-    return err;
-}
-
-static sl_err op_deliver(void *ctx, sl_sim_t *sim, uint32_t id, uint32_t from, int64_t now,
-                         const uint8_t *data, size_t len) {
-    (void)sim;
-    world_t *w = ctx;
-    if (!w->nodes[id].store || len < 1)
-        return SL_OK;
-    return receive(w, id, from, now, data[0], data + 1, len - 1);
-}
-
-/* Anti-entropy: the round core picks, as in store_node.c's round_run. */
-static sl_err op_tick(void *ctx, sl_sim_t *sim, uint32_t id, int64_t now) {
-    world_t *w = ctx;
-    node_t *n = &w->nodes[id];
-    (void)sim;
-    uint64_t now_ns = (uint64_t)now * 1000000ull;
-    if (!n->store || now < n->first_round || now_ns < sl_store_round_due_ns(n->round))
-        return SL_OK;
-    sl_store_round_pick_t pick;
-    sl_store_round_run(n->round, now_ns, w->ae ? sl_store_fingerprint(n->store) : 0, &pick);
-    if (!w->ae || pick.kind == SL_STORE_ROUND_QUIET)
-        return SL_OK;
-    uint32_t to = (uint32_t)atoi(sl_store_round_peer_key(n->round, pick.peer) + 1);
-    sl_store_msg_t m;
-    sl_err err = pick.kind == SL_STORE_ROUND_DIGEST ? sl_store_digest(n->store, false, &m)
-                                                    : sl_store_summary(n->store, false, &m);
-    if (err)
-        return err;
-    send_msg(w, id, to, m.type, m.body, m.len);
-    n->ae_sent++;
-    sl_store_round_sent(n->round, &pick);
-    sl_store_msg_fini(&m);
-    return SL_OK;
-}
-
-static int64_t op_next(void *ctx, sl_sim_t *sim, uint32_t id) {
-    world_t *w = ctx;
-    (void)sim;
-    const node_t *n = &w->nodes[id];
-    int64_t due = (int64_t)((sl_store_round_due_ns(n->round) + 999999) / 1000000);
-    return !n->store ? INT64_MAX : due > n->first_round ? due : n->first_round;
-}
-
-static const sl_sim_ops_t ops = {
-    .start = op_start, .stop = op_stop, .deliver = op_deliver, .tick = op_tick, .next_deadline = op_next,
-};
 
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -253,38 +101,37 @@ static double pct(const int64_t *sorted, size_t count, double p) {
 /* One run: `writes` writes by random replicas, `every_ms` apart, on `n`
  * replicas; then TAIL_MS for the last to settle. */
 static figures_t run(uint32_t n, uint32_t writes, bool ae, uint64_t seed, int64_t every_ms) {
-    world_t w = {.n = n, .ae = ae};
-    w.nodes = calloc(n, sizeof *w.nodes);
+    world_t w = {.n = n};
     w.writes = calloc(writes, sizeof *w.writes);
-    sl_sim_config_t cfg = {.nodes = n, .seed = seed, .ops = &ops, .ctx = &w,
-                           .net = {.loss = 0.01, .delay_min_ms = 1, .delay_max_ms = 20}};
-    CHECK_OK(sl_sim_new(&cfg, &w.sim));
-    for (uint32_t i = 0; i < n; i++)
-        CHECK_OK(sl_sim_start(w.sim, i));
+    sl_simstore_config_t cfg = {.nodes = n, .seed = seed, .no_anti_entropy = !ae,
+                                .net = {.loss = 0.01, .delay_min_ms = 1, .delay_max_ms = 20},
+                                .hooks = {.changed = changed, .ctx = &w}};
+    CHECK_OK(sl_simstore_new(&cfg, &w.net));
+    sl_sim_t *sim = sl_simstore_sim(w.net);
     int64_t t = 1000;
-    CHECK_OK(sl_sim_run_until(w.sim, t));
+    CHECK_OK(sl_simstore_run_until(w.net, t));
     for (uint32_t k = 0; k < writes; k++) {
-        uint32_t id = (uint32_t)sl_rng_below(sl_sim_rng(w.sim), n);
-        node_t *nd = &w.nodes[id];
+        uint32_t id = (uint32_t)sl_rng_below(sl_sim_rng(sim), n);
+        sl_store_t *st = sl_simstore_store(w.net, id);
         char key[32], val[32];
         snprintf(key, sizeof key, "k/%u", k % 64);
         snprintf(val, sizeof val, "v%u", k);
         sl_store_msg_t d;
-        CHECK_OK(sl_store_put(nd->store, key, strlen(key), val, strlen(val), (uint64_t)t, &d));
+        CHECK_OK(sl_store_put(st, key, strlen(key), val, strlen(val), (uint64_t)t, &d));
         write_t *wr = &w.writes[w.write_count++];
-        wr->rid = nd->rid;
-        wr->seq = sl_store_vv_get(nd->store, nd->rid);
+        wr->rid = (uint64_t)id + 1;
+        wr->seq = sl_store_vv_get(st, wr->rid);
         wr->at = t;
         wr->seen = malloc(n * sizeof *wr->seen);
         for (uint32_t i = 0; i < n; i++)
             wr->seen[i] = -1;
         note_held(&w, id, t);
-        spread(&w, id, d.type, d.body, d.len, SL_SPREAD_LOCAL); /* once durable: here at once */
-        sl_store_msg_fini(&d);
+        CHECK_OK(sl_simstore_wrote(w.net, id, &d)); /* once durable: pushed at once */
+        CHECK_OK(sl_simstore_push(w.net, id));
         t += every_ms;
-        CHECK_OK(sl_sim_run_until(w.sim, t));
+        CHECK_OK(sl_simstore_run_until(w.net, t));
     }
-    CHECK_OK(sl_sim_run_until(w.sim, t + TAIL_MS));
+    CHECK_OK(sl_simstore_run_until(w.net, t + TAIL_MS));
 
     figures_t f = {.converged = true};
     int64_t *all = calloc(writes ? writes : 1, sizeof *all);
@@ -316,13 +163,16 @@ static figures_t run(uint32_t n, uint32_t writes, bool ae, uint64_t seed, int64_
     f.max_ms = all_count ? (double)all[all_count - 1] : -1;
     f.node_p99_ms = pct(each, each_count, 0.99);
     uint64_t spread_sum = 0, spread_max = 0, ae_sum = 0;
-    uint64_t h0 = sl_store_state_hash(w.nodes[0].store);
+    uint64_t h0 = sl_store_state_hash(sl_simstore_store(w.net, 0));
     for (uint32_t i = 0; i < n; i++) {
-        spread_sum += w.nodes[i].spread_sent;
-        ae_sum += w.nodes[i].ae_sent;
-        if (w.nodes[i].spread_sent > spread_max)
-            spread_max = w.nodes[i].spread_sent;
-        f.converged &= sl_store_state_hash(w.nodes[i].store) == h0;
+        sl_simstore_counts_t c;
+        sl_simstore_counts(w.net, i, &c);
+        uint64_t sent = c.pushed + c.relayed;
+        spread_sum += sent;
+        ae_sum += c.ae_sent;
+        if (sent > spread_max)
+            spread_max = sent;
+        f.converged &= sl_store_state_hash(sl_simstore_store(w.net, i)) == h0;
     }
     double per = writes ? (double)writes * n : 1;
     f.spread_per_write = (double)spread_sum / per;
@@ -330,12 +180,7 @@ static figures_t run(uint32_t n, uint32_t writes, bool ae, uint64_t seed, int64_
     f.ae_per_write = (double)ae_sum / per;
     free(all);
     free(each);
-    for (uint32_t i = 0; i < n; i++) {
-        sl_store_destroy(&w.nodes[i].store);
-        sl_store_round_destroy(&w.nodes[i].round);
-    }
-    sl_sim_destroy(&w.sim);
-    free(w.nodes);
+    sl_simstore_destroy(&w.net);
     free(w.writes);
     return f;
 }

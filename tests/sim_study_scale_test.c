@@ -13,16 +13,23 @@
  * and trains on when its view lets ASHA promote, as study_node.c's
  * continue_promoted), then sl_turn_jobs, sl_turn_lead, sl_turn_claims,
  * each on the view the real live view gives (src/study/live.c, fed the
- * keys and values the daemon writes). The store is a model
- * (sim_replica.h: last-writer-wins keys; sim_study_test runs the real
- * store on 4 peers, a real one per peer here would cost too much at
- * hundreds): a peer's write of a trial
- * carries the writer's keys of that trial and reaches every peer up at
- * the time after 1-4 steps (push to all), a peer restarted merges a live
- * peer's replica (the store's catch-up) and reads it whole into a fresh
- * live view. It was a model of joins per trial with a view derived by the
- * test; the real live view, fed this replica, gives the same runs
- * (makespans and counts equal at seeds 1-6). Membership: a peer down is
+ * keys and values the daemon writes). The store is the real one on the
+ * simulated network (src/sim/sim_store.c): each peer holds an
+ * sl_store_t (kept across a kill, as the daemon's is on disk), its
+ * writes go through sl_store_put, and the writes of its turn leave after
+ * it as one DELTA through the real spread policy (past 32 others: to
+ * SL_SPREAD_FANOUT random members, each relaying what was new to it) and
+ * take 5-20 ms a message; every 100 ms the real round core picks whom
+ * each peer sends a DIGEST or SUMMARY. The keys a received DELTA changed
+ * (sl_store_out_t.changed) go to the peer's live view, as study_view.c
+ * feeds the daemon's. A peer restarted reads its store whole into a
+ * fresh live view, catches up through the DIGESTs of the members that
+ * hear it came back (and its own), and claims once its replica caught up
+ * (sl_store_caught_up_ms) or CATCHUP_MS passed, as study_node.c's
+ * may_claim. Until 2026-11-27 the store here was a model (last-writer-
+ * wins keys, a trial's keys pushed to every peer after 1-4 steps, a
+ * restarted peer merging a live peer's replica at once); the figures of
+ * both are in bench/results/sim.md. Membership: a peer down is
  * suspect to the others SUSPECT_AFTER_MS after it went down (the turn may then take
  * its trial over), dead DEAD_AFTER_MS after, alive again when back; a
  * peer up is wrongly suspected for FALSE_SUSPECT_MS now and then (its
@@ -33,7 +40,8 @@
  * SL_SCALE_SCORES=FILE (the trials' scores in proposal order, for
  * asha_bound.py --scores); SL_SEED=S another study; SL_SCALE_CHURN=0 no
  * kills or wrong suspicions; SL_SCALE_TRACE=FILE the events and, every
- * 25 ms, the idle slots beside the work there was for them. */
+ * 25 ms, the idle slots beside the work there was for them (on every
+ * write made so far, joined in one more store). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -47,7 +55,8 @@
 #include "study/live.h"
 #include "study/study_keys.h"
 #include "study/turn.h"
-#include "sim_replica.h"
+#include "sim/sim_store.h"
+#include "sim_study.h"
 #include "testlib.h"
 
 #define MAX_E 9
@@ -62,7 +71,8 @@
 #define CHURN_DOWN_MS 1000
 #define DOUBLE_WORK_MS 1000
 #define DEADLINE_MS 600000
-#define DELAY_STEPS 4 /* a write arrives 1..DELAY_STEPS steps later */
+#define STORE_CLOCK_MS 1000000 /* the stores' clock at virtual time 0 */
+#define CATCHUP_MS 1000 /* a peer restarted claims once caught up, or after this (study_node.c) */
 
 
 typedef struct {
@@ -80,13 +90,6 @@ typedef struct {
     uint64_t renew_ms; /* next renewal (the turn's) */
 } job_t;
 
-/* The entries of a replica that are one trial's keys. */
-typedef struct {
-    uint32_t *e;  /* entry indexes */
-    size_t count; /* used */
-    size_t cap;   /* allocated */
-} keylist_t;
-
 typedef struct world world_t;
 
 typedef struct {
@@ -97,30 +100,15 @@ typedef struct {
     bool churns;           /* one of the quarter killed in turn */
     int64_t down_at;       /* when it last went down */
     int64_t back_at;       /* when it comes back (down) or next goes down (churner, up) */
-    replica_t rep;         /* its replica (persisted) */
     live_t live;           /* its live view (volatile: read whole after a restart) */
     sl_live_env_t env;     /* what the live view asks of it */
     job_t job;             /* its one slot */
     bool busy;             /* job in use */
     int64_t suspect_until; /* up, but suspect to the others until then (a slow peer) */
-    keylist_t *tk;         /* per trial + 1 (0: the study's own keys): its entries */
+    uint64_t started_ms;   /* the store's clock when it last restarted (0: up from the start) */
+    int64_t restarted_at;  /* when (virtual ms) */
+    bool gone;             /* down, and the others' membership said so */
 } peer_t;
-
-/* A write on its way: the writer's keys of the trial it wrote (every
- * one, as its replica holds them then: a delta carries what the writer
- * knows of the trial, the model's push). */
-typedef struct {
-    int writer; /* peer */
-    int t;      /* trial; -1: the study's own keys (the finished flag) */
-    kv_t *kv;   /* copies */
-    size_t n;   /* entries */
-} delta_t;
-
-typedef struct {
-    delta_t *d;   /* deltas */
-    size_t count; /* used */
-    size_t cap;   /* allocated */
-} bucket_t;
 
 struct world {
     int n, budget;          /* peers, trials */
@@ -130,9 +118,11 @@ struct world {
     prop_t *props;          /* the proposals, by registry index */
     int prop_count;         /* used */
     int64_t now;            /* virtual ms */
-    uint64_t stamp;         /* the last write's stamp */
-    sl_rng_t rng;           /* faults and delays */
-    bucket_t inflight[DELAY_STEPS + 1]; /* by arrival step, modulo */
+    sl_rng_t rng;           /* faults */
+    sl_simstore_t *net;     /* the peers' real stores on the simulated network
+                               (src/sim/sim_store.h; a replica kept across a kill) */
+    sl_store_t *all;        /* SL_SCALE_TRACE: every write made anywhere (the fleet's
+                               writes joined, for trace_idle) */
     sl_study_members_t members;
     sl_turn_out_t out;
     /* measures and checks */
@@ -198,90 +188,50 @@ static bool suspect_in_view(const world_t *w, int p, int q) {
     return o->up ? w->now < o->suspect_until : w->now - o->down_at >= SUSPECT_AFTER_MS;
 }
 
-/* ---- the store model (sim_replica.h), pushed to every peer up ---- */
+/* ---- the store: a real sl_store_t per peer on the simulator ---- */
 
-/* A key changed in peer p's replica: its live view takes it, as the store
- * node's listener tells the daemon's. */
-static void told(world_t *w, int p, const kv_t *e) {
-    sim_told(&w->peers[p].live, &w->spec, e);
+static sl_store_t *store_of(const world_t *w, int p) {
+    return sl_simstore_store(w->net, (uint32_t)p);
 }
 
-/* Sets key `key` of trial t (-1: the study's) in peer p's replica;
- * true: it changed (and its live view took it). */
-static bool set_key(world_t *w, int p, int t, const char *key, size_t kl, const char *val,
-                    size_t vl, uint64_t stamp) {
+/* What a DELTA peer p received changed: its live view takes it, as the
+ * store node's listener tells the daemon's. */
+static void changed(void *ctx, uint32_t p, const sl_store_out_t *out) {
+    world_t *w = ctx;
+    sim_told_out(&w->peers[p].live, &w->spec, store_of(w, (int)p), out);
+}
+
+/* Membership as peer p sees q: whom p's DELTAs go to. */
+static bool member_hook(void *ctx, uint32_t p, uint32_t q) {
+    return alive_in_view(ctx, (int)p, (int)q);
+}
+
+/* Peer p writes `key` through the store's API as study_store.c does: its
+ * live view takes it at once, and the DELTA goes out with the turn's
+ * other writes (sl_simstore_push after its turn). */
+static void put(world_t *w, int p, const char *key, const char *val, size_t vl) {
     peer_t *me = &w->peers[p];
-    size_t count = me->rep.count;
-    if (!rep_set(&me->rep, key, kl, val, vl, stamp))
-        return false;
-    if (me->rep.count != count) { /* a new entry */
-        keylist_t *l = &me->tk[t + 1];
-        l->e = rep_grow(l->e, &l->cap, l->count + 1, sizeof *l->e);
-        l->e[l->count++] = (uint32_t)count;
+    size_t kl = strlen(key);
+    sl_store_msg_t d;
+    sl_err err = sl_store_put(store_of(w, p), key, kl, val, vl, sl_simstore_clock(w->net), &d);
+    if (!err && w->all) {
+        sl_store_out_t out;
+        sl_store_out_init(&out);
+        err = sl_store_receive(w->all, d.type, d.body, d.len, sl_simstore_clock(w->net), &out,
+                               &(bool){0});
+        sl_store_out_fini(&out);
     }
-    if (me->up)
-        told(w, p, rep_find(&me->rep, key, kl));
-    return true;
+    if (!err)
+        err = sl_simstore_wrote(w->net, (uint32_t)p, &d);
+    if (err) {
+        violate(w, "store: %s cannot write: %s", me->id, sl_strerror(err));
+        return;
+    }
+    sim_told(&me->live, &w->spec, store_of(w, p), (const uint8_t *)key, kl);
 }
 
-/* Peer p writes `key` of trial t (val NULL: deletes it): its replica and
- * live view at once; sent() then pushes the trial to the others. */
-static void put(world_t *w, int p, int t, const char *key, const char *val, size_t vl) {
-    set_key(w, p, t, key, strlen(key), val, vl, ++w->stamp);
-}
-
-static void put_str(world_t *w, int p, int t, const char *key, const char *val) {
-    put(w, p, t, key, val, strlen(val));
-}
-
-/* Peer p wrote trial t (-1: the finished flag): its keys of it are on
- * their way to the others, 1..DELAY_STEPS steps. */
-static void sent(world_t *w, int p, int t) {
-    bucket_t *b = &w->inflight[(w->now / STEP_MS + 1 + (int64_t)sl_rng_below(&w->rng, DELAY_STEPS)) %
-                               (DELAY_STEPS + 1)];
-    b->d = rep_grow(b->d, &b->cap, b->count + 1, sizeof *b->d);
-    const peer_t *me = &w->peers[p];
-    const keylist_t *l = &me->tk[t + 1];
-    /* (one block: the entries, then their keys and values) */
-    size_t bytes = (l->count + 1) * sizeof(kv_t);
-    for (size_t i = 0; i < l->count; i++) {
-        const kv_t *e = &me->rep.e[l->e[i]];
-        bytes += e->key_len + 1 + (e->val ? e->val_len + 1 : 0);
-    }
-    delta_t *d = &b->d[b->count++];
-    *d = (delta_t){.writer = p, .t = t, .kv = malloc(bytes), .n = l->count};
-    if (!d->kv)
-        abort(); /* (a test's allocation) */
-    char *at = (char *)(d->kv + l->count + 1);
-    for (size_t i = 0; i < l->count; i++) {
-        const kv_t *e = &me->rep.e[l->e[i]];
-        kv_t *c = &d->kv[i];
-        *c = (kv_t){.key = at, .key_len = e->key_len, .val_len = e->val_len, .stamp = e->stamp};
-        memcpy(at, e->key, e->key_len + 1);
-        at += e->key_len + 1;
-        if (e->val) {
-            c->val = at;
-            memcpy(at, e->val, e->val_len + 1);
-            at += e->val_len + 1;
-        }
-    }
-}
-
-static void delta_fini(delta_t *d) { free(d->kv); }
-
-/* The writes due this step reach every peer up. */
-static void deliver(world_t *w) {
-    bucket_t *b = &w->inflight[(w->now / STEP_MS) % (DELAY_STEPS + 1)];
-    for (size_t i = 0; i < b->count; i++) {
-        delta_t *d = &b->d[i];
-        for (int q = 0; q < w->n; q++)
-            if (q != d->writer && w->peers[q].up)
-                for (size_t k = 0; k < d->n; k++)
-                    set_key(w, q, d->t, d->kv[k].key, d->kv[k].key_len, d->kv[k].val,
-                            d->kv[k].val_len, d->kv[k].stamp);
-        delta_fini(d);
-    }
-    b->count = 0;
+static void put_str(world_t *w, int p, const char *key, const char *val) {
+    put(w, p, key, val, strlen(val));
 }
 
 /* The key of trial t (kind, n, peer as sl_study_key_build takes them). */
@@ -293,13 +243,13 @@ static const char *tkey(const world_t *w, sl_study_key_kind kind, int t, uint64_
 static void put_claim(world_t *w, int p, int t, const sl_claim_t *c) {
     char val[512];
     size_t len = sim_claim_val(c, val);
-    put(w, p, t, tkey(w, SL_STUDY_KEY_CLAIM, t, 0, w->peers[p].id), val, len);
+    put(w, p, tkey(w, SL_STUDY_KEY_CLAIM, t, 0, w->peers[p].id), val, len);
 }
 
 static void put_result(world_t *w, int p, int t, const sl_result_t *r) {
     char val[1024];
     size_t len = sim_result_val(r, val);
-    put(w, p, t, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
+    put(w, p, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
 }
 
 /* ---- a peer's live view ---- */
@@ -325,7 +275,7 @@ static bool runs(void *ctx, const char *study, const char *trial) {
  * what changed and the open trials' states derived. */
 static void refresh(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    sim_refresh(&me->live, &me->rep, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
+    sim_refresh(&me->live, store_of(w, p), w->study_id, &w->spec, &me->env, (uint64_t)w->now);
 }
 
 static trial_row_t *row_of(world_t *w, int p, int t) {
@@ -364,13 +314,12 @@ static void work(world_t *w, int p) {
     char line[SL_REPORT_LINE_MAX], man[64];
     size_t len;
     if (sl_report_encode(&rep, line, sizeof line, &len) == SL_OK)
-        put(w, p, j->t, tkey(w, SL_STUDY_KEY_METRIC, j->t, (uint64_t)e, NULL), line, len);
+        put(w, p, tkey(w, SL_STUDY_KEY_METRIC, j->t, (uint64_t)e, NULL), line, len);
     snprintf(man, sizeof man, "{\"epoch\":%d}", e); /* checkpoint_every 1 */
-    put_str(w, p, j->t, tkey(w, SL_STUDY_KEY_CKPT, j->t, 0, NULL), man);
+    put_str(w, p, tkey(w, SL_STUDY_KEY_CKPT, j->t, 0, NULL), man);
     sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, rung, e, false, 0);
     tr(w, "E %d %s %d", j->t, me->id, e);
     if (out == SL_EPOCH_CONTINUE) {
-        sent(w, p, j->t);
         j->next_epoch = e + 1;
         j->epoch_end = w->now + EPOCH_MS;
         return;
@@ -385,7 +334,6 @@ static void work(world_t *w, int p) {
         snprintf(res.writer, sizeof res.writer, "%s", me->id);
         snprintf(res.reason, sizeof res.reason, "completed");
         put_result(w, p, j->t, &res);
-        sent(w, p, j->t);
         me->busy = false;
         tr(w, "D %d %s", j->t, me->id);
         return;
@@ -401,11 +349,10 @@ static void work(world_t *w, int p) {
     if (!lv->finished && !r->stop && !r->has_result && has &&
         !sl_claim_must_stop(&cur, me->id, j->epoch) &&
         sl_sched_asha_promotes(&w->spec, &sv, w->props[j->t].id, rung, NULL, 0)) {
-        put_str(w, p, j->t, tkey(w, SL_STUDY_KEY_RUNG, j->t, (uint64_t)rung + 1, NULL),
+        put_str(w, p, tkey(w, SL_STUDY_KEY_RUNG, j->t, (uint64_t)rung + 1, NULL),
                 "promoted (by its owner)");
         w->owner_promotions++;
         tr(w, "P %d %s %d", j->t, me->id, rung + 1);
-        sent(w, p, j->t);
         j->next_epoch = e + 1;
         j->epoch_end = w->now + EPOCH_MS;
         return;
@@ -413,7 +360,6 @@ static void work(world_t *w, int p) {
     sl_claim_t rel;
     if (has && sl_claim_release(&cur, me->id, j->epoch, &rel) == SL_OK)
         put_claim(w, p, j->t, &rel);
-    sent(w, p, j->t);
     me->busy = false;
     tr(w, "R %d %s %d", j->t, me->id, rung);
 }
@@ -431,7 +377,6 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
                 break;
             put_claim(w, p, t, &a->claim);
             w->releases += a->why == SL_TURN_CLAIM_ORPHAN;
-            sent(w, p, t);
             break;
         case SL_TURN_WRITE_RECORD: {
             if (t < 0) {
@@ -449,35 +394,30 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
             char val[SL_STUDY_RECORD_MAX];
             size_t len;
             if (sl_trial_record_encode(&w->spec, &a->trial, val, sizeof val, &len) == SL_OK)
-                put(w, p, t, tkey(w, SL_STUDY_KEY_RECORD, t, 0, NULL), val, len);
-            sent(w, p, t);
+                put(w, p, tkey(w, SL_STUDY_KEY_RECORD, t, 0, NULL), val, len);
             break;
         }
         case SL_TURN_WRITE_RUNG:
             if (t >= 0 && row_of(w, p, t) && a->rung > sl_study_live_rung(row_of(w, p, t))) {
                 tr(w, "L %d %s %d", t, me->id, a->rung);
-                put_str(w, p, t, tkey(w, SL_STUDY_KEY_RUNG, t, (uint64_t)a->rung, NULL),
+                put_str(w, p, tkey(w, SL_STUDY_KEY_RUNG, t, (uint64_t)a->rung, NULL),
                         a->reason);
-                sent(w, p, t);
             }
             break;
         case SL_TURN_WRITE_STOP:
             if (t >= 0) {
-                put_str(w, p, t, tkey(w, SL_STUDY_KEY_STOP, t, 0, NULL), a->reason);
-                sent(w, p, t);
+                put_str(w, p, tkey(w, SL_STUDY_KEY_STOP, t, 0, NULL), a->reason);
             }
             break;
         case SL_TURN_WRITE_RESULT:
             if (t >= 0) {
                 put_result(w, p, t, &a->result);
-                sent(w, p, t);
             }
             break;
         case SL_TURN_WRITE_FINISHED:
-            put_str(w, p, -1, tkey(w, SL_STUDY_KEY_FINISHED, -1, 0, NULL), a->reason);
+            put_str(w, p, tkey(w, SL_STUDY_KEY_FINISHED, -1, 0, NULL), a->reason);
             if (!w->finished_at)
                 w->finished_at = w->now;
-            sent(w, p, -1);
             break;
         case SL_TURN_JOB_START: {
             trial_row_t *r = t >= 0 ? row_of(w, p, t) : NULL;
@@ -505,6 +445,15 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
         case SL_TURN_JOB_RENEW_AT: me->job.renew_ms = a->at_ms; break;
         }
     }
+}
+
+/* study_node.c's may_claim: a peer restarted claims once its replica
+ * caught up (it held all that a DIGEST or SUMMARY received since its
+ * restart said the sender held), or CATCHUP_MS after it. */
+static bool may_claim(const world_t *w, int p) {
+    const peer_t *me = &w->peers[p];
+    return !me->started_ms || sl_store_caught_up_ms(store_of(w, p)) >= me->started_ms ||
+           w->now >= me->restarted_at + CATCHUP_MS;
 }
 
 /* The turn core's view from peer p's live view, derived again. */
@@ -564,7 +513,7 @@ static void turn(world_t *w, int p) {
     if (w->out.count && !view(w, p, &v))
         return;
     sl_turn_out_clear(&w->out);
-    if (sl_turn_claims(&v, &w->members, me->id, now, true, &w->out) != SL_OK) {
+    if (sl_turn_claims(&v, &w->members, me->id, now, may_claim(w, p), &w->out) != SL_OK) {
         violate(w, "turn: claims phase failed");
         return;
     }
@@ -593,28 +542,31 @@ static void churn(world_t *w) {
             me->busy = false;
             me->down_at = w->now;
             me->back_at = w->now + CHURN_DOWN_MS;
+            sl_simstore_crash(w->net, (uint32_t)p); /* its round core and unsent writes too */
             sl_study_live_fini(&me->live); /* (volatile: read whole when it is back) */
             me->live.stale = true;
             w->kills++;
-        } else { /* back: catches up from a live peer's replica */
+        } else { /* back on its replica: every member hears it came back, and
+                    their DIGESTs (and its own) bring what it missed */
             tr(w, "B -1 %s", me->id);
             me->up = true;
+            me->gone = false;
             me->back_at = w->now + CHURN_PERIOD_MS;
-            int from = -1;
-            for (int k = 0; k < w->n && from < 0; k++) {
-                int q = (int)((p + 1 + (int)sl_rng_below(&w->rng, (uint64_t)w->n) + k) % w->n);
-                if (q != p && w->peers[q].up)
-                    from = q;
-            }
-            for (int t = -1; from >= 0 && t < w->prop_count; t++) {
-                const peer_t *f = &w->peers[from];
-                const keylist_t *l = &f->tk[t + 1];
-                for (size_t i = 0; i < l->count; i++) {
-                    const kv_t *e = &f->rep.e[l->e[i]];
-                    set_key(w, p, t, e->key, e->key_len, e->val, e->val_len, e->stamp);
-                }
-            }
+            me->restarted_at = w->now;
+            me->started_ms = sl_simstore_clock(w->net);
+            if (sl_simstore_restart(w->net, (uint32_t)p) != SL_OK)
+                violate(w, "store: %s cannot restart", me->id);
         }
+    }
+    /* a peer down DEAD_AFTER_MS is dead to every other: no round
+       candidate any more */
+    for (int p = 0; p < w->n; p++) {
+        peer_t *me = &w->peers[p];
+        if (me->up || me->gone || w->now - me->down_at < DEAD_AFTER_MS)
+            continue;
+        me->gone = true;
+        for (int q = 0; q < w->n; q++)
+            sl_simstore_set_up(w->net, (uint32_t)q, (uint32_t)p, false);
     }
 }
 
@@ -663,7 +615,6 @@ static bool runs_none(void *ctx, const char *study, const char *trial) {
 static void trace_idle(world_t *w) {
     int up = 0, busy = 0, need = 0, fresh = 0, promotable = 0;
     size_t T = (size_t)w->prop_count;
-    replica_t u = {0};
     live_t lv = {0};
     bool *run = sl_calloc(T + 1, sizeof *run);
     if (!run)
@@ -676,14 +627,9 @@ static void trace_idle(world_t *w) {
         busy += me->busy;
         if (me->busy)
             run[me->job.t] = true;
-        for (size_t i = 0; i < me->rep.count; i++)
-            rep_set(&u, me->rep.e[i].key, me->rep.e[i].key_len, me->rep.e[i].val,
-                    me->rep.e[i].val_len, me->rep.e[i].stamp);
     }
-    for (size_t i = 0; i < u.count; i++)
-        if (u.e[i].val)
-            sl_study_live_set(&lv, &w->spec, (const uint8_t *)u.e[i].key, u.e[i].key_len,
-                              (const uint8_t *)u.e[i].val, u.e[i].val_len, true);
+    sim_scan_t scan = {&lv, &w->spec};
+    sl_store_scan(w->all, "", 0, sim_scan_key, &scan);
     sl_live_env_t env = {.self = "", .member = all_alive, .runs = runs_none};
     sl_study_live_derive(&lv, w->study_id, &w->spec, &env, (uint64_t)w->now);
     for (int i = 0; i < w->prop_count; i++) { /* (in proposal order) */
@@ -717,7 +663,6 @@ static void trace_idle(world_t *w) {
        up - busy, need, fresh, promotable, w->prop_count);
     sl_free(run);
     sl_study_live_fini(&lv);
-    rep_fini(&u);
 }
 
 static const char *spec_json(int trials, char *buf, size_t len) {
@@ -734,21 +679,13 @@ static const char *spec_json(int trials, char *buf, size_t len) {
 }
 
 static void world_fini(world_t *w) {
-    for (int p = 0; w->peers && p < w->n; p++) {
-        rep_fini(&w->peers[p].rep);
+    for (int p = 0; w->peers && p < w->n; p++)
         sl_study_live_fini(&w->peers[p].live);
-        for (int t = 0; w->peers[p].tk && t <= w->budget; t++)
-            free(w->peers[p].tk[t].e);
-        free(w->peers[p].tk);
-    }
     sl_free(w->peers);
     sl_free(w->props);
     sl_free(w->double_since);
-    for (int b = 0; b <= DELAY_STEPS; b++) {
-        for (size_t i = 0; i < w->inflight[b].count; i++)
-            delta_fini(&w->inflight[b].d[i]);
-        free(w->inflight[b].d);
-    }
+    sl_simstore_destroy(&w->net);
+    sl_store_destroy(&w->all);
     sl_study_members_fini(&w->members);
     sl_turn_out_fini(&w->out);
     if (w->trace)
@@ -794,23 +731,35 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
         me->up = true;
         me->down_at = -DEAD_AFTER_MS;
         me->env = (sl_live_env_t){.self = me->id, .member = member_of, .runs = runs, .ctx = me};
-        me->tk = calloc(T + 1, sizeof *me->tk);
-        if (!me->tk) {
-            violate(w, "test: out of memory");
-            return;
-        }
         int k = p - (n - churners); /* the last quarter churn, staggered */
         if (k >= 0) {
             me->churns = true;
             me->back_at = (int64_t)CHURN_PERIOD_MS * (k + 1) / churners;
         }
     }
+    /* the stores: a write to every alive member up to SL_SPREAD_PUSH_ALL
+       others, rumor past that; 5-20 ms a message (the model's 1-4 steps);
+       the rounds' default timers */
+    sl_simstore_config_t nc = {.nodes = (uint32_t)n, .seed = seed, .clock_ms = STORE_CLOCK_MS,
+                               .net = {.delay_min_ms = 5, .delay_max_ms = 20},
+                               .list_changed = true,
+                               .hooks = {.changed = changed, .member = member_hook, .ctx = w}};
+    sl_store_config_t all_cfg = {0};
+    if (sl_simstore_new(&nc, &w->net) != SL_OK ||
+        (w->trace && sl_store_new((uint64_t)n + 1, &all_cfg, &w->all) != SL_OK)) {
+        violate(w, "store: no stores");
+        return;
+    }
     for (w->now = 0; w->now < DEADLINE_MS && !w->violation[0]; w->now += STEP_MS) {
         churn(w);
-        deliver(w);
+        sl_err err = sl_simstore_run_until(w->net, w->now); /* the messages due, the rounds */
+        if (err != SL_OK)
+            violate(w, "store: a message was refused: %s", sl_strerror(err));
         for (int p = 0; p < n && !w->violation[0]; p++)
-            if (w->peers[p].up)
+            if (w->peers[p].up) {
                 turn(w, p);
+                sl_simstore_push(w->net, (uint32_t)p); /* the turn's writes, one DELTA */
+            }
         check_double(w);
         if (w->trace && w->now % 25 == 0)
             trace_idle(w);
@@ -856,13 +805,24 @@ static void test_asha_churn(void) {
               (unsigned long long)seed, W.violation);
     /* the churn did happen, and took trials over */
     CHECK(W.kills > 0 || getenv("SL_SCALE_CHURN"));
+    sl_simstore_counts_t sum = {0};
+    for (int p = 0; p < n; p++) {
+        sl_simstore_counts_t c;
+        sl_simstore_counts(W.net, (uint32_t)p, &c);
+        sum.pushed += c.pushed;
+        sum.relayed += c.relayed;
+        sum.ae_sent += c.ae_sent;
+    }
     printf("{\"peers\": %d, \"trials\": %d, \"seed\": %llu, \"makespan_s\": %.3f, \"kills\": %d, "
            "\"false_suspicions\": %d, \"claims\": %d, \"takeovers\": %d, "
            "\"from_suspects\": %d, \"orphan_releases\": %d, "
-           "\"owner_promotions\": %d, \"double_work_ms\": %lld, \"double_work_max_ms\": %lld}\n",
+           "\"owner_promotions\": %d, \"double_work_ms\": %lld, \"double_work_max_ms\": %lld, "
+           "\"deltas_pushed\": %llu, \"deltas_relayed\": %llu, \"anti_entropy_msgs\": %llu}\n",
            n, budget, (unsigned long long)seed, W.finished_at / 1000.0, W.kills,
            W.false_suspicions, W.claims, W.takeovers, W.suspect_takeovers, W.releases,
-           W.owner_promotions, (long long)W.double_ms, (long long)W.double_max_ms);
+           W.owner_promotions, (long long)W.double_ms, (long long)W.double_max_ms,
+           (unsigned long long)sum.pushed, (unsigned long long)sum.relayed,
+           (unsigned long long)sum.ae_sent);
     const char *out = getenv("SL_SCALE_SCORES");
     FILE *f = out ? fopen(out, "w") : NULL;
     if (f) { /* the trials' scores in proposal order, for asha_bound.py --scores */

@@ -17,22 +17,29 @@
  * release at a rung) are simulated here, and write the keys study_node.c's
  * drain_job writes.
  *
- * The store is the real one (src/store/): every peer holds an sl_store_t
- * in memory (study_keys.c's keys, with the values the daemon writes:
- * records, claim registers, reports, results, ...), kept across a kill
- * as the daemon's is on disk (same replica id: no RESET asked). Writes go
- * through sl_store_put and sl_store_del; each write's DELTA is pushed to
- * the other peers and arrives at the next step where the receiver runs
- * on the sender's side of a partition (LOSS_PCT of them lost while
- * faults are on); every step each peer, one step in two, sends one other
- * its SUMMARY and the exchange runs to its end (DIGEST, deltas), answers
- * going back at once as store_node.c's on_msg sends them, deltas held
- * past a gap received once it fills. Every key a write or a received
- * DELTA changes (the core's report, sl_store_out_t.changed: no second
- * decode) goes to that peer's live view, as the store node's listener
- * tells the daemon's; a peer restarted reads its store whole into a
- * fresh live view (a scan), as after a RESET. Once quiet, every replica
- * must hold what peer 0's does (state hash and fingerprint).
+ * The store is the real one (src/store/) on the simulated network of
+ * src/sim/sim_store.c: every peer holds an sl_store_t in memory
+ * (study_keys.c's keys, with the values the daemon writes: records,
+ * claim registers, reports, results, ...), kept across a kill as the
+ * daemon's is on disk (same replica id: no RESET asked). Writes go
+ * through sl_store_put and sl_store_del; a peer's writes of one turn
+ * leave after it as one DELTA to every member it deems alive (the spread
+ * policy below 33 members), 1-20 ms a message, LOSS_PCT of all messages
+ * lost while faults are on, none across a partition, held while the
+ * receiver is paused; every 100 ms each peer's round core (the daemon's,
+ * src/store/store_round.c) picks whom it sends a DIGEST or SUMMARY, and
+ * the answers go back as store_node.c's on_msg sends them, deltas held
+ * past a gap received once it fills. A peer restarted meets the others
+ * as joining and they hear it came back (DIGESTs both ways). Every key a
+ * write or a received DELTA changes (the core's report,
+ * sl_store_out_t.changed: no second decode) goes to that peer's live
+ * view, as the store node's listener tells the daemon's; a peer
+ * restarted reads its store whole into a fresh live view (a scan), as
+ * after a RESET. Once the study is done and quiet, every replica must
+ * hold what peer 0's does (state hash and fingerprint) within
+ * CONVERGE_MS of rounds. (Until 2026-11-27 the anti-entropy here was a
+ * direct SUMMARY/DIGEST exchange run to its end at once, and each DELTA
+ * arrived at the next step.)
  *
  * What is still modelled: membership. A peer deems another alive while
  * it has heard from it in the last 1.5 s, suspect after 400 ms.
@@ -72,7 +79,8 @@
 #include "study/live.h"
 #include "study/study_keys.h"
 #include "study/turn.h"
-#include "sim_replica.h"
+#include "sim/sim_store.h"
+#include "sim_study.h"
 #include "testlib.h"
 
 #define PEERS 4
@@ -87,6 +95,7 @@
 #define DEADLINE_MS 240000
 #define LOSS_PCT 10          /* of pushed DELTAs lost while faults are on */
 #define EPOCH_MS 1000000     /* the stores' clock at the world's time 0 */
+#define CONVERGE_MS 10000    /* once finished, the replicas agree within this */
 
 /* Planted bugs, one per checker. */
 typedef enum {
@@ -122,13 +131,6 @@ typedef struct {
 
 typedef struct world world_t;
 
-/* A message on the simulated network. */
-typedef struct {
-    int from;         /* sender's peer index */
-    int to;           /* receiver's */
-    sl_store_msg_t m; /* the message (owned) */
-} wire_t;
-
 typedef struct {
     char id[16];                 /* "peer-N" */
     int index;                   /* N */
@@ -136,8 +138,6 @@ typedef struct {
     bool up;                     /* running */
     int64_t paused_until;        /* SIGSTOPped until then: no steps, no messages */
     int64_t down_until;          /* restart time when down */
-    sl_store_t *store;           /* its replica, the real store (kept across a kill:
-                                    the daemon's is on disk) */
     live_t live;                 /* its live view (volatile: read whole after a restart) */
     sl_live_env_t env;           /* what the live view asks of it */
     job_t jobs[2];               /* running trials (volatile) */
@@ -156,9 +156,9 @@ struct world {
     prop_t props[MAX_T];  /* registry of proposals */
     int prop_count;
     peer_t peers[PEERS];
-    wire_t *wire;         /* pushed DELTAs in flight (delivered at the next step) */
-    size_t wire_count;    /* used */
-    size_t wire_cap;      /* allocated */
+    sl_simstore_t *net;   /* the peers' real stores on the simulated network
+                             (src/sim/sim_store.h; a replica kept across a kill:
+                             the daemon's is on disk) */
     int group[PEERS];     /* partition side */
     int64_t heal_at;      /* partition ends */
     int64_t now;
@@ -241,136 +241,45 @@ static int epoch_ms(const world_t *w, int t) {
 /* Trials that fail on their own at epoch 1, every time. */
 static bool bad_trial(const world_t *w, int t) { return w->props[t].ordinal % 9 == 4; }
 
-/* ---- the store: a real sl_store_t per peer ---- */
+/* ---- the store: a real sl_store_t per peer on the simulator ---- */
 
-static uint64_t store_now(const world_t *w) { return EPOCH_MS + (uint64_t)w->now; }
-
-/* Key `key` changed in peer p's replica (a local write, or a received
- * DELTA's report): its live view takes it, as the store node's listener
- * tells the daemon's. */
-static void told(world_t *w, int p, const uint8_t *key, size_t key_len) {
-    sl_store_entry_t e;
-    bool live = sl_store_lookup(w->peers[p].store, key, key_len, &e) == SL_OK &&
-                e.type == SL_CRDT_LWW;
-    sl_study_live_set(&w->peers[p].live, &w->spec, key, key_len, live ? e.val : NULL,
-                      live ? e.val_len : 0, live);
+static sl_store_t *store_of(const world_t *w, int p) {
+    return sl_simstore_store(w->net, (uint32_t)p);
 }
 
-/* Peer q handles message m from peer `from`, as store_node.c's on_msg
- * does: applied, what it changed told to its live view (no second
- * decode: the store reports the keys), its answers sent back at once
- * while the two can reach each other, and deltas kept past a gap
- * received once it fills. */
-static void deliver(world_t *w, int q, int from, const sl_store_msg_t *m) {
-    peer_t *me = &w->peers[q];
-    sl_store_out_t out;
-    sl_store_out_init(&out);
-    out.list_changed = true;
-    bool persist = false;
-    sl_err err = sl_store_receive(me->store, m->type, m->body, m->len, store_now(w), &out,
-                                  &persist);
-    if (err != SL_OK) {
-        violate(w, "store: %s refused a message of type %d from %s: %s", me->id, m->type,
-                w->peers[from].id, sl_strerror(err));
-        sl_store_out_fini(&out);
-        return;
-    }
-    if (persist && out.all_changed)
-        me->live.stale = true; /* (a RESET: the view is read whole) */
-    else if (persist)
-        for (size_t i = 0; i < out.changed_count; i++)
-            told(w, q, out.changed[i].key, out.changed[i].key_len);
-    for (size_t i = 0; i < out.count && connected(w, q, from); i++)
-        deliver(w, from, q, &out.msgs[i]);
-    sl_store_out_fini(&out);
-    if (persist && m->type != SL_STORE_MSG_DIGEST && m->type != SL_STORE_MSG_SUMMARY) {
-        sl_store_msg_t ready;
-        while (sl_store_take_ready(me->store, &ready) == SL_OK) {
-            deliver(w, q, from, &ready);
-            sl_store_msg_fini(&ready);
-        }
-    }
-}
-
-/* Peer p's write's DELTA goes to every other peer (the store node's push
- * below 33 members), delivered at the next step; while faults are on,
- * LOSS_PCT of them are lost (anti-entropy repairs). Takes d. */
-static void push(world_t *w, int p, sl_store_msg_t *d) {
-    for (int q = 0; q < PEERS; q++) {
-        if (q == p || !connected(w, p, q))
-            continue;
-        if (w->faults && w->now < w->faults_until && sl_rng_below(&w->rng, 100) < LOSS_PCT)
-            continue;
-        if (w->wire_count == w->wire_cap) {
-            w->wire_cap = w->wire_cap ? 2 * w->wire_cap : 64;
-            w->wire = realloc(w->wire, w->wire_cap * sizeof *w->wire);
-            if (!w->wire)
-                abort(); /* (a test's allocation) */
-        }
-        wire_t *x = &w->wire[w->wire_count++];
-        x->from = p;
-        x->to = q;
-        x->m = (sl_store_msg_t){.type = d->type, .len = d->len, .body = malloc(d->len)};
-        if (!x->m.body)
-            abort();
-        memcpy(x->m.body, d->body, d->len);
-    }
-    sl_store_msg_fini(d);
-}
-
-/* The DELTAs pushed last step arrive where the receiver runs on the
- * sender's side of a partition; the rest are lost. */
-static void deliver_wire(world_t *w) {
-    size_t n = w->wire_count;
-    wire_t *batch = w->wire;
-    w->wire = NULL;
-    w->wire_count = w->wire_cap = 0;
-    for (size_t i = 0; i < n; i++) {
-        wire_t *x = &batch[i];
-        if (!w->violation[0] && running(w, x->to) && w->group[x->from] == w->group[x->to])
-            deliver(w, x->to, x->from, &x->m);
-        free(x->m.body);
-    }
-    free(batch);
-}
-
-/* Anti-entropy: p sends q its SUMMARY (store_node.c's round), and the
- * exchange runs to its end (a DIGEST, the deltas each lacks). */
-static void exchange(world_t *w, int p, int q, bool digest) {
-    sl_store_msg_t m;
-    sl_err err = digest ? sl_store_digest(w->peers[p].store, false, &m)
-                        : sl_store_summary(w->peers[p].store, false, &m);
-    if (err != SL_OK) {
-        violate(w, "store: %s has no %s: %s", w->peers[p].id, digest ? "digest" : "summary",
-                sl_strerror(err));
-        return;
-    }
-    deliver(w, q, p, &m);
-    sl_store_msg_fini(&m);
+/* What a DELTA peer p received changed: its live view takes it, as the
+ * store node's listener tells the daemon's (no second decode: the store
+ * reports the keys). */
+static void changed(void *ctx, uint32_t p, const sl_store_out_t *out) {
+    world_t *w = ctx;
+    sim_told_out(&w->peers[p].live, &w->spec, store_of(w, (int)p), out);
 }
 
 /* Peer p writes `key` (val NULL: deletes it), through the store's API as
- * study_store.c does; the DELTA is pushed. */
+ * study_store.c does; its live view takes it at once, and the DELTA goes
+ * out with the turn's other writes (sl_simstore_push). */
 static void put(world_t *w, int p, const char *key, const char *val, size_t vl) {
     peer_t *me = &w->peers[p];
     size_t kl = strlen(key);
     sl_store_msg_t d;
-    sl_err err = val ? sl_store_put(me->store, key, kl, val, vl, store_now(w), &d)
-                     : sl_store_del(me->store, key, kl, store_now(w), &d);
+    uint64_t now = sl_simstore_clock(w->net);
+    sl_err err = val ? sl_store_put(store_of(w, p), key, kl, val, vl, now, &d)
+                     : sl_store_del(store_of(w, p), key, kl, now, &d);
     if (err == SL_ENOTFOUND)
         return; /* (a delete of what is gone) */
+    if (err == SL_OK)
+        err = sl_simstore_wrote(w->net, (uint32_t)p, &d);
     if (err != SL_OK) {
         violate(w, "store: %s cannot write: %s", me->id, sl_strerror(err));
         return;
     }
-    told(w, p, (const uint8_t *)key, kl);
-    push(w, p, &d);
+    sim_told(&me->live, &w->spec, store_of(w, p), (const uint8_t *)key, kl);
 }
 
 /* Whether peer p's replica holds `key` (live). */
 static bool has_key(const world_t *w, int p, const char *key) {
     sl_store_entry_t e;
-    return sl_store_lookup(w->peers[p].store, key, strlen(key), &e) == SL_OK;
+    return sl_store_lookup(store_of(w, p), key, strlen(key), &e) == SL_OK;
 }
 
 /* The key of trial t (kind, n, peer as sl_study_key_build takes them). */
@@ -418,20 +327,9 @@ static bool runs(void *ctx, const char *study, const char *trial) {
 /* The daemon's sl_study_live_refresh: a live view read whole after a
  * restart (stale), then the rows that changed and the open trials'
  * states derived. */
-static bool read_key(void *ctx, const uint8_t *key, size_t key_len, const sl_store_entry_t *e) {
-    peer_t *me = ctx;
-    if (e->type == SL_CRDT_LWW)
-        sl_study_live_set(&me->live, &me->w->spec, key, key_len, e->val, e->val_len, true);
-    return true;
-}
-
 static void refresh(world_t *w, int p) {
     peer_t *me = &w->peers[p];
-    if (me->live.stale) {
-        sl_study_live_reset(&me->live);
-        sl_store_scan(me->store, "", 0, read_key, me);
-    }
-    sl_study_live_derive(&me->live, w->study_id, &w->spec, &me->env, (uint64_t)w->now);
+    sim_refresh(&me->live, store_of(w, p), w->study_id, &w->spec, &me->env, (uint64_t)w->now);
 }
 
 /* The row of trial t in peer p's live view, or NULL. */
@@ -815,7 +713,9 @@ static void turn(world_t *w, int p) {
 static void crash(world_t *w, int p, int64_t down_ms) {
     peer_t *me = &w->peers[p];
     me->up = false;
+    me->paused_until = 0; /* (a stopped process killed is no longer stopped) */
     me->job_count = 0; /* volatile state gone; the replica is on disk */
+    sl_simstore_crash(w->net, (uint32_t)p); /* its round core and unsent writes too */
     sl_study_live_fini(&me->live);
     me->live.stale = true; /* read whole at its first turn back */
     me->down_until = w->now + down_ms;
@@ -837,13 +737,25 @@ static void inject_faults(world_t *w) {
             w->last_fault = w->now;
             for (int q = 0; q < PEERS; q++)
                 me->heard[q] = w->now; /* it starts believing everyone alive */
+            if (sl_simstore_restart(w->net, (uint32_t)p) != SL_OK)
+                violate(w, "store: %s cannot restart", me->id);
+        }
+        if (me->up && me->paused_until && w->now >= me->paused_until) {
+            me->paused_until = 0; /* SIGCONT: what waited for it arrives */
+            sl_sim_pause(sl_simstore_sim(w->net), (uint32_t)p, false);
         }
     }
     if (w->heal_at && w->now >= w->heal_at) {
         memset(w->group, 0, sizeof w->group);
+        sl_sim_partition(sl_simstore_sim(w->net), NULL);
         w->heal_at = 0;
         w->last_fault = w->now;
     }
+    /* while faults are on, LOSS_PCT of the messages are lost (anti-entropy
+       repairs) */
+    sl_sim_net_t net = *sl_sim_net(sl_simstore_sim(w->net));
+    net.loss = w->faults && w->now < w->faults_until ? LOSS_PCT / 100.0 : 0;
+    sl_sim_set_net(sl_simstore_sim(w->net), &net);
     if (!w->faults || w->now >= w->faults_until)
         return;
     uint64_t dice = sl_rng_below(rng, 1000);
@@ -873,11 +785,14 @@ static void inject_faults(world_t *w) {
         if (running(w, victim)) {
             w->peers[victim].paused_until = w->now + 500 + (int64_t)sl_rng_below(rng, 3500);
             w->last_fault = w->peers[victim].paused_until;
+            sl_sim_pause(sl_simstore_sim(w->net), (uint32_t)victim, true);
             w->pauses++;
         }
     } else if (dice < 25 && !w->heal_at) {
+        uint32_t sides[PEERS];
         for (int p = 0; p < PEERS; p++)
-            w->group[p] = (int)sl_rng_below(rng, 2);
+            sides[p] = (uint32_t)(w->group[p] = (int)sl_rng_below(rng, 2));
+        sl_sim_partition(sl_simstore_sim(w->net), sides);
         w->heal_at = w->now + 500 + (int64_t)sl_rng_below(rng, 4000);
         w->last_fault = w->now;
     }
@@ -985,8 +900,8 @@ static void checks_step(world_t *w) {
 
 /* Whether peer p's replica holds what peer 0's does. */
 static bool same_replica(const world_t *w, int p) {
-    return sl_store_state_hash(w->peers[0].store) == sl_store_state_hash(w->peers[p].store) &&
-           sl_store_fingerprint(w->peers[0].store) == sl_store_fingerprint(w->peers[p].store);
+    return sl_store_state_hash(store_of(w, 0)) == sl_store_state_hash(store_of(w, p)) &&
+           sl_store_fingerprint(store_of(w, 0)) == sl_store_fingerprint(store_of(w, p));
 }
 
 /* The trials as peer 0's live view shows them (SL_VERBOSE). */
@@ -1005,15 +920,14 @@ static void dump(world_t *w) {
 static void world_fini(world_t *w) {
     sl_study_members_fini(&w->members);
     sl_turn_out_fini(&w->out);
-    for (int p = 0; p < PEERS; p++) {
-        sl_store_destroy(&w->peers[p].store);
+    for (int p = 0; p < PEERS; p++)
         sl_study_live_fini(&w->peers[p].live);
-    }
-    for (size_t i = 0; i < w->wire_count; i++)
-        free(w->wire[i].m.body);
-    free(w->wire);
-    w->wire = NULL;
-    w->wire_count = w->wire_cap = 0;
+    sl_simstore_destroy(&w->net);
+}
+
+/* Membership as peer `p` sees it: whom its DELTAs go to. */
+static bool member_hook(void *ctx, uint32_t p, uint32_t q) {
+    return alive_in_view(ctx, (int)p, (int)q);
 }
 
 static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, bug_t bug) {
@@ -1041,11 +955,17 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
         me->w = w;
         me->up = true;
         me->env = (sl_live_env_t){.self = me->id, .member = member_of, .runs = runs, .ctx = me};
-        sl_store_config_t cfg = {0};
-        if (sl_store_new((uint64_t)p + 1, &cfg, &me->store) != SL_OK) {
-            violate(w, "store: no store for %s", me->id);
-            return;
-        }
+    }
+    /* the stores: each write's DELTA goes to every member (below
+       SL_SPREAD_PUSH_ALL others), a message takes 1-20 ms; the rounds'
+       default timers */
+    sl_simstore_config_t nc = {.nodes = PEERS, .seed = seed, .clock_ms = EPOCH_MS,
+                               .net = {.delay_min_ms = 1, .delay_max_ms = 20},
+                               .list_changed = true,
+                               .hooks = {.changed = changed, .member = member_hook, .ctx = w}};
+    if (sl_simstore_new(&nc, &w->net) != SL_OK) {
+        violate(w, "store: no stores");
+        return;
     }
     for (w->now = 0; w->now < DEADLINE_MS && !w->violation[0]; w->now += STEP_MS) {
         inject_faults(w);
@@ -1054,19 +974,20 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
             for (int q = 0; q < PEERS; q++)
                 if (connected(w, p, q))
                     w->peers[p].heard[q] = w->now;
-        /* the network: last step's pushes, then anti-entropy */
-        deliver_wire(w);
-        for (int p = 0; p < PEERS; p++) {
-            /* a round (store_round.h): a peer, one in two steps, to one other */
-            int q = (p + 1 + (int)sl_rng_below(&w->rng, PEERS - 1)) % PEERS;
-            if (sl_rng_below(&w->rng, 2) && connected(w, p, q))
-                exchange(w, p, q, false);
-        }
-        /* each peer: its turn */
+        /* the network since the last step: pushes, relays, rounds */
+        for (int p = 0; p < PEERS; p++)
+            for (int q = 0; q < PEERS; q++)
+                sl_simstore_set_up(w->net, (uint32_t)p, (uint32_t)q, alive_in_view(w, p, q));
+        sl_err err = sl_simstore_run_until(w->net, w->now);
+        if (err != SL_OK)
+            violate(w, "store: a message was refused: %s", sl_strerror(err));
+        /* each peer: its turn, its writes pushed after it */
         memset(w->led, 0, sizeof w->led);
         for (int p = 0; p < PEERS && !w->violation[0]; p++)
-            if (running(w, p))
+            if (running(w, p)) {
                 turn(w, p);
+                sl_simstore_push(w->net, (uint32_t)p);
+            }
         checks_step(w);
         /* done: every peer up, finished, idle */
         bool all = w->now >= w->faults_until && !w->heal_at;
@@ -1088,14 +1009,19 @@ static void run_world(world_t *w, const char *json, uint64_t seed, bool faults, 
             dump(w);
         return;
     }
-    /* converge the replicas, then check the end state as peer 0's live
-       view shows it */
-    deliver_wire(w);
-    for (int round = 0; round < 2; round++)
-        for (int p = 0; p < PEERS; p++)
-            for (int q = 0; q < PEERS; q++)
-                if (p != q)
-                    exchange(w, p, q, true);
+    /* the replicas converge (the rounds' SUMMARYs find what differs,
+       within CONVERGE_MS), then the end state as peer 0's live view shows
+       it */
+    int64_t end = w->now + CONVERGE_MS;
+    bool same = false;
+    while (!same && w->now < end && !w->violation[0]) {
+        w->now += STEP_MS;
+        if (sl_simstore_run_until(w->net, w->now) != SL_OK)
+            violate(w, "store: a message was refused");
+        same = true;
+        for (int p = 1; p < PEERS; p++)
+            same &= same_replica(w, p);
+    }
     if (w->violation[0])
         return;
     for (int p = 0; p < PEERS; p++)
