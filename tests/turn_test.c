@@ -4,7 +4,8 @@
  * slot (no trial is assigned to it); an owner alive and not suspect
  * keeps its trial; the end of an ASHA study written by a peer that does
  * not lead, once every open trial is paused and nothing is promotable
- * (sl_turn_finish). The simulators (sim_study_test, sim_study_scale_test)
+ * (sl_turn_finish); a lease renewed early by the turn that writes the
+ * job's report, never late. The simulators (sim_study_test, sim_study_scale_test)
  * run the same turn over whole studies with kills and wrong suspicions. */
 #include <math.h>
 #include <stdlib.h>
@@ -259,6 +260,48 @@ static void test_finish_by_last_owner(void) {
     sl_turn_out_fini(&f.out);
 }
 
+/* Whether b's job of t-held (lease renewal due at `renew_ms`, its report
+ * written this turn or not) is renewed by the jobs phase at NOW. */
+static bool renews(uint64_t renew_ms, bool reported) {
+    fix_t f;
+    fix_init(&f, false, false, 1);
+    sl_turn_job_t j = {.trial_id = "t-held", .epoch = 1, .renew_ms = renew_ms, .last_epoch = 1,
+                       .reported = reported, .found = true, .claim = f.open[0].claim,
+                       .has_claim = true};
+    f.out.due_ms = UINT64_MAX;
+    CHECK_OK(sl_turn_jobs(&f.v, &j, 1, "b", NOW, &f.out));
+    bool renewed = false;
+    for (size_t i = 0; i < f.out.count; i++) {
+        const sl_turn_action_t *a = &f.out.items[i];
+        if (a->kind == SL_TURN_WRITE_CLAIM) {
+            CHECK_INT(a->why, SL_TURN_CLAIM_RENEW);
+            CHECK(a->claim.lease_expiry_ms == NOW + LEASE);
+            renewed = true;
+        }
+        if (a->kind == SL_TURN_JOB_RENEW_AT)
+            CHECK(a->at_ms == NOW + LEASE / 3);
+    }
+    /* (not renewed: the turn is due again when the renewal is) */
+    CHECK(renewed || f.out.due_ms == renew_ms);
+    fix_fini(&f);
+    return renewed;
+}
+
+/* A renewal is written when due, or early, within lease_ms /
+ * SL_TURN_RENEW_RIDE of due, by the turn that writes the job's report
+ * (one commit and DELTA for both); never early without a report. */
+static void test_renew_rides_report(void) {
+    uint64_t ride = LEASE / SL_TURN_RENEW_RIDE;
+    CHECK(renews(NOW, false));
+    CHECK(renews(NOW - 1, false));
+    CHECK(!renews(NOW + 1, false));
+    CHECK(!renews(NOW + ride, false));
+    CHECK(renews(NOW + ride, true));
+    CHECK(renews(NOW + 1, true));
+    CHECK(!renews(NOW + ride + 1, true));
+    CHECK(!renews(NOW + LEASE / 3, true));
+}
+
 int main(void) {
     spec_init();
     sl_test_run("alive_owner_keeps", test_alive_owner_keeps);
@@ -266,5 +309,6 @@ int main(void) {
     sl_test_run("suspect_last", test_suspect_last);
     sl_test_run("suspect_member_no_slots", test_suspect_member_no_slots);
     sl_test_run("finish_by_last_owner", test_finish_by_last_owner);
+    sl_test_run("renew_rides_report", test_renew_rides_report);
     return sl_test_finish();
 }

@@ -125,6 +125,7 @@ static void job_flush_log(sl_study_node_t *sn, job_t *j) {
     if (sl_study_node_log_key(sn, j->study, j->trial, j->epoch, key) == SL_OK)
         sl_study_node_put_str(sn, key, j->log.data, j->log.len);
     j->log_dirty = false;
+    j->log_written_ms = sl_study_node_wall_ms();
 }
 
 static void reap_orphans(sl_study_node_t *sn) {
@@ -138,7 +139,43 @@ static void reap_orphans(sl_study_node_t *sn) {
     sn->orphan_count = w;
 }
 
+/* Writes the job's metric report of epoch `e` (false: it could not). */
+static bool put_report(sl_study_node_t *sn, job_t *j, int e, const char *line, size_t len) {
+    char key[SL_STUDY_KEY_MAX];
+    return sl_study_key_build(key, sizeof key, SL_STUDY_KEY_METRIC, j->study, j->trial,
+                              (uint64_t)e, NULL) == SL_OK &&
+           sl_study_node_put_str(sn, key, line, len) == SL_OK;
+}
+
+/* A command's report of its target epoch is held until its END (a few ms
+ * later: the command writes its checkpoint and exits), then written in the
+ * END's turn with that checkpoint, the result or release and the log: one
+ * group commit, one DELTA to every member, where the report used to cost
+ * one of its own (bench/results/study.md, "Scaling"). Nobody acts on it
+ * sooner: the trial is running until its release or result. A peer killed
+ * in between loses it with the checkpoint it would have come with, and
+ * whoever resumes the trial reports that epoch again. */
+static bool hold_report(job_t *j, int e, const char *line, size_t len) {
+    sl_free(j->held);
+    j->held = sl_malloc(len ? len : 1);
+    if (!j->held)
+        return false; /* (written at once, then) */
+    memcpy(j->held, line, len);
+    j->held_len = len;
+    j->held_epoch = e;
+    return true;
+}
+
+static void put_held_report(sl_study_node_t *sn, job_t *j) {
+    if (!j->held)
+        return;
+    put_report(sn, j, j->held_epoch, j->held, j->held_len);
+    sl_free(j->held);
+    j->held = NULL;
+}
+
 static void job_free(sl_study_node_t *sn, job_t *j, bool wait) {
+    put_held_report(sn, j);
     job_flush_log(sn, j);
     if (wait) {
         sl_study_worker_destroy(&j->w);
@@ -283,6 +320,7 @@ static void start_job(sl_study_node_t *sn, cached_t *c, const sl_trial_t *t,
     j->rung = t->rung;
     bool empty = job_dir_take(sn, c, j);
     j->started_ms = sl_study_node_wall_ms();
+    j->log_written_ms = j->started_ms;
     j->renew_ms = j->started_ms + spec->lease_ms / 3;
     sn->claims++;
     j->outcome = -1;
@@ -439,25 +477,31 @@ static void drain_job(sl_study_node_t *sn, job_t *j, const sl_study_spec_t *spec
         if (ev->kind == SL_WEV_LOG) {
             job_log(j, ev->text);
         } else if (ev->kind == SL_WEV_EPOCH) {
-            char key[SL_STUDY_KEY_MAX], line[SL_REPORT_LINE_MAX];
+            char line[SL_REPORT_LINE_MAX];
             size_t len;
             int e = ev->report.epoch; /* (1 or more: sl_report_parse) */
             j->last_epoch = e;
-            if (sl_study_key_build(key, sizeof key, SL_STUDY_KEY_METRIC, j->study, j->trial,
-                                   (uint64_t)e, NULL) == SL_OK &&
-                sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK)
-                sl_study_node_put_str(sn, key, line, len);
             sl_epoch_outcome out = sl_claim_after_epoch(spec, j->rung, e, false, 0);
-            if (spec->trainer == SL_TRAINER_BUILTIN && sl_claim_checkpoint_due(spec, e, out))
+            bool ends = out == SL_EPOCH_DONE || out == SL_EPOCH_PAUSE;
+            bool command = spec->trainer == SL_TRAINER_COMMAND;
+            if (sl_report_encode(&ev->report, line, sizeof line, &len) == SL_OK) {
+                /* (a held report is written at the END) */
+                bool held = ends && command && hold_report(j, e, line, len);
+                if (!held && put_report(sn, j, e, line, len))
+                    j->reported = true;
+            }
+            if (!command && sl_claim_checkpoint_due(spec, e, out)) /* (builtin) */
                 write_checkpoint(sn, j, e);
-            else if (spec->trainer == SL_TRAINER_COMMAND && e > 1)
-                write_checkpoint(sn, j, e - 1); /* a command writes it after the line */
-            if (out == SL_EPOCH_DONE || out == SL_EPOCH_PAUSE) {
+            else if (command && e > 1 && !ends)
+                write_checkpoint(sn, j, e - 1); /* a command writes it after the line
+                                                   (its target epoch's: at the END) */
+            if (ends) {
                 j->outcome = out; /* finished at the END event */
                 sl_study_worker_stop(j->w);
             }
         } else { /* END */
             job_log(j, ev->text);
+            put_held_report(sn, j); /* (before the checkpoint, result, release) */
             if (j->outcome == SL_EPOCH_DONE || j->outcome == SL_EPOCH_PAUSE) {
                 if (spec->trainer == SL_TRAINER_COMMAND)
                     write_checkpoint(sn, j, j->last_epoch);
@@ -636,6 +680,9 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
             continue;
         trial_row_t *r = sl_study_live_find(lv, j->trial);
         drain_job(sn, j, spec, r ? (int)r->fail_count : 0);
+        /* (its log rides the report's commit: LOG_EVERY_MS) */
+        if (j->study[0] && j->reported && now >= j->log_written_ms + LOG_EVERY_MS)
+            job_flush_log(sn, j);
     }
     /* the jobs phase: stop the jobs whose claim moved on or whose trial
        ended, renew the others' leases */
@@ -652,6 +699,8 @@ static void study_turn(sl_study_node_t *sn, cached_t *c, uint64_t now, uint64_t 
         x->epoch = j->epoch;
         x->renew_ms = j->renew_ms;
         x->last_epoch = j->last_epoch;
+        x->reported = j->reported;
+        j->reported = false;
         sl_study_live_turn_job(lv, j->trial, x);
         jobs[nj++] = j;
     }
@@ -804,14 +853,16 @@ static uint64_t tick(void *ctx, sl_node_t *node, uint64_t now_ns) {
         }
     reap_orphans(sn);
     sl_study_ckpt_settle(sn);
-    if (now >= sn->log_flush_ms) {
-        for (int i = 0; i < MAX_JOBS; i++)
-            if (sn->jobs[i].study[0])
-                job_flush_log(sn, &sn->jobs[i]);
-        sn->log_flush_ms = now + 1000;
+    /* a log no report carried (LOG_ALONE_MS) */
+    for (int i = 0; i < MAX_JOBS; i++) {
+        job_t *j = &sn->jobs[i];
+        if (!j->study[0] || !j->log_dirty)
+            continue;
+        if (now >= j->log_written_ms + LOG_ALONE_MS)
+            job_flush_log(sn, j);
+        else
+            due_at(&due, j->log_written_ms + LOG_ALONE_MS);
     }
-    if (running_jobs(sn) > 0)
-        due_at(&due, sn->log_flush_ms);
     /* the fingerprint after the loop's own writes: they need no new turn */
     sn->turn_fp = sl_store_fingerprint(sl_store_node_store(sn->store));
     uint64_t end_ns = sl_plat_now_ns();
@@ -884,6 +935,7 @@ static void on_stop(void *ctx, sl_node_t *node) {
         if (!j->study[0] || !j->w)
             continue; /* a job still restoring has nothing new to keep */
         sl_study_worker_stop(j->w);
+        put_held_report(sn, j);
         const sl_study_spec_t *spec = sl_study_node_spec(sn, j->study);
         sl_wev_t *ev;
         while ((ev = sl_study_worker_pop(j->w))) {

@@ -20,6 +20,13 @@
 #define MAX_JOBS 32
 #define MAX_PENDING (2 * MAX_JOBS) /* checkpoints waiting for their copies */
 #define LOG_MAX 60000
+/* A running job's log is written with its report once LOG_EVERY_MS passed
+ * since its last write (riding the report's group commit and DELTA), or
+ * alone once LOG_ALONE_MS passed with no report to ride. It was written
+ * every second on a timer of its own: a commit, and at 32 peers a DELTA
+ * to 31 others, a job and a second beside its reports'. */
+#define LOG_EVERY_MS 1000
+#define LOG_ALONE_MS 1500
 #define MAX_FILES 16
 /* After joining, a peer claims once its store says it caught up with a
  * peer (sl_store_caught_up_ms), or at the latest after this long: ten
@@ -111,6 +118,12 @@ typedef struct {
     uint32_t dir_num;                /* its N */
     sl_buf_t log;                    /* log text (tail kept) */
     bool log_dirty;                  /* log changed since written */
+    uint64_t log_written_ms;         /* wall ms the log was last written (or claimed) */
+    bool reported;                   /* a report of it was written this turn */
+    char *held;                      /* a command's report of its target epoch, held to
+                                        ride its end's commit (hold_report; NULL: none) */
+    size_t held_len;                 /* its length */
+    int held_epoch;                  /* its epoch */
     int outcome;                     /* sl_epoch_outcome once the target is reached, else -1 */
     sl_study_job_t *launch;          /* while its checkpoint is restored: the worker to
                                         start then (w is NULL meanwhile) */
@@ -136,7 +149,6 @@ struct sl_study_node {
     job_t jobs[MAX_JOBS];            /* running trials */
     sl_study_data_t *data;           /* shared data sets */
     char root[1024];                 /* data_dir/studies */
-    uint64_t log_flush_ms;           /* next flush of the logs */
     bool slots_written;              /* peer/NAME/slots is in the store */
     int slots_offered;               /* the value written there (-1: none yet, catching up) */
     uint64_t started_ms;             /* wall ms at attach */

@@ -248,7 +248,8 @@ sl_err sl_turn_jobs(const sl_turn_view_t *v, const sl_turn_job_t *jobs, size_t c
             continue;
         }
         uint64_t renew = j->renew_ms;
-        if (now_ms >= j->renew_ms && j->found && j->has_claim) {
+        bool rides = j->reported && now_ms + spec->lease_ms / SL_TURN_RENEW_RIDE >= j->renew_ms;
+        if ((now_ms >= j->renew_ms || rides) && j->found && j->has_claim) {
             sl_claim_t next;
             if (sl_claim_renew(&j->claim, self, j->epoch, now_ms, spec->lease_ms, &next) ==
                     SL_OK &&

@@ -36,6 +36,12 @@
  * claim core's hand-off step, so that an overdue trial's first hand-off
  * comes with it. */
 #define SL_TURN_STEAL_MS SL_CLAIM_HANDOFF_MS
+/* A job's lease is renewed every lease_ms / 3; a turn that writes the
+ * job's report renews it early once it is within lease_ms / this of due
+ * (half the wait), so a job that reports more often than that never
+ * renews in a commit of its own: at 32 peers each such commit was a
+ * DELTA to 31 others (bench/results/study.md, "Scaling"). */
+#define SL_TURN_RENEW_RIDE 6
 /* Orphaned claims (held here, no job) released in one turn at most. */
 #define SL_TURN_ORPHANS_MAX 16
 
@@ -99,6 +105,8 @@ typedef struct {
     uint64_t epoch;       /* claim epoch held */
     uint64_t renew_ms;    /* next lease renewal (wall ms) */
     int last_epoch;       /* last epoch reported */
+    bool reported;        /* its report was written this turn (a renewal
+                             nearly due rides it: SL_TURN_RENEW_RIDE) */
     bool found;           /* the view has its trial */
     sl_claim_t claim;     /* the join of its claim registers */
     bool has_claim;       /* one was seen */
@@ -179,7 +187,11 @@ void sl_turn_members_load(const sl_turn_view_t *v, const sl_study_members_t *ms,
  * its claim; when the leader stopped its trial or the study ended, a
  * "stopped by the leader" result (unless one is there), the claim's
  * release and JOB_END; else a renewal when due (a claim write and
- * JOB_RENEW_AT). SL_ENOMEM: the list is short. */
+ * JOB_RENEW_AT), or early, within lease_ms / SL_TURN_RENEW_RIDE of due,
+ * when the job's report is written this turn: the renewal then
+ * rides the report's group commit and DELTA instead of costing every
+ * member one of its own (never later than due: the lease keeps its
+ * margin). SL_ENOMEM: the list is short. */
 sl_err sl_turn_jobs(const sl_turn_view_t *v, const sl_turn_job_t *jobs, size_t count,
                     const char *self, uint64_t now_ms, sl_turn_out_t *out);
 
