@@ -87,14 +87,21 @@ def run_one(a, n):
             epochs += t["epoch"]
         # the loop's counters of the peers alive at the end (a killed
         # peer's start again from zero)
-        totals = {}
+        totals, store = {}, {}
         for p in c.alive_names():
-            ss = (c.ctl_json(p, "stats") or {}).get("study", {})
-            for k in ("claims", "claims_lost", "jobs_ended", "job_ms", "turns", "turn_us"):
+            js = c.ctl_json(p, "stats") or {}
+            ss = js.get("study", {})
+            for k in ("claims", "claims_lost", "jobs_ended", "job_ms", "turns", "turn_us",
+                      "writes"):
                 totals[k] = totals.get(k, 0) + ss.get(k, 0)
+            # what the writes cost the store: group commits (each one sync
+            # and one DELTA to every member), syncs, DELTAs applied
+            ts = js.get("store", {})
+            for k in ("group_commits", "group_writes", "wal_syncs", "pushed", "applied"):
+                store[k] = store.get(k, 0) + ts.get(k, 0)
         r = {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
              "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,
-             "study_stats": totals, "loadavg_end": loadavg()}
+             "study_stats": totals, "store_stats": store, "loadavg_end": loadavg()}
         r.update(bound(a, n, st["trials"]))
         if a.keep:
             r["dir"] = c.dir
