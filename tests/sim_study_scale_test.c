@@ -805,6 +805,8 @@ static void test_asha_churn(void) {
               (unsigned long long)seed, W.violation);
     /* the churn did happen, and took trials over */
     CHECK(W.kills > 0 || getenv("SL_SCALE_CHURN"));
+    sl_store_stats_t st; /* one replica's size (peer 0's) */
+    sl_store_stats(sl_simstore_store(W.net, 0), &st);
     sl_simstore_counts_t sum = {0};
     for (int p = 0; p < n; p++) {
         sl_simstore_counts_t c;
@@ -817,12 +819,14 @@ static void test_asha_churn(void) {
            "\"false_suspicions\": %d, \"claims\": %d, \"takeovers\": %d, "
            "\"from_suspects\": %d, \"orphan_releases\": %d, "
            "\"owner_promotions\": %d, \"double_work_ms\": %lld, \"double_work_max_ms\": %lld, "
-           "\"deltas_pushed\": %llu, \"deltas_relayed\": %llu, \"anti_entropy_msgs\": %llu}\n",
+           "\"deltas_pushed\": %llu, \"deltas_relayed\": %llu, \"anti_entropy_msgs\": %llu, "
+           "\"store_keys\": %llu, \"store_mib\": %.1f}\n",
            n, budget, (unsigned long long)seed, W.finished_at / 1000.0, W.kills,
            W.false_suspicions, W.claims, W.takeovers, W.suspect_takeovers, W.releases,
            W.owner_promotions, (long long)W.double_ms, (long long)W.double_max_ms,
            (unsigned long long)sum.pushed, (unsigned long long)sum.relayed,
-           (unsigned long long)sum.ae_sent);
+           (unsigned long long)sum.ae_sent, (unsigned long long)st.keys,
+           (double)st.mem_bytes / (1 << 20));
     const char *out = getenv("SL_SCALE_SCORES");
     FILE *f = out ? fopen(out, "w") : NULL;
     if (f) { /* the trials' scores in proposal order, for asha_bound.py --scores */
