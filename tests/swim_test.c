@@ -850,6 +850,81 @@ static void test_push_pull_slice(void) {
     sl_swim_destroy(&s);
 }
 
+/* A gossip-only message from `from` to core `to`, carrying `rec` if given. */
+static void gossip_from(tnet_t *t, int to, const char *from, const char *from_addr,
+                        const sl_member_msg_t *rec) {
+    sl_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = SL_MSG_ACK;
+    msg.from = sl_bytes_str(from);
+    msg.from_addr = sl_bytes_str(from_addr);
+    msg.u.ack.target = msg.from;
+    if (rec) {
+        msg.gossip_count = 1;
+        msg.gossip[0] = *rec;
+    }
+    CHECK_OK(sl_swim_receive(t->core[to], t->now, &msg));
+}
+
+static void test_repair_from_sender(void) {
+    /* 2 holds 1 dead (the refutation missed it, as in a storm of
+     * suspicions); 1 does not know. A message from 1 makes 2 push-pull
+     * with it: 1 hears of its death and refutes, and its answer brings 2
+     * its record. Without it, 2 kept 1 dead until a periodic push-pull
+     * (minutes at 200 members). */
+    tnet_t t;
+    tnet_init(&t, 4, NULL);
+    join_all(&t);
+    run(&t, 1000);
+    sl_member_msg_t dead = {0};
+    dead.name = sl_bytes_str("m1");
+    dead.addr = sl_bytes_str("tcp://m1");
+    dead.incarnation = 0;
+    dead.state = SL_STATE_DEAD;
+    dead.from = sl_bytes_str("m3");
+    gossip_from(&t, 2, "m3", "tcp://m3", &dead);
+    CHECK_INT(member(t.core[2], 1).state, SL_STATE_DEAD);
+    sl_swim_stats_t st;
+    sl_swim_stats(t.core[2], &st);
+    CHECK_INT(st.syncs_repair, 0); /* (m3 is alive at 2) */
+    gossip_from(&t, 2, "m1", "tcp://m1", NULL);
+    pump(&t);
+    sl_swim_stats(t.core[2], &st);
+    CHECK_INT(st.syncs_repair, 1);
+    CHECK_INT(member(t.core[2], 1).state, SL_STATE_ALIVE);
+    CHECK(member(t.core[2], 1).incarnation >= 1);
+    CHECK_INT(sl_swim_incarnation(t.core[1]), member(t.core[2], 1).incarnation);
+    /* a sender 2 does not know (m4 joined, its gossip missed 2): asked
+     * too, but not before REPAIR_PERIODS (2) probe periods since the last
+     * (a joiner is often heard from before its join gossip, and its
+     * first messages must not each bring a table from every member) */
+    t.core[4] = make(4, 0, NULL);
+    t.n = 5;
+    const char *seed = "tcp://m0";
+    CHECK_OK(sl_swim_join(t.core[4], t.now, &seed, 1));
+    t.cut[0][2] = t.cut[1][2] = t.cut[3][2] = true; /* its join gossip misses 2 */
+    pump(&t);
+    CHECK_INT(member(t.core[2], 4).state, 0xEE);
+    gossip_from(&t, 2, "m4", "tcp://m4", NULL);
+    pump(&t);
+    sl_swim_stats(t.core[2], &st);
+    CHECK_INT(st.syncs_repair, 1);
+    CHECK_INT(member(t.core[2], 4).state, 0xEE);
+    t.now += 2 * 500; /* two probe periods (500 ms here) */
+    gossip_from(&t, 2, "m4", "tcp://m4", NULL);
+    pump(&t);
+    sl_swim_stats(t.core[2], &st);
+    CHECK_INT(st.syncs_repair, 2);
+    CHECK_INT(member(t.core[2], 4).state, SL_STATE_ALIVE);
+    /* an alive sender asks nothing */
+    t.now += 2 * 500;
+    gossip_from(&t, 2, "m4", "tcp://m4", NULL);
+    pump(&t);
+    sl_swim_stats(t.core[2], &st);
+    CHECK_INT(st.syncs_repair, 2);
+    tnet_fini(&t);
+}
+
 static void test_seeds_redialled(void) {
     /* an unreachable seed: re-dialled every join_retry_ms while alone */
     tnet_t t;
@@ -991,6 +1066,7 @@ int main(void) {
     sl_test_run("retransmit_limit", test_retransmit_limit);
     sl_test_run("push_pull", test_push_pull);
     sl_test_run("push_pull_slice", test_push_pull_slice);
+    sl_test_run("repair_from_sender", test_repair_from_sender);
     sl_test_run("seeds_redialled", test_seeds_redialled);
     sl_test_run("events", test_events);
     sl_test_run("reap", test_reap);

@@ -284,6 +284,8 @@ typedef struct {
     uint64_t refutations;      /* times this member refuted a suspicion */
     uint64_t syncs_sent;       /* SYNC messages sent (push or reply) */
     uint64_t syncs_received;   /* SYNC messages received */
+    uint64_t syncs_repair;     /* push-pulls sent to a member we held dead
+                                  or did not know, on a message from it */
     uint64_t gossip_sent;      /* member records piggybacked */
     uint64_t gossip_received;  /* member records received (incl. SYNC) */
     uint64_t msgs_sent;        /* outputs handed out */

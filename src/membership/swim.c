@@ -894,6 +894,48 @@ static void send_sync(sl_swim_t *s, sl_istr_t *addr, sl_istr_t *name, bool join,
     out_push(s, &o);
 }
 
+/* Whether a SYNC request to `addr` is waiting for its answer (sync_asked
+ * without taking it). */
+static bool sync_waiting(const sl_swim_t *s, sl_bytes_t addr) {
+    for (uint32_t i = 0; i < SYNC_ASKED_MAX; i++)
+        if (s->asked[i] && istr_eq(s->asked[i], addr.ptr, addr.len) &&
+            s->now_ms - s->asked_at[i] <= sync_interval(s))
+            return true;
+    return false;
+}
+
+/* A message from a member we hold DEAD or do not know: it is up, so it
+ * refuted a death whose refutation missed us, or joined while its join
+ * gossip ran out before it reached us. Both happen when a cluster forms
+ * in a storm of suspicions (200 peers on 2 cores: a peer kept a dead or
+ * missing record until a periodic push-pull met a member that knew
+ * better, 2 minutes at 200 members, 5 in one run). A push-pull with the
+ * sender now repairs it: its answer carries the sender's own record (and
+ * ours tells it of the death, if it had not heard). At most one per
+ * REPAIR_PERIODS probe periods, none while we are alone (joining) or to a
+ * member whose answer we wait for: a member that joins is often heard
+ * from before its join gossip, and all of them must not each pull a
+ * table then. A member that left is not asked: it still sends its leave
+ * PINGs. */
+#define REPAIR_PERIODS 2
+static void repair_from(sl_swim_t *s, const sl_msg_t *msg) {
+    if (s->bug == SL_SWIM_BUG_NO_PUSH_PULL || s->alive_count <= 1 || s->now_ms < s->repair_ms)
+        return;
+    uint32_t i = find(s, msg->from.ptr, msg->from.len);
+    if (i == s->self || (i != NONE && s->members[i].state != SL_STATE_DEAD) ||
+        sync_waiting(s, msg->from_addr))
+        return;
+    sl_istr_t *addr = intern_get(s->pool, msg->from_addr.ptr, msg->from_addr.len);
+    sl_istr_t *name = intern_get(s->pool, msg->from.ptr, msg->from.len);
+    if (addr && name) {
+        send_sync(s, addr, name, false, false, false);
+        s->stats.syncs_repair++;
+        s->repair_ms = s->now_ms + (int64_t)REPAIR_PERIODS * s->t.probe_interval_ms;
+    }
+    intern_put(s->pool, addr);
+    intern_put(s->pool, name);
+}
+
 static uint32_t next_seq(sl_swim_t *s) {
     uint32_t q = s->next_seq++;
     if (s->next_seq == 0)
@@ -1245,6 +1287,8 @@ sl_err sl_swim_receive(sl_swim_t *s, int64_t now, const sl_msg_t *msg) {
         break;
     }
     }
+    if (msg->type != SL_MSG_SYNC)
+        repair_from(s, msg);
     if (err == SL_EPROTO)
         s->stats.msgs_ignored++;
     return err;

@@ -211,6 +211,7 @@ struct sl_swim {
     sl_istr_t *asked[SYNC_ASKED_MAX]; /* where our latest SYNC requests went (refs) */
     int64_t asked_at[SYNC_ASKED_MAX]; /* when each was sent */
     uint32_t asked_next;      /* next slot of asked to overwrite */
+    int64_t repair_ms;        /* no repair push-pull before this (repair_from) */
     uint32_t msg_new;         /* unknown members added by the message being applied */
     int64_t new_window_ms;    /* start of the current max_new_per_period window */
     uint32_t new_in_window;   /* unknown members added from messages in it */

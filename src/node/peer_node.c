@@ -432,6 +432,7 @@ static sl_err ctl_stats(void *ctx, sl_node_t *node, const sl_ctl_req_t *req, sl_
     add_u64(sw, "refutations", ss.refutations);
     add_u64(sw, "syncs_sent", ss.syncs_sent);
     add_u64(sw, "syncs_received", ss.syncs_received);
+    add_u64(sw, "syncs_repair", ss.syncs_repair);
     add_u64(sw, "gossip_sent", ss.gossip_sent);
     add_u64(sw, "gossip_received", ss.gossip_received);
     add_u64(sw, "msgs_sent", ss.msgs_sent);
