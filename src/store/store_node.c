@@ -568,9 +568,33 @@ static void on_msg(void *ctx, sl_node_t *node, uint8_t type, const uint8_t *body
     }
 }
 
-/* A member that joined, came back or restarted: what we heard from it
- * may be stale, and an exchange now lets it (or us) catch up without
- * waiting for the rounds. */
+/* Members of a join or refutation that one peer makes urgent, on
+ * average (on_member). */
+#define URGENT_FANOUT 3
+
+/* Whether this peer takes a member that joined or refuted a suspicion as
+ * urgent: with URGENT_FANOUT chances in the number of other members, so
+ * that about that many members exchange with it at once, whatever N (at
+ * most 4 peers: every one, as before). */
+static bool urgent_pick(sl_store_node_t *sn) {
+    size_t alive = sl_swim_alive_count(sl_node_swim(sn->node));
+    size_t others = alive > 1 ? alive - 1 : 1;
+    return others <= URGENT_FANOUT || sl_rng_below(&sn->rng, others) < URGENT_FANOUT;
+}
+
+/* A member that came back (from dead or left) gets our DIGEST at the next
+ * round: we sent it nothing while it was down, and what we heard from it
+ * may be stale. A member that joined or refuted a suspicion (a new
+ * incarnation: maybe a quick restart) gets it from about URGENT_FANOUT
+ * members: every member made each one urgent, so a joiner received N - 1
+ * DIGESTs and answered each with its own (and sent one to each member
+ * itself), and each refutation in a storm of suspicions brought N - 1
+ * more: O(N) exchanges of O(N)-entry digests per join, O(N^2) for a
+ * cluster forming, on peers already short of CPU (bench/results/scale.md,
+ * "Starting 150-200 peers at once"). The joiner pulls the store from the
+ * members it picks, and the rounds (a DIGEST to members whose fingerprint
+ * differs while the state changes, a SUMMARY each second after) reach
+ * the rest. */
 static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
     sl_store_node_t *sn = ctx;
     sn->live_dirty = true; /* a member joined, changed state, left or was reaped */
@@ -579,9 +603,12 @@ static void on_member(void *ctx, sl_node_t *node, const sl_swim_event_t *ev) {
         return; /* this peer (a refuted suspicion) */
     bool up = ev->kind != SL_SWIM_EV_REAP &&
               (ev->new_state == SL_STATE_ALIVE || ev->new_state == SL_STATE_SUSPECT);
-    bool back = ev->new_state == SL_STATE_ALIVE &&
-                (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE ||
-                 (ev->kind == SL_SWIM_EV_UPDATE && ev->incarnation != ev->old_incarnation));
+    bool returned = ev->kind == SL_SWIM_EV_STATE && ev->new_state == SL_STATE_ALIVE &&
+                    (ev->old_state == SL_STATE_DEAD || ev->old_state == SL_STATE_LEFT);
+    bool renewed = ev->new_state == SL_STATE_ALIVE &&
+                   (ev->kind == SL_SWIM_EV_JOIN || ev->kind == SL_SWIM_EV_STATE ||
+                    (ev->kind == SL_SWIM_EV_UPDATE && ev->incarnation != ev->old_incarnation));
+    bool back = returned || (renewed && urgent_pick(sn));
     uint32_t id;
     if (sl_store_round_peer(sn->round, ev->addr.ptr, ev->addr.len, up, &id) != SL_OK)
         return;
