@@ -5,8 +5,10 @@
  * keeps its trial; the end of an ASHA study written by a peer that does
  * not lead, once every open trial is paused and nothing is promotable
  * (sl_turn_finish); a lease renewed early by the turn that writes the
- * job's report, never late. The simulators (sim_study_test, sim_study_scale_test)
- * run the same turn over whole studies with kills and wrong suspicions. */
+ * job's report, never late; overdue fresh trials taken by each idle
+ * peer's own rank, not by its view of who else is idle. The simulators
+ * (sim_study_test, sim_study_scale_test) run the same turn over whole
+ * studies with kills and wrong suspicions. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -164,6 +166,88 @@ static void test_suspect_member_no_slots(void) {
     fix_fini(&f);
 }
 
+/* ---- overdue fresh trials: each idle peer by a rank of its own ---- */
+
+#define SPREAD_TRIALS 16
+#define SPREAD_MEMBERS 32
+#define SPREAD_IDLE 4
+
+static void spread_name(int k, char *out, size_t len) { snprintf(out, len, "p%02d", k); }
+static void spread_trial(int i, char *out, size_t len) { snprintf(out, len, "t-%02d", i); }
+
+/* The trial `self` starts in one turn, in a view of SPREAD_TRIALS fresh
+ * trials all overdue and SPREAD_MEMBERS members of one slot each: self
+ * idle, and the other SPREAD_IDLE - 1 of the first ones idle too
+ * (`others_free`) or seen as busy, as the rest; "" if none. */
+static void spread_pick(const char *self, bool others_free, char *got, size_t len) {
+    sl_trial_t trials[SPREAD_TRIALS];
+    uint64_t claimable[SPREAD_TRIALS];
+    sl_turn_open_t open[SPREAD_TRIALS];
+    memset(trials, 0, sizeof trials);
+    memset(open, 0, sizeof open);
+    for (int i = 0; i < SPREAD_TRIALS; i++) {
+        spread_trial(i, trials[i].id, sizeof trials[i].id);
+        trials[i].ordinal = (uint64_t)i;
+        trials[i].state = SL_TRIAL_PENDING;
+        for (int o = 0; o < SL_STUDY_MAX_OBJECTIVES; o++)
+            trials[i].objectives[o] = NAN;
+        claimable[i] = NOW - 200;
+        open[i] = (sl_turn_open_t){.id = trials[i].id, .t = &trials[i],
+                                   .claimable_ms = &claimable[i]};
+    }
+    sl_turn_view_t v = {.study_id = "s", .spec = &spec, .trials = trials,
+                        .trial_count = SPREAD_TRIALS, .open = open,
+                        .open_count = SPREAD_TRIALS, .next_lapse_ms = UINT64_MAX};
+    sl_study_members_t ms;
+    memset(&ms, 0, sizeof ms);
+    CHECK_OK(sl_study_members_reserve(&ms, SPREAD_MEMBERS));
+    for (int k = 0; k < SPREAD_MEMBERS; k++) {
+        spread_name(k, ms.names[k], sizeof ms.names[k]);
+        ms.slots[k] = 1;
+    }
+    ms.count = SPREAD_MEMBERS;
+    sl_turn_members_load(&v, &ms, self, 0);
+    for (int k = 0; k < SPREAD_MEMBERS; k++)
+        if (strcmp(ms.names[k], self) && (k >= SPREAD_IDLE || !others_free))
+            ms.m[k].free_slots = 0;
+    sl_turn_out_t out;
+    sl_turn_out_init(&out);
+    CHECK_OK(sl_turn_claims(&v, &ms, self, NOW, true, &out));
+    started(&out, got, len);
+    sl_turn_out_fini(&out);
+    sl_study_members_fini(&ms);
+}
+
+/* An idle peer takes, of the fresh trials ranked first to it or overdue
+ * (here all of them), the one that weighs most for it, whatever it sees
+ * of the others' free slots: idle peers whose views of each other are
+ * some hops of the store's rumor apart need not agree on who is idle to
+ * take different trials. Under the load-aware assignment, a peer that saw
+ * the others busy took the oldest trial, whoever else did. */
+static void test_overdue_spread(void) {
+    char seen[SPREAD_IDLE][16];
+    for (int p = 0; p < SPREAD_IDLE; p++) {
+        char self[8], busy[16], want[16] = "", id[16];
+        spread_name(p, self, sizeof self);
+        spread_pick(self, true, seen[p], sizeof seen[p]);
+        spread_pick(self, false, busy, sizeof busy);
+        CHECK_STR(busy, seen[p]);
+        uint64_t bw = 0;
+        for (int i = 0; i < SPREAD_TRIALS; i++) {
+            spread_trial(i, id, sizeof id);
+            uint64_t w = sl_round_trial_weight(self, id);
+            if (!want[0] || w > bw) {
+                bw = w;
+                snprintf(want, sizeof want, "%s", id);
+            }
+        }
+        CHECK_STR(seen[p], want);
+        for (int q = 0; q < p; q++)
+            CHECK_MSG(strcmp(seen[p], seen[q]) != 0, "%s and p%02d both took %s", self, q,
+                      seen[p]);
+    }
+}
+
 /* ---- the end of an ASHA study by the owner of its last job ---- */
 
 static sl_study_spec_t asha;
@@ -308,6 +392,7 @@ int main(void) {
     sl_test_run("suspect_taken_over", test_suspect_taken_over);
     sl_test_run("suspect_last", test_suspect_last);
     sl_test_run("suspect_member_no_slots", test_suspect_member_no_slots);
+    sl_test_run("overdue_spread", test_overdue_spread);
     sl_test_run("finish_by_last_owner", test_finish_by_last_owner);
     sl_test_run("renew_rides_report", test_renew_rides_report);
     return sl_test_finish();

@@ -483,6 +483,47 @@ static sl_err write_takes(const sl_turn_view_t *v, const sl_study_members_t *ms,
     return SL_OK;
 }
 
+/* fa before fb among the fresh trials a peer may take, for `self`:
+ * the higher rung, then the trial that weighs more for self, then the
+ * smaller id. */
+static bool spread_before(const sl_turn_open_t *fa, const sl_turn_open_t *fb, const char *self) {
+    if (fa->t->rung != fb->t->rung)
+        return fa->t->rung > fb->t->rung;
+    uint64_t wa = sl_round_trial_weight(self, fa->id), wb = sl_round_trial_weight(self, fb->id);
+    if (wa != wb)
+        return wa > wb;
+    return strcmp(fa->id, fb->id) < 0;
+}
+
+/* Up to `slots` of the `nf` fresh trials `self` may take (ranked first
+ * to it, or overdue: `spread`, the open trials' indices, reordered: the
+ * ones taken first), each the one that weighs most for `self` among those
+ * left (sl_round_trial_weight): idle peers spread over them by a rank of
+ * their own, which needs no view of the others' claims or free slots
+ * (docs/studies.md, "Claims"). pick[k] = k for write_takes, next[k] the
+ * register. */
+static sl_err take_spread(const sl_turn_view_t *v, const char *self, uint64_t now_ms,
+                          size_t *spread, size_t nf, size_t slots, size_t *pick,
+                          sl_claim_t *next, size_t *taken) {
+    static const sl_claim_t none;
+    *taken = 0;
+    for (size_t k = 0; k < nf && k < slots; k++) {
+        size_t best = k;
+        for (size_t i = k + 1; i < nf; i++)
+            if (spread_before(&v->open[spread[i]], &v->open[spread[best]], self))
+                best = i;
+        size_t o = spread[best];
+        spread[best] = spread[k];
+        spread[k] = o;
+        sl_err err = sl_claim_take(&none, self, now_ms, false, v->spec->lease_ms, &next[k]);
+        if (err != SL_OK)
+            return err;
+        pick[k] = k;
+        (*taken)++;
+    }
+    return SL_OK;
+}
+
 sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, const char *self,
                       uint64_t now_ms, bool may_claim, sl_turn_out_t *out) {
     const sl_study_spec_t *spec = v->spec;
@@ -506,23 +547,34 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
     size_t *at = sl_calloc(nopen + 1, sizeof *at);
     size_t *pick = sl_calloc(nopen + 1, sizeof *pick);
     sl_claim_t *next = sl_calloc(nopen + 1, sizeof *next);
+    size_t *spread = sl_calloc(nopen + 1, sizeof *spread);
     err = SL_ENOMEM;
-    if (!cands || !at || !pick || !next)
+    if (!cands || !at || !pick || !next || !spread)
         goto out;
-    /* The trials claimed before (a takeover, a promotion, a retry), the
-       fresh trials (never claimed) that rank this peer first among the
-       members with slots, whatever their load, and the fresh trials
-       waiting STEAL_MS in this view, together, oldest first (rung, then
-       ordinal), by the load-aware assignment. A fresh trial used to go to
-       the load-aware assignee at once: with trials ending every few
-       milliseconds, another member's load as this peer sees it is a turn
-       or two old, and it took trials the member it saw as busy took too
-       (two runs of each no-op trial in three). The overdue ones used to
-       come second, with the slots left: a peer always had a fresh trial
-       of its own to take first, so a trial that ranked first a peer busy
-       with a long promoted run waited for it or for the study's end (a
-       fresh trial started 2.9 s late in an 8-peer run, its promotions
-       after it, and the study waited for them).
+    /* The trials claimed before (a takeover, a promotion, a retry),
+       oldest first (rung, then ordinal), by the load-aware assignment;
+       then, with the slots left, the fresh trials (never claimed) that
+       rank this peer first among the members with slots, whatever their
+       load, and the fresh trials waiting STEAL_MS in this view, together,
+       each peer the ones that weigh most for it (take_spread). The fresh
+       trials used to go by the load-aware assignment too: at 256 peers,
+       where a claim reaches the last members after 3-4 hops of the
+       store's rumor (about 30 ms), idle peers whose views of the others'
+       claims and free slots were that far apart assigned themselves the
+       same overdue trial (1,700 crossed claims in a 2 s fill of the
+       fleet, 50 slot-seconds thrown away); a rank of their own needs no
+       such view. A peer's own first-ranked trials compete with the
+       overdue ones by weight, not before them, so that no overdue trial
+       waits for every peer's own trials to run out: the overdue ones
+       once came second, with the slots left, and a trial that ranked
+       first a peer busy with a long promoted run waited for it or for
+       the study's end (a fresh trial started 2.9 s late in an 8-peer
+       run, its promotions after it, and the study waited for them).
+       Before that, a fresh trial went to the load-aware assignee at
+       once: with trials ending every few milliseconds, another member's
+       load as this peer sees it is a turn or two old, and it took trials
+       the member it saw as busy took too (two runs of each no-op trial
+       in three).
        The trials whose owner is suspect (a probe of it went unanswered:
        killed, or slow) are kept apart, from the top of the arrays down,
        and taken over with the slots left after all of these: a killed
@@ -534,7 +586,7 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
        loses the epoch in progress: its job stops when it sees the higher
        claim epoch, as after any takeover; and only a slot with nothing
        else to run takes it. */
-    size_t nc = 0, ns = 0, np = 0;
+    size_t nc = 0, ns = 0, np = 0, nf = 0;
     for (size_t o = 0; o < nopen; o++) {
         sl_turn_open_t *r = &v->open[o];
         const sl_trial_t *t = r->t;
@@ -580,6 +632,10 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
             due_at(out, *r->claimable_ms + SL_TURN_STEAL_MS);
             continue;
         }
+        if (fresh) {
+            spread[nf++] = o;
+            continue;
+        }
         cands[nc] = cd;
         at[nc++] = o;
     }
@@ -592,6 +648,11 @@ sl_err sl_turn_claims(const sl_turn_view_t *v, const sl_study_members_t *ms, con
        others see it, but for this peer's slots taken just now (its
        members' free slots lowered while the pick runs) */
     int left = ms->m[self_at].free_slots - (int)np;
+    size_t nt = 0;
+    if (err == SL_OK && nf && left > 0 &&
+        (err = take_spread(v, self, now_ms, spread, nf, (size_t)left, pick, next, &nt)) == SL_OK)
+        err = write_takes(v, ms, self_at, spread, pick, next, nt, out);
+    left -= (int)nt;
     if (err == SL_OK && ns && left > 0) {
         size_t base = nopen - ns, sp = 0;
         int had = ms->m[self_at].free_slots;
@@ -612,5 +673,6 @@ out:
     sl_free(at);
     sl_free(pick);
     sl_free(next);
+    sl_free(spread);
     return err;
 }
