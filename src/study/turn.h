@@ -32,9 +32,10 @@
 /* Proposals kept waiting, in fleet slots, for searchers that do not learn. */
 #define SL_TURN_LOOKAHEAD 3
 /* A fresh trial that ranks another member first is left to it this long
- * before a peer with free slots takes it (docs/studies.md, "Claims"); the
- * claim core's hand-off step, so that an overdue trial's first hand-off
- * comes with it. */
+ * before a peer with free slots takes it, by a rank of its own
+ * (docs/studies.md, "Claims"): as long as a trial claimed before and
+ * assigned to another member waits for the next in line (the claim core's
+ * hand-off step). */
 #define SL_TURN_STEAL_MS SL_CLAIM_HANDOFF_MS
 /* A job's lease is renewed every lease_ms / 3; a turn that writes the
  * job's report renews it early once it is within lease_ms / this of due
