@@ -10,7 +10,11 @@ restarted --churn-down seconds later. Speed-up is T(1 peer) / T(N).
 Each line also gives ASHA's own bound on this very study (asha_bound.py
 with the trials' scores read back from the store): the makespan of ideal
 workers, without churn and with this churn, and its efficiency; the
-summary gives the share of that bound each N reached.
+summary gives the share of that bound each N reached. It gives too what
+the run cost the peers: the study's and the store's counters totalled
+over the peers alive at the end (group commits: each a sync and a DELTA
+to every member), and the median CPU seconds of a peer never killed, its
+trials' shells not counted (peer_cpu_s_median).
 
     scaling.py --build BUILD [--peers 1,2,4,8,16] [--trials 200]
                [--epoch-s 0.25] [--churn-period 8] [--churn-down 1]
@@ -18,7 +22,7 @@ One JSON line per N; a summary line last."""
 import argparse, json, os, random, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, loadavg
+from cluster import Cluster, loadavg, proc_cpu_s
 import asha_bound
 
 # sleeps an epoch, reports, then checkpoints (the peer replicates the
@@ -53,6 +57,9 @@ def run_one(a, n):
         c.wait("the peers converge", c.converged, 120, 0.3)
         if a.wait_ready:
             c.wait("every peer ready to claim", c.ready, 60, 0.1)
+        # the daemons' own CPU (not their trials'): the peers never killed
+        steady = [p for p in c.alive_names() if p not in churners]
+        cpu0 = {p: proc_cpu_s(c.pid(p)) for p in steady}
         t0 = time.time()
         sid = c.submit("p0", spec(a.trials, a.epoch_s))
         rng = random.Random(n)
@@ -79,6 +86,7 @@ def run_one(a, n):
                     next_kill[p] = now + a.churn_period + rng.uniform(-0.5, 0.5)
             time.sleep(0.1)
         dt = time.time() - t0
+        cpu = sorted(proc_cpu_s(c.pid(p)) - cpu0[p] for p in steady)
         st = c.ctl_json("p0", "status", sid, timeout=30) or {"trials": []}
         states = {}
         epochs = 0
@@ -101,7 +109,9 @@ def run_one(a, n):
                 store[k] = store.get(k, 0) + ts.get(k, 0)
         r = {"peers": n, "churners": len(churners), "kills": kills, "seconds": round(dt, 2),
              "trials": len(st["trials"]), "states": states, "epochs_recorded": epochs,
-             "study_stats": totals, "store_stats": store, "loadavg_end": loadavg()}
+             "study_stats": totals, "store_stats": store,
+             "peer_cpu_s_median": round(cpu[len(cpu) // 2], 3) if cpu else None,
+             "loadavg_end": loadavg()}
         r.update(bound(a, n, st["trials"]))
         if a.keep:
             r["dir"] = c.dir
