@@ -3,7 +3,10 @@
 
 For each N: starts N `peer` processes on 127.0.0.1 (bench/store/cluster.py's
 Cluster: default timers, all joined through p0), waits until every peer
-sees all N alive, lets the joins settle for SETTLE seconds, then over REST
+sees all N alive (and the CPU all peers used until then), lets the joins
+settle for SETTLE seconds (and at least until a minute after the first
+start: the suspicions, deaths, refutations, repair push-pulls and store
+messages counted then are the forming's), then over REST
 seconds at rest measures
 
   cpu      each peer's own CPU (utime + stime from /proc/PID/stat), in ms
@@ -55,7 +58,8 @@ def machine_busy():
 def start(c, timeout, batch, gap):
     """Starts the cluster as Cluster.start does (all joining through p0),
     BATCH peers every GAP seconds (0: all at once), with a longer deadline
-    and progress: the number of peers that see all N alive."""
+    and progress: the number of peers that see all N alive. Returns the
+    CPU seconds all peers used until then."""
     os.makedirs(c.root, exist_ok=True)
 
     def launch(i):
@@ -87,7 +91,7 @@ def start(c, timeout, batch, gap):
         seen = [c.alive_count(i) for i in range(c.n)]
         full = sum(x == c.n for x in seen)
         if full == c.n:
-            return
+            return sum(cpu_s(p.pid) for p in c.procs)
         print('  %.0f s: %d of %d peers see all alive (fewest %d), load %s' % (
             time.time() - t0, full, c.n, min(seen), loadavg()), flush=True)
         time.sleep(5)
@@ -100,6 +104,8 @@ def totals(stats, group, keys):
 
 
 SWIM_KEYS = ('suspects', 'deaths', 'probe_failures', 'probes', 'syncs_sent')
+FORM_KEYS = ('suspects', 'deaths', 'refutations', 'syncs_repair')
+STORE_KEYS = ('digests_sent', 'summaries_sent', 'deltas_sent', 'snapshots_sent')
 NET_KEYS = ('conns_opened', 'conns_evicted', 'dropped_out', 'sends_refused', 'msgs_out',
             'bytes_out', 'pending')
 
@@ -110,11 +116,16 @@ def one(a, n):
     r = {'n': n}
     try:
         t = time.time()
-        start(c, a.join_timeout, a.batch, a.batch_gap)
+        r['cpu_to_form_s'] = round(start(c, a.join_timeout, a.batch, a.batch_gap), 1)
         r['all_alive_s'] = round(time.time() - t, 1)
-        time.sleep(a.settle)
+        # the window starts SETTLE s after all are alive, and no sooner than
+        # a minute after the first start: the counters then hold the storm
+        time.sleep(max(a.settle, 60 - (time.time() - t)))
         r['load_start'] = loadavg()
         s0 = [c.stats(i) for i in range(n)]
+        r['forming'] = totals(s0, 'swim', FORM_KEYS)
+        r['forming'].update(totals(s0, 'store', STORE_KEYS))
+        r['forming']['window_start_s'] = round(time.time() - t, 1)
         c0 = [cpu_s(p.pid) for p in c.procs]
         m0 = machine_busy()
         t0 = time.time()
@@ -136,6 +147,14 @@ def one(a, n):
         r['net']['conns_open_median'] = statistics.median(s['net']['conns_open'] for s in s1)
         r['alive_seen_min'] = min(s['members']['alive'] for s in s1)
         r['window_s'] = round(dt, 1)
+        print('N=%d: all alive after %.1f s (all peers\' CPU until then %.1f s); from the start '
+              'until the window (%.0f s): suspects %d, deaths %d, refutations %d, repair syncs %d; '
+              'store digests %d, summaries %d, deltas %d, snapshots %d' % (
+                  n, r['all_alive_s'], r['cpu_to_form_s'], r['forming']['window_start_s'],
+                  r['forming']['suspects'], r['forming']['deaths'], r['forming']['refutations'],
+                  r['forming']['syncs_repair'], r['forming']['digests_sent'],
+                  r['forming']['summaries_sent'], r['forming']['deltas_sent'],
+                  r['forming']['snapshots_sent']), flush=True)
         print('N=%d: all alive after %.1f s; at rest %.0f s (load %s -> %s, machine %.0f %% busy): '
               'CPU a peer median %.2f ms/s, max %.2f, all peers %.3f cores; suspects %d, deaths '
               '%d, probe failures %d; conns opened %d, evicted %d, dropped %d, refused %d; fewest '
