@@ -35,13 +35,34 @@
  * peer up is wrongly suspected for FALSE_SUSPECT_MS now and then (its
  * trial taken over, it must stop: the double-work check).
  *
+ * Pauses and a partition, beside the kills: every PAUSE_EVERY_MS a peer
+ * up that does not churn may be SIGSTOPped for 0.3-1.8 s (no turns, no
+ * training, nothing sent; messages to it wait in sl_sim until it
+ * resumes); and once, in mid-study (when as many epochs were trained as
+ * there are trials), a random quarter of the fleet is cut off from the
+ * rest for 1-2 s (messages across lost), then healed. Membership treats
+ * silence alike: a peer not heard from (down, paused, across the cut) is
+ * suspect after SUSPECT_AFTER_MS and dead after DEAD_AFTER_MS, when the
+ * round cores drop it; on resuming or at the heal, those that said it
+ * dead hear it is back (an urgent DIGEST). A paused peer does no work, so
+ * the double-work check counts it only once it runs again (its job must
+ * stop within DOUBLE_WORK_MS if its trial was taken over). Each side of
+ * the partition takes the other's trials over, so a trial may run on both
+ * sides while it lasts: such a stretch must end within DOUBLE_WORK_MS of
+ * the heal. After the study the faults end (healed, every peer resumed or
+ * restarted) and every replica must hold what peer 0's does (fingerprint
+ * and state hash) within CONVERGE_MS. SL_SCALE_PAUSES=0 and
+ * SL_SCALE_PARTITION=0 turn either off.
+ *
  * The ctest run is small (32 peers, 150 trials). The benchmark of
  * bench/results/sim.md: SL_SCALE_PEERS=256 SL_SCALE_TRIALS=1000
  * SL_SCALE_SCORES=FILE (the trials' scores in proposal order, for
  * asha_bound.py --scores); SL_SEED=S another study; SL_SCALE_CHURN=0 no
- * kills or wrong suspicions; SL_SCALE_TRACE=FILE the events and, every
- * 25 ms, the idle slots beside the work there was for them (on every
- * write made so far, joined in one more store). */
+ * kills, wrong suspicions, pauses or partition; SL_SCALE_TRACE=FILE the
+ * events (S start, E epoch, K kill, B back, Z pause, C resume, Q
+ * partition, H heal, ...) and, every 25 ms, the idle slots beside the
+ * work there was for them (on every write made so far, joined in one
+ * more store). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -73,6 +94,12 @@
 #define DEADLINE_MS 600000
 #define STORE_CLOCK_MS 1000000 /* the stores' clock at virtual time 0 */
 #define CATCHUP_MS 1000 /* a peer restarted claims once caught up, or after this (study_node.c) */
+#define PAUSE_EVERY_MS 500 /* a peer up (not a churner) is SIGSTOPped this often ... */
+#define PAUSE_MIN_MS 300   /* ... for 300 ms to 1.8 s (past DEAD_AFTER_MS now and then) */
+#define PAUSE_SPAN_MS 1500
+#define PART_MIN_MS 1000   /* the partition lasts 1-2 s */
+#define PART_SPAN_MS 1000
+#define CONVERGE_MS 10000  /* after the study, every replica agrees within this */
 
 
 typedef struct {
@@ -108,6 +135,11 @@ typedef struct {
     uint64_t started_ms;   /* the store's clock when it last restarted (0: up from the start) */
     int64_t restarted_at;  /* when (virtual ms) */
     bool gone;             /* down, and the others' membership said so */
+    int64_t paused_at;     /* SIGSTOPped at (while paused_until is set) */
+    int64_t paused_until;  /* SIGSTOPped until then: no turns, no training, no messages out
+                              (0: running) */
+    bool faded;            /* paused, and the others' membership said it is dead */
+    bool cut;              /* on the partition's small side */
 } peer_t;
 
 struct world {
@@ -133,7 +165,16 @@ struct world {
     int64_t double_max_ms;  /* longest such stretch */
     int kills, takeovers, releases, owner_promotions, claims;
     int suspect_takeovers, false_suspicions; /* trials taken from suspects; wrong suspicions */
-    bool calm;              /* SL_SCALE_CHURN=0: no kills, no wrong suspicions */
+    bool calm;              /* SL_SCALE_CHURN=0: no kills, no wrong suspicions, no pauses,
+                               no partition */
+    bool no_pauses, no_partition; /* SL_SCALE_PAUSES=0, SL_SCALE_PARTITION=0 */
+    int epochs;             /* epochs trained (an ASHA study of B trials trains ~2.3 B) */
+    int pauses, part_takeovers;   /* SIGSTOPs; trials taken over while the fleet was cut */
+    int64_t part_double_ms;       /* double work in stretches the partition excuses */
+    uint32_t *sides;        /* n: the partition's sides (1: the small one) */
+    int64_t part_at, heal_at; /* the partition: from, to (part_at 0: not yet) */
+    bool parted, part_dead; /* it is on; its sides have said each other dead */
+    int64_t converge_ms;    /* after the study, until every replica agreed */
     FILE *trace;            /* SL_SCALE_TRACE: events and idle slots, for where time goes */
 };
 
@@ -173,19 +214,34 @@ static int peer_index(const world_t *w, const char *id) {
     return k >= 0 && k < w->n ? k : -1;
 }
 
+static bool paused(const peer_t *me) { return me->paused_until != 0; }
+
+/* Since when peer p has heard nothing from q (INT64_MAX: it hears q): q
+ * down, SIGSTOPped, or across the partition. */
+static int64_t silent_since(const world_t *w, int p, int q) {
+    const peer_t *o = &w->peers[q];
+    int64_t since = !o->up ? o->down_at : paused(o) ? o->paused_at : INT64_MAX;
+    if (w->parted && w->peers[p].cut != o->cut && w->part_at < since)
+        since = w->part_at;
+    return since;
+}
+
 static bool alive_in_view(const world_t *w, int p, int q) {
-    return p == q || w->peers[q].up || w->now - w->peers[q].down_at < DEAD_AFTER_MS;
+    int64_t since = silent_since(w, p, q);
+    return p == q || since == INT64_MAX || w->now - since < DEAD_AFTER_MS;
 }
 
 /* Membership's SUSPECT (alive to the turn, but a probe went unanswered):
- * a peer down for SUSPECT_AFTER_MS (the probe timeout after its closed
- * connection's hint, docs/membership.md), or one up that is wrongly
- * suspected for a while. */
+ * a peer silent (down, paused or cut off) for SUSPECT_AFTER_MS (the probe
+ * timeout after its closed connection's hint, docs/membership.md), or
+ * one up that is wrongly suspected for a while. */
 static bool suspect_in_view(const world_t *w, int p, int q) {
     const peer_t *o = &w->peers[q];
     if (p == q || !alive_in_view(w, p, q))
         return false;
-    return o->up ? w->now < o->suspect_until : w->now - o->down_at >= SUSPECT_AFTER_MS;
+    int64_t since = silent_since(w, p, q);
+    return (o->up && w->now < o->suspect_until) ||
+           (since != INT64_MAX && w->now - since >= SUSPECT_AFTER_MS);
 }
 
 /* ---- the store: a real sl_store_t per peer on the simulator ---- */
@@ -250,6 +306,7 @@ static void put_result(world_t *w, int p, int t, const sl_result_t *r) {
     char val[1024];
     size_t len = sim_result_val(r, val);
     put(w, p, tkey(w, SL_STUDY_KEY_RESULT, t, r->claim_epoch, r->writer), val, len);
+
 }
 
 /* ---- a peer's live view ---- */
@@ -319,6 +376,7 @@ static void work(world_t *w, int p) {
     put_str(w, p, tkey(w, SL_STUDY_KEY_CKPT, j->t, 0, NULL), man);
     sl_epoch_outcome out = sl_claim_after_epoch(&w->spec, rung, e, false, 0);
     tr(w, "E %d %s %d", j->t, me->id, e);
+    w->epochs++;
     if (out == SL_EPOCH_CONTINUE) {
         j->next_epoch = e + 1;
         j->epoch_end = w->now + EPOCH_MS;
@@ -427,6 +485,7 @@ static void apply(world_t *w, int p, const sl_turn_out_t *out) {
             }
             w->claims++;
             w->takeovers += a->claim.epoch > 1;
+            w->part_takeovers += a->claim.epoch > 1 && w->parted;
             w->suspect_takeovers += !strcmp(a->reason, "taken over from a suspect owner");
             me->busy = true;
             me->job = (job_t){.t = t, .epoch = a->claim.epoch, .next_epoch = r->ck_epoch + 1,
@@ -522,6 +581,113 @@ static void turn(world_t *w, int p) {
 
 /* ---- churn ---- */
 
+/* Peer p back on its replica: every member hears it came back, and their
+ * DIGESTs (and its own) bring what it missed. */
+static void bring_back(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    tr(w, "B -1 %s", me->id);
+    me->up = true;
+    me->gone = false;
+    me->back_at = w->now + CHURN_PERIOD_MS;
+    me->restarted_at = w->now;
+    me->started_ms = sl_simstore_clock(w->net);
+    if (sl_simstore_restart(w->net, (uint32_t)p) != SL_OK)
+        violate(w, "store: %s cannot restart", me->id);
+}
+
+/* SIGCONT: what waited for peer p arrives; the members that said it dead
+ * hear it is back (an urgent DIGEST), as SWIM's refutation makes it. */
+static void resume(world_t *w, int p) {
+    peer_t *me = &w->peers[p];
+    tr(w, "C %d %s", me->busy ? me->job.t : -1, me->id);
+    me->paused_until = 0;
+    sl_sim_pause(sl_simstore_sim(w->net), (uint32_t)p, false);
+    if (me->faded)
+        for (int q = 0; q < w->n; q++)
+            if (q != p && alive_in_view(w, q, p))
+                sl_simstore_back(w->net, (uint32_t)q, (uint32_t)p);
+    me->faded = false;
+}
+
+/* SIGSTOP now and then: a peer up (not a churner) for 0.3-1.8 s neither
+ * trains nor takes turns nor sends; messages to it wait (sl_sim_pause).
+ * The others suspect it, take its trial over and, past DEAD_AFTER_MS,
+ * say it dead; when it carries on, its job must stop (the double-work
+ * check). */
+static void pauses(world_t *w) {
+    for (int p = 0; p < w->n; p++) {
+        peer_t *me = &w->peers[p];
+        if (!paused(me))
+            continue;
+        if (w->now >= me->paused_until) {
+            resume(w, p);
+            continue;
+        }
+        if (me->busy) /* frozen: its epoch does not advance */
+            me->job.epoch_end += STEP_MS;
+        if (!me->faded && w->now - me->paused_at >= DEAD_AFTER_MS) {
+            me->faded = true;
+            for (int q = 0; q < w->n; q++)
+                sl_simstore_set_up(w->net, (uint32_t)q, (uint32_t)p, false);
+        }
+    }
+    if (w->calm || w->no_pauses || w->now == 0 || w->now % PAUSE_EVERY_MS != PAUSE_EVERY_MS / 2)
+        return;
+    int q = (int)sl_rng_below(&w->rng, (uint64_t)w->n);
+    peer_t *o = &w->peers[q];
+    if (!o->up || o->churns || paused(o))
+        return;
+    o->paused_at = w->now;
+    o->paused_until = w->now + PAUSE_MIN_MS + (int64_t)sl_rng_below(&w->rng, PAUSE_SPAN_MS + 1);
+    sl_sim_pause(sl_simstore_sim(w->net), (uint32_t)q, true);
+    w->pauses++;
+    tr(w, "Z %d %s %" PRId64, o->busy ? o->job.t : -1, o->id, o->paused_until - w->now);
+}
+
+/* Every round core on one side of the partition hears the other side's
+ * members go (dead) or come back (healed). */
+static void across(world_t *w, bool up) {
+    for (int p = 0; p < w->n; p++)
+        for (int q = 0; q < w->n; q++) {
+            if (w->peers[p].cut == w->peers[q].cut)
+                continue;
+            if (!up)
+                sl_simstore_set_up(w->net, (uint32_t)p, (uint32_t)q, false);
+            else if (w->peers[q].up && !w->peers[q].faded && alive_in_view(w, p, q))
+                sl_simstore_back(w->net, (uint32_t)p, (uint32_t)q);
+        }
+}
+
+/* One partition in mid-study (once as many epochs were trained as the
+ * budget has trials, some 40 % of the work): a random quarter of
+ * the fleet cut off from the rest for 1-2 s (messages across are lost),
+ * then healed. Each side suspects the other, takes its trials over and
+ * says it dead, as for peers down. */
+static void partition(world_t *w) {
+    sl_sim_t *sim = sl_simstore_sim(w->net);
+    if (w->parted && w->now >= w->heal_at) {
+        w->parted = false;
+        sl_sim_partition(sim, NULL);
+        across(w, true);
+        tr(w, "H -1 -");
+        return;
+    }
+    if (w->parted && !w->part_dead && w->now - w->part_at >= DEAD_AFTER_MS) {
+        w->part_dead = true;
+        across(w, false);
+    }
+    if (w->calm || w->no_partition || w->part_at || w->epochs < w->budget)
+        return;
+    for (int p = 0; p < w->n; p++)
+        w->sides[p] = w->peers[p].cut = sl_rng_below(&w->rng, 4) == 0;
+    w->part_at = w->now;
+    w->heal_at = w->now + PART_MIN_MS + (int64_t)sl_rng_below(&w->rng, PART_SPAN_MS + 1);
+    w->parted = true;
+    if (sl_sim_partition(sim, w->sides) != SL_OK)
+        violate(w, "sim: no partition");
+    tr(w, "Q -1 - %" PRId64, w->heal_at - w->now);
+}
+
 static void churn(world_t *w) {
     /* a slow peer, wrongly suspected */
     if (!w->calm && w->now > 0 && w->now % FALSE_SUSPECT_EVERY_MS == 0) {
@@ -546,18 +712,12 @@ static void churn(world_t *w) {
             sl_study_live_fini(&me->live); /* (volatile: read whole when it is back) */
             me->live.stale = true;
             w->kills++;
-        } else { /* back on its replica: every member hears it came back, and
-                    their DIGESTs (and its own) bring what it missed */
-            tr(w, "B -1 %s", me->id);
-            me->up = true;
-            me->gone = false;
-            me->back_at = w->now + CHURN_PERIOD_MS;
-            me->restarted_at = w->now;
-            me->started_ms = sl_simstore_clock(w->net);
-            if (sl_simstore_restart(w->net, (uint32_t)p) != SL_OK)
-                violate(w, "store: %s cannot restart", me->id);
+        } else {
+            bring_back(w, p);
         }
     }
+    pauses(w);
+    partition(w);
     /* a peer down DEAD_AFTER_MS is dead to every other: no round
        candidate any more */
     for (int p = 0; p < w->n; p++) {
@@ -574,8 +734,8 @@ static void check_double(world_t *w) {
     int *workers = sl_calloc((size_t)w->prop_count + 1, sizeof *workers);
     if (!workers)
         return;
-    for (int p = 0; p < w->n; p++)
-        if (w->peers[p].up && w->peers[p].busy)
+    for (int p = 0; p < w->n; p++) /* (a peer paused does no work) */
+        if (w->peers[p].up && !paused(&w->peers[p]) && w->peers[p].busy)
             workers[w->peers[p].job.t]++;
     for (int i = 0; i < w->prop_count; i++) {
         if (workers[i] < 2) {
@@ -588,7 +748,15 @@ static void check_double(world_t *w) {
         int64_t len = w->now - w->double_since[i] + STEP_MS;
         if (len > w->double_max_ms)
             w->double_max_ms = len;
-        if (len > DOUBLE_WORK_MS)
+        /* the partition's sides may each run a trial: that ends within
+           DOUBLE_WORK_MS of the heal */
+        int64_t until = w->double_since[i] + DOUBLE_WORK_MS;
+        if (w->part_at && w->now >= w->part_at && w->double_since[i] <= w->heal_at) {
+            w->part_double_ms += STEP_MS;
+            if (w->heal_at + DOUBLE_WORK_MS > until)
+                until = w->heal_at + DOUBLE_WORK_MS;
+        }
+        if (w->now + STEP_MS > until)
             violate(w, "%d peers run trial %s at once for %" PRId64 " ms", workers[i],
                     w->props[i].id, len);
     }
@@ -684,6 +852,7 @@ static void world_fini(world_t *w) {
     sl_free(w->peers);
     sl_free(w->props);
     sl_free(w->double_since);
+    sl_free(w->sides);
     sl_simstore_destroy(&w->net);
     sl_store_destroy(&w->all);
     sl_study_members_fini(&w->members);
@@ -691,6 +860,42 @@ static void world_fini(world_t *w) {
     if (w->trace)
         fclose(w->trace);
     w->trace = NULL;
+}
+
+/* After the study: the faults end (the partition healed, every peer
+ * resumed or restarted) and, with no more writes, every replica holds
+ * what peer 0's does (fingerprint and state hash) within CONVERGE_MS. */
+static void converge(world_t *w) {
+    int64_t end = w->now;
+    if (w->parted) {
+        w->heal_at = w->now;
+        partition(w);
+    }
+    for (int p = 0; p < w->n; p++) {
+        if (paused(&w->peers[p]))
+            resume(w, p);
+        else if (!w->peers[p].up)
+            bring_back(w, p);
+    }
+    for (; w->now <= end + CONVERGE_MS; w->now += 100) {
+        if (sl_simstore_run_until(w->net, w->now) != SL_OK) {
+            violate(w, "store: a message was refused after the study");
+            return;
+        }
+        uint64_t fp = sl_store_fingerprint(store_of(w, 0));
+        int p = 1;
+        while (p < w->n && sl_store_fingerprint(store_of(w, p)) == fp)
+            p++;
+        if (p < w->n)
+            continue;
+        uint64_t h = sl_store_state_hash(store_of(w, 0));
+        for (p = 1; p < w->n; p++)
+            if (sl_store_state_hash(store_of(w, p)) != h)
+                violate(w, "replicas of p0 and %s: one fingerprint, two states", w->peers[p].id);
+        w->converge_ms = w->now - end;
+        return;
+    }
+    violate(w, "replicas still differ %d s after the study", CONVERGE_MS / 1000);
 }
 
 /* One study on n peers: the makespan in w->finished_at (0: it did not
@@ -715,13 +920,17 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
     w->peers = sl_calloc((size_t)n, sizeof *w->peers);
     w->props = sl_calloc(T, sizeof *w->props);
     w->double_since = sl_calloc(T, sizeof *w->double_since);
-    if (!w->peers || !w->props || !w->double_since ||
+    w->sides = sl_calloc((size_t)n, sizeof *w->sides);
+    if (!w->peers || !w->props || !w->double_since || !w->sides ||
         sl_study_members_reserve(&w->members, (size_t)n) != SL_OK) {
         violate(w, "test: out of memory");
         return;
     }
     const char *churn_env = getenv("SL_SCALE_CHURN"); /* "0": none (the bound without churn) */
     w->calm = churn_env && !strcmp(churn_env, "0");
+    const char *pause_env = getenv("SL_SCALE_PAUSES"), *part_env = getenv("SL_SCALE_PARTITION");
+    w->no_pauses = pause_env && !strcmp(pause_env, "0");
+    w->no_partition = part_env && !strcmp(part_env, "0");
     int churners = w->calm ? 0 : n / 4;
     for (int p = 0; p < n; p++) {
         peer_t *me = &w->peers[p];
@@ -756,7 +965,7 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
         if (err != SL_OK)
             violate(w, "store: a message was refused: %s", sl_strerror(err));
         for (int p = 0; p < n && !w->violation[0]; p++)
-            if (w->peers[p].up) {
+            if (w->peers[p].up && !paused(&w->peers[p])) {
                 turn(w, p);
                 sl_simstore_push(w->net, (uint32_t)p); /* the turn's writes, one DELTA */
             }
@@ -772,6 +981,7 @@ static void run(world_t *w, int n, int budget, uint64_t seed) {
         violate(w, "not finished by %d s", DEADLINE_MS / 1000);
         return;
     }
+    converge(w);
     /* no trial lost: the budget proposed, each with a result in the
        finishing leader's live view (the finished flag says all have one) */
     if (w->prop_count != budget)
@@ -805,6 +1015,8 @@ static void test_asha_churn(void) {
               (unsigned long long)seed, W.violation);
     /* the churn did happen, and took trials over */
     CHECK(W.kills > 0 || getenv("SL_SCALE_CHURN"));
+    CHECK(W.pauses > 0 || W.calm || W.no_pauses);
+    CHECK(W.part_at > 0 || W.calm || W.no_partition);
     sl_store_stats_t st; /* one replica's size (peer 0's) */
     sl_store_stats(sl_simstore_store(W.net, 0), &st);
     sl_simstore_counts_t sum = {0};
@@ -816,13 +1028,17 @@ static void test_asha_churn(void) {
         sum.ae_sent += c.ae_sent;
     }
     printf("{\"peers\": %d, \"trials\": %d, \"seed\": %llu, \"makespan_s\": %.3f, \"kills\": %d, "
-           "\"false_suspicions\": %d, \"claims\": %d, \"takeovers\": %d, "
+           "\"false_suspicions\": %d, \"pauses\": %d, \"partition_s\": %.3f, "
+           "\"partition_takeovers\": %d, \"partition_double_work_ms\": %lld, "
+           "\"converge_ms\": %lld, \"claims\": %d, \"takeovers\": %d, "
            "\"from_suspects\": %d, \"orphan_releases\": %d, "
            "\"owner_promotions\": %d, \"double_work_ms\": %lld, \"double_work_max_ms\": %lld, "
            "\"deltas_pushed\": %llu, \"deltas_relayed\": %llu, \"anti_entropy_msgs\": %llu, "
            "\"store_keys\": %llu, \"store_mib\": %.1f}\n",
            n, budget, (unsigned long long)seed, W.finished_at / 1000.0, W.kills,
-           W.false_suspicions, W.claims, W.takeovers, W.suspect_takeovers, W.releases,
+           W.false_suspicions, W.pauses, W.part_at ? (W.heal_at - W.part_at) / 1000.0 : 0.0,
+           W.part_takeovers, (long long)W.part_double_ms, (long long)W.converge_ms, W.claims,
+           W.takeovers, W.suspect_takeovers, W.releases,
            W.owner_promotions, (long long)W.double_ms, (long long)W.double_max_ms,
            (unsigned long long)sum.pushed, (unsigned long long)sum.relayed,
            (unsigned long long)sum.ae_sent, (unsigned long long)st.keys,
