@@ -483,16 +483,23 @@ static sl_err write_takes(const sl_turn_view_t *v, const sl_study_members_t *ms,
     return SL_OK;
 }
 
-/* fa before fb among the fresh trials a peer may take, for `self`:
- * the higher rung, then the trial that weighs more for self, then the
- * smaller id. */
-static bool spread_before(const sl_turn_open_t *fa, const sl_turn_open_t *fb, const char *self) {
-    if (fa->t->rung != fb->t->rung)
-        return fa->t->rung > fb->t->rung;
-    uint64_t wa = sl_round_trial_weight(self, fa->id), wb = sl_round_trial_weight(self, fb->id);
-    if (wa != wb)
-        return wa > wb;
-    return strcmp(fa->id, fb->id) < 0;
+/* A fresh trial's place in a peer's own order (take_spread): the higher
+ * rung, then the trial that weighs more for the peer, then the smaller id. */
+typedef struct {
+    const sl_turn_open_t *r; /* the open trial */
+    uint64_t weight;         /* sl_round_trial_weight(self, its id) */
+} spread_key_t;
+
+static spread_key_t spread_key(const sl_turn_open_t *r, const char *self) {
+    return (spread_key_t){r, sl_round_trial_weight(self, r->id)};
+}
+
+static bool spread_before(const spread_key_t *a, const spread_key_t *b) {
+    if (a->r->t->rung != b->r->t->rung)
+        return a->r->t->rung > b->r->t->rung;
+    if (a->weight != b->weight)
+        return a->weight > b->weight;
+    return strcmp(a->r->id, b->r->id) < 0;
 }
 
 /* Up to `slots` of the `nf` fresh trials `self` may take (ranked first
@@ -509,9 +516,14 @@ static sl_err take_spread(const sl_turn_view_t *v, const char *self, uint64_t no
     *taken = 0;
     for (size_t k = 0; k < nf && k < slots; k++) {
         size_t best = k;
-        for (size_t i = k + 1; i < nf; i++)
-            if (spread_before(&v->open[spread[i]], &v->open[spread[best]], self))
+        spread_key_t bk = spread_key(&v->open[spread[k]], self);
+        for (size_t i = k + 1; i < nf; i++) {
+            spread_key_t ik = spread_key(&v->open[spread[i]], self);
+            if (spread_before(&ik, &bk)) {
                 best = i;
+                bk = ik;
+            }
+        }
         size_t o = spread[best];
         spread[best] = spread[k];
         spread[k] = o;
